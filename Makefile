@@ -1,0 +1,72 @@
+# leasehold — one command runs the demo, one runs the tests; each builds .venv from nothing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export SAM_CLI_TELEMETRY := 0
+export AWS_DEFAULT_REGION ?= us-east-1
+
+.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "leasehold needs Python 3.11 or newer as $(PYTHON)")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/leasehold demo
+
+up: setup
+	$(BIN)/leasehold local up --port $${PORT:-8080} --workers $${WORKERS:-2}
+
+test: setup
+	$(BIN)/pytest
+
+test-unit: setup
+	$(BIN)/pytest -m unit
+
+test-integration: setup
+	$(BIN)/pytest -m integration
+
+test-e2e: setup
+	$(BIN)/pytest -m e2e
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+format: setup
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+validate: setup
+	$(BIN)/sam validate --lint --template template.yaml
+	$(BIN)/cfn-lint template.yaml
+
+# sam build runs pip for the python3.13 runtime: it needs a python3.13 on PATH (pyenv keeps one).
+build: setup
+	@py313=""; \
+	for candidate in $$(ls -d $$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.13*/bin/python3.13 2>/dev/null) $$(command -v python3.13); do \
+	  if "$$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then py313=$$candidate; fi; \
+	done; \
+	if [ -z "$$py313" ]; then echo "make build: no working python3.13 found (on PATH or under pyenv); install one, e.g. 'pyenv install 3.13'" >&2; exit 1; fi; \
+	echo "sam build with $$py313"; \
+	PATH="$$(dirname $$py313):$$PATH" $(BIN)/sam build --template template.yaml
+
+deploy: build
+	$(BIN)/sam deploy
+
+delete: setup
+	$(BIN)/sam delete
+
+bench: setup
+	$(BIN)/python bench/run_bench.py
+
+clean:
+	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,95 @@
+"""Typed errors with one root. The API maps each to one HTTP status in a single table."""
+
+from __future__ import annotations
+
+
+class LeaseholdError(Exception):
+    """Root of every error leasehold raises on purpose."""
+
+    code = "internal_error"
+
+
+class ValidationError(LeaseholdError):
+    """Input that can never be accepted as sent (HTTP 400)."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class UnauthenticatedError(LeaseholdError):
+    code = "unauthenticated"
+
+
+class ForbiddenError(LeaseholdError):
+    code = "forbidden"
+
+
+class JobNotFoundError(LeaseholdError):
+    """Unknown job, or a job outside the caller's scope: callers cannot tell the two apart."""
+
+    code = "not_found"
+
+
+class ConflictError(LeaseholdError):
+    """The request is well-formed but the job's state does not allow it now (HTTP 409)."""
+
+    code = "conflict"
+
+    def __init__(self, message: str, *, code: str = "conflict") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class IdempotencyConflictError(ConflictError):
+    def __init__(self, message: str = "this Idempotency-Key was used with a different body") -> None:
+        super().__init__(message, code="idempotency_key_reused")
+
+
+class StaleEpochError(LeaseholdError):
+    """A worker wrote under an epoch or lease it no longer holds; the write was dropped."""
+
+    code = "stale_epoch"
+
+
+class ClaimRejectedError(LeaseholdError):
+    """A claim's condition failed; `reason` says why (see service.worker)."""
+
+    code = "claim_rejected"
+
+    def __init__(self, reason: str, job: object | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.job = job
+
+
+class SlotsFullError(LeaseholdError):
+    """The job's owner already runs as many jobs as the per-user limit allows."""
+
+    code = "slots_full"
+
+
+class StoreUnavailableError(LeaseholdError):
+    """DynamoDB or SQS did not answer or throttled past retries: nothing is promised (HTTP 503)."""
+
+    code = "store_unavailable"
+
+
+class TransientStepError(LeaseholdError):
+    """A step failed in a way worth retrying with backoff."""
+
+    code = "transient_error"
+
+
+class FatalStepError(LeaseholdError):
+    """A step failed in a way no retry can fix."""
+
+    code = "handler_error"
+
+
+class StepInterruptedError(LeaseholdError):
+    """A running step was told to stop: its lease is gone or a cancel was requested."""
+
+    code = "step_interrupted"

@@ -1,0 +1,62 @@
+"""Builds the clients, stores and services of one function from its settings (once per cold
+start). boto3 honours AWS_ENDPOINT_URL, which is how the local stack points these at moto."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+
+import boto3
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.config import Config
+
+from leasehold.domain.clock import SystemClock
+from leasehold.handlers.settings import Settings
+from leasehold.store.jobs import JobStore
+from leasehold.store.queue import WakeupQueue
+
+# Bounded: a dependency that does not answer gives a 503 in seconds, not a hung request.
+CLIENT_CONFIG = Config(
+    connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"}
+)
+
+metrics = Metrics()
+
+
+class MetricsTelemetry:
+    """Service counters as CloudWatch EMF metrics (Powertools)."""
+
+    def count(self, name: str, value: int = 1) -> None:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    settings: Settings
+    store: JobStore
+    queue: WakeupQueue
+    clock: SystemClock
+    telemetry: MetricsTelemetry
+
+
+@cache
+def runtime() -> Runtime:
+    settings = Settings.from_env()
+    session = boto3.session.Session()
+    dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
+    sqs = session.client("sqs", config=CLIENT_CONFIG)
+    return Runtime(
+        settings=settings,
+        store=JobStore(dynamodb, settings.table_name, settings.user_concurrency_limit),
+        queue=WakeupQueue(sqs, settings.queue_url, settings.dlq_url),
+        clock=SystemClock(),
+        telemetry=MetricsTelemetry(),
+    )
+
+
+def worker_identity() -> str:
+    """Which execution environment holds a lease: visible in the job and in the logs."""
+    name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or f"pid-{os.getpid()}"
+    return name[-48:]

@@ -1,0 +1,168 @@
+"""Runs the whole system on one machine: moto server, stack from template.yaml, gateway, stream
+pump, sweeper schedule and N worker processes. Stops everything on Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from leasehold.local.gateway import Gateway
+from leasehold.local.invoke import LocalContext, apply_environment, load_handler
+from leasehold.local.pumps import QueuePoller, Repeater, StreamPump, scheduled_event
+from leasehold.local.stack import StackInfo, check_port_free, create_stack, start_moto
+
+DEFAULT_STATE = Path(".leasehold/local-stack.json")
+
+
+def quiet_local_noise() -> None:
+    """moto warns about every resource it skips (Cognito, ApiGatewayV2, alarms) and Werkzeug logs
+    every request; Powertools warns when an invocation emitted no metric. None of it helps here."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    for name in ("werkzeug", "moto", "botocore", "docker"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+class LocalStack:
+    """The embedded stack in this process (gateway and pumps as threads); workers are separate
+    processes started with `spawn_worker`."""
+
+    def __init__(
+        self,
+        template: Path,
+        *,
+        port: int = 8080,
+        state_path: Path = DEFAULT_STATE,
+        sweep_seconds: float = 1.0,
+        parameters: dict[str, str] | None = None,
+    ) -> None:
+        self.template = template
+        self.port = port
+        self.state_path = state_path
+        self.sweep_seconds = sweep_seconds
+        self.parameters = parameters
+        self.info: StackInfo | None = None
+        self.gateway: Gateway | None = None
+        self.stream_pumps: list[StreamPump] = []
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self._moto: Any = None
+        self._threads: list[Repeater] = []
+
+    @property
+    def url(self) -> str:
+        assert self.gateway is not None
+        return f"http://127.0.0.1:{self.gateway.port}"
+
+    def start(self) -> StackInfo:
+        quiet_local_noise()
+        if self.port:
+            check_port_free(self.port)
+        self._moto, endpoint = start_moto()
+        info = create_stack(endpoint, self.template, self.parameters)
+        self.info = info
+        info.save(self.state_path)
+        api = info.function_for("handlers.api.handler")
+        apply_environment(info, api)
+        self.gateway = Gateway(self.port, info.routes, {api: load_handler(info, api)})
+        for mapping in info.stream_mappings:
+            pump = StreamPump(
+                endpoint, mapping, load_handler(info, mapping.function), info.functions[mapping.function].name
+            )
+            self.stream_pumps.append(pump)
+            self._threads.append(Repeater(f"stream:{mapping.function}", 0.1, pump.poll_once))
+        for function in info.schedules:
+            handler = load_handler(info, function)
+            name = info.functions[function].name
+
+            def run_schedule(handler: Any = handler, name: str = name) -> object:
+                return handler(scheduled_event(name), LocalContext(name))
+
+            self._threads.append(Repeater(f"schedule:{function}", self.sweep_seconds, run_schedule))
+        self.gateway.start()
+        for thread in self._threads:
+            thread.start()
+        return info
+
+    def spawn_worker(self, name: str, log_dir: Path | None = None) -> subprocess.Popen[bytes]:
+        log_dir = log_dir or self.state_path.parent / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = (log_dir / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "leasehold.cli", "local", "worker", "--state", str(self.state_path), "--name", name],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.workers.append(process)
+        return process
+
+    def stop(self) -> None:
+        for process in self.workers:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 5
+        for process in self.workers:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for thread in self._threads:
+            thread.stop()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        if self.gateway:
+            self.gateway.stop()
+        if self._moto:
+            self._moto.stop()
+        self.state_path.unlink(missing_ok=True)
+
+
+def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None) -> None:
+    """A worker process: poll the queue with the template's batch size and call the Worker
+    handler with SQS events, deleting only what was not reported failed."""
+    _die_with_parent()
+    quiet_local_noise()
+    info = StackInfo.load(state_path)
+    mapping = info.queue_mappings[0]
+    os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = name
+    handler = load_handler(info, mapping.function)
+    poller = QueuePoller(info.endpoint, mapping, handler, info.functions[mapping.function].name)
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"{name} polling {mapping.queue_url}", flush=True)
+    idle = 0
+    while not stopping:
+        try:
+            received, _ = poller.poll_once(wait_seconds=1)
+        except Exception as exc:  # the stack went away or hiccuped: wait, then try again
+            print(f"{name}: {type(exc).__name__}: {exc}", flush=True)
+            time.sleep(0.5)
+            received = 0
+        idle = 0 if received else idle + 1
+        if max_idle_polls is not None and idle >= max_idle_polls:
+            break
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends SIGTERM to this worker when the stack process dies (no orphans)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass

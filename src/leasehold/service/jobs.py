@@ -1,0 +1,144 @@
+"""The caller's use cases: accept a job, read it, list them, cancel, decide an approval."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from leasehold.domain.clock import Clock
+from leasehold.domain.errors import ValidationError
+from leasehold.domain.ids import IdFactory
+from leasehold.domain.job import Checkpoint, Job, Owner, parse_job_request
+from leasehold.domain.states import JobState
+from leasehold.kinds import JobKind
+from leasehold.service.telemetry import Telemetry
+from leasehold.service.view import job_view
+from leasehold.store.jobs import JobStore
+
+_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+MAX_LIST_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job_id: str
+    created: bool
+
+
+class JobService:
+    def __init__(
+        self,
+        store: JobStore,
+        kinds: dict[str, JobKind],
+        clock: Clock,
+        new_id: IdFactory,
+        telemetry: Telemetry,
+        default_max_attempts: int = 3,
+    ) -> None:
+        self._default_max_attempts = default_max_attempts
+        self._store = store
+        self._kinds = kinds
+        self._clock = clock
+        self._new_id = new_id
+        self._telemetry = telemetry
+
+    def accept(self, owner: Owner, body: Any, idempotency_key: str | None) -> Accepted:
+        """Validate, then commit job + outbox (+ key) together; only a commit returns."""
+        if idempotency_key is not None and not _IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+            raise ValidationError(
+                "Idempotency-Key must be 1–128 characters of A-Z a-z 0-9 . _ : -",
+                code="invalid_idempotency_key",
+            )
+        spec = parse_job_request(body, set(self._kinds), self._default_max_attempts)
+        kind = self._kinds[spec.kind]
+        kind.validate(spec.payload)
+        now = self._clock.now_ms()
+        job = Job(
+            job_id=self._new_id(),
+            kind=spec.kind,
+            owner=owner,
+            state=JobState.QUEUED,
+            payload=spec.payload,
+            attempts=0,
+            max_attempts=spec.max_attempts,
+            epoch=0,
+            version=1,
+            created_at=now,
+            updated_at=now,
+            deadline_at=now + spec.deadline_seconds * 1000,
+            next_attempt_at=now,
+            budget=spec.budget,
+            checkpoint=Checkpoint(),
+            steps_total=len(kind.plan(spec.payload)),
+            last_dispatch_at=now,
+        )
+        outcome = self._store.accept(
+            job, idempotency=idempotency_key, fingerprint=spec.fingerprint()
+        )
+        if outcome.created:
+            self._telemetry.count("JobsAccepted")
+        else:
+            self._telemetry.count("IdempotentReplays")
+        return Accepted(job_id=outcome.job_id, created=outcome.created)
+
+    def view(self, owner: Owner, job_id: str) -> dict[str, Any]:
+        return job_view(self._store.get_owned(owner, job_id))
+
+    def list(
+        self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
+    ) -> dict[str, Any]:
+        parsed_state = _parse_state(state)
+        parsed_limit = _parse_limit(limit)
+        jobs, next_cursor = self._store.list_for_owner(
+            owner, state=parsed_state, limit=parsed_limit, cursor=cursor
+        )
+        return {"jobs": [job_view(job) for job in jobs], "next_cursor": next_cursor}
+
+    def cancel(self, owner: Owner, job_id: str) -> dict[str, Any]:
+        job = self._store.cancel(owner, job_id, now=self._clock.now_ms())
+        self._telemetry.count(
+            "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
+        )
+        return job_view(job)
+
+    def decide_approval(self, owner: Owner, job_id: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or set(body) - {"decision", "version"}:
+            raise ValidationError("the body must be {\"decision\": ..., \"version\": ...}")
+        decision = body.get("decision")
+        if decision not in ("approve", "reject"):
+            raise ValidationError("'decision' must be \"approve\" or \"reject\"")
+        version = body.get("version")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ValidationError("'version' must be the job's current version (an integer ≥ 1)")
+        job = self._store.decide_approval(
+            owner, job_id, version=version, approve=decision == "approve", now=self._clock.now_ms()
+        )
+        self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
+        return job_view(job)
+
+
+def _parse_state(state: str | None) -> JobState | None:
+    if state is None or state == "":
+        return None
+    try:
+        return JobState(state)
+    except ValueError as exc:
+        known = ", ".join(s.value for s in JobState)
+        raise ValidationError(f"unknown state '{state[:32]}'; one of: {known}") from exc
+
+
+def _parse_limit(limit: str | None, default: int = 20) -> int:
+    if limit is None or limit == "":
+        return default
+    if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST_LIMIT:
+        raise ValidationError(f"'limit' must be an integer from 1 to {MAX_LIST_LIMIT}")
+    return int(limit)
+
+
+def parse_state_filter(state: str | None) -> JobState | None:
+    return _parse_state(state)
+
+
+def parse_limit(limit: str | None, default: int = 20) -> int:
+    return _parse_limit(limit, default)

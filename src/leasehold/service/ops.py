@@ -1,0 +1,99 @@
+"""The operator's view and actions: summary, jobs by state, replay, resolve, DLQ redrive."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.domain.clock import Clock, iso
+from leasehold.domain.errors import ValidationError
+from leasehold.domain.states import JobState, StopReason
+from leasehold.service.jobs import parse_limit, parse_state_filter
+from leasehold.service.telemetry import Telemetry
+from leasehold.service.view import job_view, ops_row
+from leasehold.store.jobs import JobStore
+from leasehold.store.queue import WakeupQueue
+
+
+class OpsService:
+    def __init__(
+        self, store: JobStore, queue: WakeupQueue, clock: Clock, telemetry: Telemetry
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._telemetry = telemetry
+
+    def summary(self) -> dict[str, Any]:
+        now = self._clock.now_ms()
+        counts = {state.value: self._store.count_by_state(state) for state in JobState}
+        oldest_jobs, _ = self._store.list_by_state(JobState.QUEUED, limit=1)
+        oldest = None
+        if oldest_jobs:
+            job = oldest_jobs[0]
+            oldest = {
+                "job_id": job.job_id,
+                "age_seconds": round((now - job.created_at) / 1000, 1),
+                "attempts": job.attempts,
+                "last_error": job.error,
+                "next_attempt_at": iso(job.next_attempt_at),
+            }
+        failed, _ = self._store.list_by_state(JobState.FAILED, limit=100)
+        recent: list[Any] = []
+        for state in (JobState.QUEUED, JobState.RUNNING, JobState.DEAD, JobState.UNKNOWN):
+            jobs, _ = self._store.list_by_state(state, limit=100)
+            recent.extend(jobs)
+        stats = self._queue.stats()
+        return {
+            "counts": counts,
+            "queue_depth": counts[JobState.QUEUED.value],
+            "oldest_queued": oldest,
+            "sqs": {
+                "visible": stats.visible,
+                "in_flight": stats.in_flight,
+                "delayed": stats.delayed,
+                "dead_letter": stats.dead_letter,
+            },
+            "totals": {
+                "retries": sum(
+                    1
+                    for job in recent + failed
+                    for entry in job.history
+                    if entry.get("outcome") == JobState.QUEUED.value
+                ),
+                "budget_exhausted": sum(
+                    1 for job in failed if job.stop_reason == StopReason.BUDGET_EXHAUSTED.value
+                ),
+                "scope": "retries over the first 100 jobs of each non-succeeded state; "
+                "budget exhaustion over the first 100 failed jobs",
+            },
+        }
+
+    def jobs(self, state: str | None, limit: str | None, cursor: str | None) -> dict[str, Any]:
+        parsed = parse_state_filter(state)
+        if parsed is None:
+            raise ValidationError("'state' is required: /ops/jobs?state=dead")
+        jobs, next_cursor = self._store.list_by_state(
+            parsed, limit=parse_limit(limit, 50), cursor=cursor
+        )
+        now = self._clock.now_ms()
+        return {"jobs": [ops_row(job, now) for job in jobs], "next_cursor": next_cursor}
+
+    def replay(self, job_id: str) -> dict[str, Any]:
+        job = self._store.replay(job_id, now=self._clock.now_ms())
+        self._telemetry.count("JobsReplayed")
+        return job_view(job)
+
+    def resolve(self, job_id: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or set(body) - {"outcome", "note"}:
+            raise ValidationError("the body must be {\"outcome\": ..., \"note\": ...}")
+        outcome = body.get("outcome")
+        if outcome not in ("succeeded", "failed"):
+            raise ValidationError("'outcome' must be \"succeeded\" or \"failed\"")
+        note = body.get("note")
+        if not isinstance(note, str) or not 1 <= len(note) <= 500:
+            raise ValidationError("'note' must be a string of 1 to 500 characters")
+        job = self._store.resolve(
+            job_id, succeeded=outcome == "succeeded", note=note, now=self._clock.now_ms()
+        )
+        self._telemetry.count("JobsResolved")
+        return job_view(job)

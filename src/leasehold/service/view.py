@@ -1,0 +1,72 @@
+"""The job view of the HTTP contract (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.domain.clock import iso
+from leasehold.domain.job import Job
+from leasehold.domain.states import JobState
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "job_id": job.job_id,
+        "kind": job.kind,
+        "state": job.state.value,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "version": job.version,
+        "epoch": job.epoch,
+        "created_at": iso(job.created_at),
+        "updated_at": iso(job.updated_at),
+        "deadline_at": iso(job.deadline_at),
+        "budget": {
+            "max_cost": job.budget.max_cost,
+            "cost_used": job.checkpoint.cost_used,
+            "max_steps": job.budget.max_steps,
+            "steps_used": job.checkpoint.steps_used,
+        },
+        "progress": {"step": job.checkpoint.next_step, "steps_total": job.steps_total},
+        "cancel_requested": job.cancel_requested,
+        "replays": job.replays,
+    }
+    if job.next_attempt_at is not None and job.state is JobState.QUEUED:
+        view["next_attempt_at"] = iso(job.next_attempt_at)
+    if job.approval:
+        view["approval"] = {
+            "step": job.approval.get("step"),
+            "step_name": job.approval.get("step_name"),
+            "requested_at": iso(job.approval.get("requested_at")),
+        }
+    if job.state is JobState.SUCCEEDED and job.result is not None:
+        view["result"] = job.result
+    if job.error:
+        view["error"] = {"code": job.error.get("code", ""), "message": job.error.get("message", "")}
+    if job.stop_reason:
+        view["stop_reason"] = job.stop_reason
+    if job.resolution_note:
+        view["resolution_note"] = job.resolution_note
+    return view
+
+
+def ops_row(job: Job, now: int) -> dict[str, Any]:
+    """What an operator needs to decide about one job."""
+    return {
+        "job_id": job.job_id,
+        "kind": job.kind,
+        "state": job.state.value,
+        "tenant": job.owner.tenant,
+        "user_id": job.owner.user_id,
+        "age_seconds": round((now - job.created_at) / 1000, 1),
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "epoch": job.epoch,
+        "last_error": job.error,
+        "stop_reason": job.stop_reason,
+        "next_attempt_at": iso(job.next_attempt_at) if job.state is JobState.QUEUED else None,
+        "lease_expires_at": iso(job.lease_expires_at),
+        "effect_intent": job.effect_intent,
+        "replays": job.replays,
+        "history": job.history,
+    }

@@ -1,0 +1,1 @@
+"""The only place that knows DynamoDB and SQS: keys, items, conditions, transactions."""
