@@ -42,6 +42,7 @@ class Settings:
     slot_wait_seconds: int
     sweep_batch: int
     lost_wakeup_grace_seconds: int
+    metrics_namespace: str
 
     @staticmethod
     def from_env(env: Mapping[str, object] | None = None) -> Settings:
@@ -58,6 +59,7 @@ class Settings:
             slot_wait_seconds=_int(env, "SLOT_WAIT_SECONDS"),
             sweep_batch=_int(env, "SWEEP_BATCH"),
             lost_wakeup_grace_seconds=_int(env, "LOST_WAKEUP_GRACE_SECONDS"),
+            metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
         )
 
 
@@ -73,5 +75,6 @@ ENV_VARIABLES = (
     "SLOT_WAIT_SECONDS",
     "SWEEP_BATCH",
     "LOST_WAKEUP_GRACE_SECONDS",
+    "POWERTOOLS_METRICS_NAMESPACE",
 )
 """The variables `Settings.from_env` reads: a test checks the template sets each for every function."""

@@ -44,6 +44,7 @@ class Runtime:
 @cache
 def runtime() -> Runtime:
     settings = Settings.from_env()
+    metrics.namespace = settings.metrics_namespace
     session = boto3.session.Session()
     dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
     sqs = session.client("sqs", config=CLIENT_CONFIG)

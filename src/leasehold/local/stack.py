@@ -126,19 +126,50 @@ def check_port_free(port: int) -> None:
 
 
 def start_moto() -> tuple[Any, str]:
-    """An embedded moto server on 127.0.0.1 and a free port."""
-    from moto.server import ThreadedMotoServer
+    """An embedded moto server on 127.0.0.1 and a free port. DynamoDB requests are served one at
+    a time: DynamoDB evaluates a condition and applies its write atomically, moto's threaded
+    server does not — without this, two workers could both pass the same claim condition."""
+    import threading
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    dynamodb_lock = threading.Lock()
+
+    def atomic_dynamodb(app: Any) -> Any:
+        def serve(environ: dict[str, Any], start_response: Any) -> Any:
+            if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
+                with dynamodb_lock:
+                    return list(app(environ, start_response))
+            return app(environ, start_response)
+
+        return serve
+
+    class AtomicMotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = atomic_dynamodb(DomainDispatcherApplication(create_backend_app))
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    server = AtomicMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     return server, f"http://{host}:{port}"
 
 
-def client(service: str, endpoint: str) -> Any:
+def client(service: str, endpoint: str | None) -> Any:
+    """A client for the local stack (or, with endpoint None, for moto's in-process mock)."""
     return boto3.session.Session().client(
         service,
-        endpoint_url=endpoint,
+        endpoint_url=endpoint or None,
         region_name=REGION,
         aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],

@@ -65,6 +65,7 @@ def ops_row(job: Job, now: int) -> dict[str, Any]:
         "last_error": job.error,
         "stop_reason": job.stop_reason,
         "next_attempt_at": iso(job.next_attempt_at) if job.state is JobState.QUEUED else None,
+        "lease_owner": job.lease_owner,
         "lease_expires_at": iso(job.lease_expires_at),
         "effect_intent": job.effect_intent,
         "replays": job.replays,

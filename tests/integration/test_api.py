@@ -1,0 +1,198 @@
+"""The HTTP contract of DESIGN §4 through the real Api handler, on moto."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from botocore.stub import Stubber
+
+from leasehold.handlers import api, wiring
+from leasehold.local.invoke import LocalContext
+from tests.conftest import load_event
+from tests.support.resources import clients, create_queues, create_table, template_environment
+
+Call = Callable[..., tuple[int, dict[str, Any], dict[str, str]]]
+
+
+@pytest.fixture
+def call(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call]:
+    dynamodb, sqs = clients()
+    table = create_table(dynamodb)["TableName"]
+    queues = create_queues(sqs)
+    for name, value in template_environment(table, queues).items():
+        monkeypatch.setenv(name, value)
+    for cached in (wiring.runtime, api.jobs, api.ops):
+        cached.cache_clear()
+
+    def invoke(
+        event_name: str,
+        *,
+        body: Any = None,
+        raw_body: str | None = None,
+        user: str | None = "alice",
+        path_id: str | None = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        event = copy.deepcopy(load_event(event_name))
+        event["headers"].pop("idempotency-key", None)  # only where a test gives one
+        if body is not None:
+            event["body"] = json.dumps(body)
+        if raw_body is not None:
+            event["body"] = raw_body
+        if user is None:
+            event["requestContext"].pop("authorizer", None)
+        elif user != "keep":
+            claims = {"sub": user, "custom:tenant": "other-group" if user == "carol" else "study-group"}
+            if user == "ops":
+                claims["cognito:groups"] = "[operators]"
+            event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
+        if path_id is not None:
+            event["pathParameters"] = {"job_id": path_id}
+            event["rawPath"] = event["rawPath"].replace("j_000000000000example", path_id)
+            event["requestContext"]["http"]["path"] = event["rawPath"]
+        if query is not None:
+            event["queryStringParameters"] = query
+        if headers is not None:
+            event["headers"] = {**event["headers"], **headers}
+        answer = api.handler(event, LocalContext("api"))
+        return answer["statusCode"], json.loads(answer["body"] or "{}"), answer.get("headers") or {}
+
+    yield invoke
+    for cached in (wiring.runtime, api.jobs, api.ops):
+        cached.cache_clear()
+
+
+SUBMIT = {"kind": "synthetic", "payload": {"steps": [{"name": "a", "cost": 1}]}}
+
+
+def test_health_needs_no_identity(call: Call) -> None:
+    status, body, _ = call("api-health.json", user=None)
+    assert (status, body) == (200, {"status": "ok"})
+
+
+def test_missing_identity_is_401_in_the_error_envelope(call: Call) -> None:
+    status, body, _ = call("api-list-jobs.json", user=None)
+    assert status == 401
+    assert body["error"]["code"] == "unauthenticated" and body["error"]["message"]
+
+
+def test_submit_answers_202_with_location_and_status_url(call: Call) -> None:
+    status, body, headers = call("api-submit-job.json", headers={"idempotency-key": "k1"})
+    assert status == 202 and body["state"] == "queued"
+    assert headers["Location"] == f"/jobs/{body['job_id']}" == body["status_url"]
+    status, view, _ = call("api-get-job.json", path_id=body["job_id"])
+    assert status == 200 and view["job_id"] == body["job_id"] and view["state"] == "queued"
+    assert view["budget"] == {"max_cost": 10, "cost_used": 0, "max_steps": 5, "steps_used": 0}
+    assert view["progress"] == {"step": 0, "steps_total": 2} and view["version"] == 1
+    assert view["created_at"].endswith("Z")
+
+
+def test_same_key_same_body_same_job_other_body_409(call: Call) -> None:
+    _, first, _ = call("api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "same"})
+    status, again, _ = call("api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "same"})
+    assert status == 202 and again["job_id"] == first["job_id"]
+    other = {**SUBMIT, "payload": {"steps": [{"name": "b"}]}}
+    status, conflict, _ = call("api-submit-job.json", body=other, headers={"idempotency-key": "same"})
+    assert status == 409 and conflict["error"]["code"] == "idempotency_key_reused"
+    # The key is scoped to the user: bob may use the same key for his own job
+    status, bobs, _ = call("api-submit-job.json", body=other, user="bob", headers={"idempotency-key": "same"})
+    assert status == 202 and bobs["job_id"] != first["job_id"]
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"payload": {"steps": [{"name": "a"}]}}, "invalid_request"),
+        ({"kind": "nope", "payload": {}}, "unknown_kind"),
+        ({"kind": "synthetic"}, "invalid_request"),
+        ({"kind": "synthetic", "payload": {"steps": []}}, "invalid_request"),
+        ({"kind": "synthetic", "payload": {"steps": [{"name": "a", "cost": -1}]}}, "invalid_request"),
+        ({"kind": "synthetic", "payload": {"steps": [{"name": "a", "duration_ms": 60001}]}}, "invalid_request"),
+        ({"kind": "synthetic", "payload": {"steps": [{"name": f"s{i}"} for i in range(21)]}}, "invalid_request"),
+        ({**SUBMIT, "max_attempts": 11}, "invalid_request"),
+        ({**SUBMIT, "max_attempts": True}, "invalid_request"),
+        ({**SUBMIT, "deadline_seconds": 86401}, "invalid_request"),
+        ({**SUBMIT, "budget": {"max_cost": "ten"}}, "invalid_request"),
+        ({**SUBMIT, "tenant": "other-group"}, "invalid_request"),
+        ({"kind": "synthetic", "payload": {"steps": [{"name": "x" * 64, "cost": 1}] * 20, "pad": "y"}}, "invalid_request"),
+        ([1, 2], "invalid_request"),
+    ],
+)
+def test_bad_submissions_are_400_with_a_code(call: Call, body: Any, code: str) -> None:
+    status, answer, _ = call("api-submit-job.json", body=body)
+    assert status == 400 and answer["error"]["code"] == code and answer["error"]["message"]
+
+
+def test_malformed_json_oversized_body_and_bad_key_are_400(call: Call) -> None:
+    assert call("api-submit-job.json", raw_body="{not json")[1]["error"]["code"] == "malformed_json"
+    big = {"kind": "synthetic", "payload": {"steps": [{"name": "a"}], "blob": "x" * 70_000}}
+    status, answer, _ = call("api-submit-job.json", body=big)
+    assert status == 400 and answer["error"]["code"] == "too_large"
+    status, answer, _ = call("api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "bad key!"})
+    assert status == 400 and answer["error"]["code"] == "invalid_idempotency_key"
+
+
+def test_other_users_job_is_404_identical_to_unknown(call: Call) -> None:
+    _, created, _ = call("api-submit-job.json", body=SUBMIT)
+    unknown = call("api-get-job.json", path_id="j_doesnotexist")
+    foreign_same_tenant = call("api-get-job.json", path_id=created["job_id"], user="bob")
+    foreign_tenant = call("api-get-job.json", path_id=created["job_id"], user="carol")
+    assert unknown[0] == foreign_same_tenant[0] == foreign_tenant[0] == 404
+    assert unknown[1]["error"]["code"] == foreign_tenant[1]["error"]["code"] == "not_found"
+
+
+def test_list_is_newest_first_with_state_filter_and_cursor(call: Call) -> None:
+    ids = []
+    for _ in range(5):
+        ids.append(call("api-submit-job.json", body=SUBMIT)[1]["job_id"])
+        time.sleep(0.002)  # distinct creation milliseconds: "newest first" is then exact
+    call("api-submit-job.json", body=SUBMIT, user="bob")
+    status, page1, _ = call("api-list-jobs.json", query={"limit": "2"})
+    assert status == 200 and [j["job_id"] for j in page1["jobs"]] == ids[::-1][:2]
+    _, page2, _ = call("api-list-jobs.json", query={"limit": "2", "cursor": page1["next_cursor"]})
+    assert [j["job_id"] for j in page2["jobs"]] == ids[::-1][2:4]
+    _, queued, _ = call("api-list-jobs.json", query={"state": "queued", "limit": "100"})
+    assert sorted(j["job_id"] for j in queued["jobs"]) == sorted(ids)
+    _, none, _ = call("api-list-jobs.json", query={"state": "succeeded"})
+    assert none["jobs"] == []
+    assert call("api-list-jobs.json", query={"state": "bogus"})[0] == 400
+    assert call("api-list-jobs.json", query={"limit": "101"})[0] == 400
+    assert call("api-list-jobs.json", query={"cursor": "###"})[0] == 400
+
+
+def test_ops_routes_are_403_for_non_operators(call: Call) -> None:
+    status, body, _ = call("api-ops-summary.json", user="alice")
+    assert status == 403 and body["error"]["code"] == "forbidden"
+    status, summary, _ = call("api-ops-summary.json", user="ops")
+    assert status == 200 and set(summary["counts"]) >= {"queued", "running", "dead", "unknown"}
+    assert summary["sqs"] == {"visible": 0, "in_flight": 0, "delayed": 0, "dead_letter": 0}
+
+
+def test_unknown_route_is_404_in_the_envelope(call: Call) -> None:
+    event = load_event("api-health.json")
+    event["rawPath"] = event["requestContext"]["http"]["path"] = "/nope"
+    event["routeKey"] = "GET /nope"
+    answer = api.handler(event, LocalContext("api"))
+    assert answer["statusCode"] == 404 and json.loads(answer["body"])["error"]["code"] == "not_found"
+
+
+def test_store_unavailable_on_accept_is_503_and_leaves_nothing(call: Call) -> None:
+    db = wiring.runtime().store._db  # noqa: SLF001 - the test stubs the client the handler built
+    with Stubber(db) as stub:
+        for _ in range(3):  # the SDK's own retries, then the handler's answer
+            stub.add_client_error(
+                "transact_write_items",
+                service_error_code="ProvisionedThroughputExceededException",
+                http_status_code=400,
+            )
+        status, body, headers = call("api-submit-job.json", body=SUBMIT)
+    assert status == 503 and body["error"]["code"] == "store_unavailable"
+    assert headers.get("Retry-After") == "2"
+    items = db.scan(TableName=wiring.runtime().settings.table_name)["Items"]
+    assert items == []

@@ -1,0 +1,259 @@
+"""DESIGN §3 on moto, with an injected clock: each rule has a test that fails if it is broken."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from leasehold.domain.errors import StaleEpochError
+from leasehold.domain.states import JobState
+from leasehold.service.worker import Disposition
+from tests.support.harness import ALICE, LEASE_MS, Harness, ScriptedKind, steps
+
+
+def test_accept_commits_job_outbox_and_key_together(harness: Harness) -> None:
+    # Given a submission with an idempotency key
+    job_id = harness.submit(key="k-1", payload=steps({}))
+    # Then the job, one outbox item and the key item all exist
+    items = harness.dynamodb.scan(TableName=harness.table)["Items"]
+    kinds = sorted(item["pk"]["S"].split("#")[0] for item in items)
+    assert kinds == ["IDEMP", "JOB", "OUTBOX"]
+    assert harness.state(job_id) == "queued"
+
+
+def test_relay_turns_the_outbox_insert_into_one_wakeup(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({}))
+    pump = harness.relay_pump()
+    # When the stream pump runs the relay over the table's stream
+    assert pump.poll_once() == 1
+    # Then exactly one wake-up for that job is on the queue, and the job record was filtered out
+    bodies = harness.bodies()
+    assert [b["job_id"] for b in bodies] == [job_id]
+    assert bodies[0]["tenant"] == "study-group" and bodies[0]["user_id"] == "alice"
+    assert pump.dropped_by_filter >= 1
+
+
+def test_two_workers_claim_one_job_exactly_one_wins(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({}))
+    wakeup = harness.wakeup(job_id)
+    now = harness.clock.now_ms()
+    winners, losers = [], []
+    for name in ("a", "b"):
+        try:
+            winners.append(harness.store.claim(job_id, ALICE, worker_id=name, now=now, lease_ms=LEASE_MS))
+        except Exception as exc:  # noqa: BLE001 - the loser's error is the point
+            losers.append(exc)
+    assert len(winners) == 1 and len(losers) == 1
+    assert winners[0].epoch == 1 and winners[0].lease_owner == "a"
+    assert type(losers[0]).__name__ == "ClaimRejectedError"
+    assert wakeup.job_id == job_id
+
+
+def test_late_completion_from_an_old_epoch_is_rejected(harness: Harness) -> None:
+    # Given worker A claims (epoch 1) and stalls past its lease
+    job_id = harness.submit(payload=steps({}))
+    now = harness.clock.now_ms()
+    job_a = harness.store.claim(job_id, ALICE, worker_id="a", now=now, lease_ms=LEASE_MS)
+    harness.clock.advance(LEASE_MS + 1)
+    # When worker B claims (epoch 2) and completes
+    job_b = harness.store.claim(job_id, ALICE, worker_id="b", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    assert job_b.epoch == job_a.epoch + 1
+    harness.store.finish(job_b, JobState.SUCCEEDED, now=harness.clock.now_ms(), checkpoint=job_b.checkpoint, result={"by": "b"})
+    # Then A's late completion is rejected and B's result stands
+    with pytest.raises(StaleEpochError):
+        harness.store.finish(job_a, JobState.SUCCEEDED, now=harness.clock.now_ms(), checkpoint=job_a.checkpoint, result={"by": "a"})
+    final = harness.store.get(job_id)
+    assert final is not None and final.result == {"by": "b"} and final.epoch == 2
+
+
+def test_expired_lease_is_rejected_even_if_nobody_reclaimed(harness: Harness) -> None:
+    # Given A's lease expired and no one else claimed
+    job_id = harness.submit(payload=steps({}))
+    job_a = harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    harness.clock.advance(LEASE_MS + 1)
+    # When A tries to complete, it is rejected
+    with pytest.raises(StaleEpochError):
+        harness.store.finish(job_a, JobState.SUCCEEDED, now=harness.clock.now_ms(), checkpoint=job_a.checkpoint, result={})
+    # Then A may claim again as epoch n+1 and complete
+    again = harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    assert again.epoch == job_a.epoch + 1
+    harness.store.finish(again, JobState.SUCCEEDED, now=harness.clock.now_ms(), checkpoint=again.checkpoint, result={"ok": 1})
+    assert harness.state(job_id) == "succeeded"
+
+
+def test_worker_stalled_mid_step_loses_to_the_next_claimant(harness: Harness) -> None:
+    # Given worker A stalls inside step 0 long enough for its lease to expire and B to finish
+    job_id = harness.submit(payload=steps({}))
+    outcome_b = {}
+
+    def stall(index: int, attempt: int, tick: object) -> None:
+        if not outcome_b:
+            harness.clock.advance(LEASE_MS + 1)
+            outcome_b["result"] = harness.worker("b").handle(harness.wakeup(job_id))
+
+    result_a = harness.worker("a", kinds={"synthetic": ScriptedKind(stall)}).handle(harness.wakeup(job_id))
+    # Then B succeeded under epoch 2 and A's result was dropped and counted
+    assert outcome_b["result"].outcome == "succeeded"
+    assert result_a.outcome == "stale" and result_a.disposition is Disposition.ACK
+    assert harness.telemetry.counts["StaleWritesRejected"] == 1
+    job = harness.store.get(job_id)
+    assert job is not None and job.epoch == 2 and job.state is JobState.SUCCEEDED
+
+
+def test_redelivery_after_the_outcome_is_saved_gives_no_second_result(harness: Harness) -> None:
+    # Given a job completed (a crash came after the save but before the ack)
+    job_id = harness.submit(payload=steps({"cost": 2}))
+    first = harness.worker("a").handle(harness.wakeup(job_id))
+    assert first.outcome == "succeeded"
+    before = harness.store.get(job_id)
+    # When the same message is delivered again
+    again = harness.worker("b").handle(harness.wakeup(job_id))
+    # Then it is acknowledged and the job item did not change
+    assert again.disposition is Disposition.ACK and again.outcome == "terminal"
+    after = harness.store.get(job_id)
+    assert before == after
+
+
+def test_crash_before_the_save_is_retried_after_the_lease_expires(harness: Harness) -> None:
+    # Given worker A claimed and died before saving anything
+    job_id = harness.submit(payload=steps({}))
+    harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    # When the message comes back before the lease expires, it is left to A
+    assert harness.worker("b").handle(harness.wakeup(job_id)).outcome == "leased"
+    # And after the lease expires the sweeper rescues it back to queued with a new wake-up
+    harness.clock.advance(LEASE_MS + 1)
+    assert harness.sweep() == {"rescued": 1}
+    assert harness.state(job_id) == "queued"
+    # Then the next worker runs it to the end under epoch 2
+    assert harness.worker("b").handle(harness.wakeup(job_id)).outcome == "succeeded"
+    job = harness.store.get(job_id)
+    assert job is not None and job.epoch == 2 and job.attempts == 2
+
+
+def test_duplicate_delivery_to_two_workers_at_once_runs_once(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({"duration_ms": 300}))
+    results = []
+    workers = [harness.worker(name) for name in ("a", "b")]
+
+    def deliver(index: int) -> None:
+        results.append(workers[index].handle(harness.wakeup(job_id)).outcome)
+
+    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(results) in (["leased", "succeeded"], ["succeeded", "terminal"])
+    job = harness.store.get(job_id)
+    assert job is not None and job.epoch == 1 and job.checkpoint.steps_used == 1
+
+
+def test_transient_failure_retries_with_backoff_then_succeeds(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({"cost": 1}, {"fail_times": 1, "cost": 2}))
+    worker = harness.worker()
+    first = worker.handle(harness.wakeup(job_id))
+    assert first.outcome == "retry_scheduled"
+    job = harness.store.get(job_id)
+    assert job is not None and job.state is JobState.QUEUED
+    assert job.next_attempt_at is not None and job.next_attempt_at >= harness.clock.now_ms()
+    assert job.checkpoint.next_step == 1 and job.checkpoint.cost_used == 1  # step 0 is not redone
+    # The retry's wake-up is a new, delayed outbox item in the same transaction
+    outbox = [i for i in harness.dynamodb.scan(TableName=harness.table)["Items"] if i["pk"]["S"].startswith("OUTBOX#")]
+    assert len(outbox) == 2
+    # A wake-up that arrives early is re-delayed, not run
+    early = worker.handle(harness.wakeup(job_id))
+    if job.next_attempt_at > harness.clock.now_ms():
+        assert early.outcome == "not_due"
+    harness.clock.advance(10_000)
+    assert worker.handle(harness.wakeup(job_id)).outcome == "succeeded"
+    done = harness.store.get(job_id)
+    assert done is not None and done.result["cost_used"] == 3 and done.result["steps_completed"] == 2
+
+
+def test_attempts_exhausted_gives_dead(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({"fail_times": 5}), max_attempts=2)
+    worker = harness.worker()
+    assert worker.handle(harness.wakeup(job_id)).outcome == "retry_scheduled"
+    harness.clock.advance(10_000)
+    assert worker.handle(harness.wakeup(job_id)).outcome == "dead"
+    job = harness.store.get(job_id)
+    assert job is not None and job.stop_reason == "attempts_exhausted" and job.attempts == 2
+
+
+def test_fatal_error_gives_failed_handler_error(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({"fatal": True}))
+    assert harness.worker().handle(harness.wakeup(job_id)).outcome == "failed"
+    job = harness.store.get(job_id)
+    assert job is not None and job.stop_reason == "handler_error" and job.error["code"] == "handler_error"
+
+
+def test_deadline_passed_while_queued_gives_dead(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({}), deadline_seconds=5)
+    harness.clock.advance(6_000)
+    assert harness.worker().handle(harness.wakeup(job_id)).outcome == "deadline"
+    job = harness.store.get(job_id)
+    assert job is not None and job.state is JobState.DEAD and job.stop_reason == "deadline_exceeded"
+
+
+def test_lease_expiring_during_an_open_effect_gives_unknown(harness: Harness) -> None:
+    # Given a worker records the effect intent and dies inside the effect
+    job_id = harness.submit(payload=steps({"effect": True}))
+
+    def die(index: int, attempt: int, tick: object) -> None:
+        raise SystemExit("worker process killed")
+
+    with pytest.raises(SystemExit):
+        harness.worker("a", kinds={"synthetic": ScriptedKind(die)}).handle(harness.wakeup(job_id))
+    job = harness.store.get(job_id)
+    assert job is not None and job.effect_intent is not None
+    assert job.effect_intent["operation_id"] == f"{job_id}:1:0"
+    # When the lease expires and the message comes back
+    harness.clock.advance(LEASE_MS + 1)
+    assert harness.worker("b").handle(harness.wakeup(job_id)).outcome == "effect_open"
+    # Then the job is unknown, never retried automatically
+    job = harness.store.get(job_id)
+    assert job is not None and job.state is JobState.UNKNOWN and job.stop_reason == "effect_uncertain"
+    assert harness.worker("c").handle(harness.wakeup(job_id)).outcome == "uncertain"
+    assert harness.store.running_slots(ALICE) == set()
+
+
+def test_sweeper_turns_an_abandoned_effect_into_unknown(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({"effect": True}))
+    job = harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    harness.store.record_effect_intent(job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms())
+    harness.clock.advance(LEASE_MS + 1)
+    assert harness.sweep() == {"unknown": 1}
+    assert harness.state(job_id) == "unknown"
+
+
+def test_sweeper_redispatches_a_lost_wakeup_once(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({}))
+    harness.relay_pump().poll_once()
+    harness.receive_all()  # the wake-up is lost: received and never handled
+    harness.clock.advance(6_000)
+    assert harness.sweep() == {"redispatched": 1}
+    assert harness.sweep() == {}  # a second sweep right after does nothing
+    harness.relay_pump().poll_once()
+    assert harness.worker().handle(harness.wakeup(job_id)).outcome == "succeeded"
+
+
+def test_replay_keeps_identity_history_and_budget_use(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({"cost": 3}, {"fail_times": 9}), max_attempts=1, budget={"max_cost": 10})
+    assert harness.worker().handle(harness.wakeup(job_id)).outcome == "dead"
+    replayed = harness.store.replay(job_id, now=harness.clock.now_ms())
+    assert replayed.job_id == job_id and replayed.state is JobState.QUEUED
+    assert replayed.replays == 1 and replayed.attempts == 0
+    assert replayed.checkpoint.cost_used == 3  # a replay never resets what was spent
+    assert any(entry.get("event") == "replayed" for entry in replayed.history)
+    assert replayed.budget.max_cost == 10
+
+
+def test_resolve_settles_unknown_with_a_note(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({"effect": True}))
+    job = harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    harness.store.record_effect_intent(job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms())
+    harness.clock.advance(LEASE_MS + 1)
+    harness.sweep()
+    resolved = harness.store.resolve(job_id, succeeded=True, note="provider shows the charge", now=harness.clock.now_ms())
+    assert resolved.state is JobState.SUCCEEDED and resolved.resolution_note == "provider shows the charge"

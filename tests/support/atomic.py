@@ -1,0 +1,27 @@
+"""DynamoDB applies a conditional write atomically; moto's in-process mock does not guard a
+condition check and its write against another thread. Tests that race threads serialise DynamoDB
+requests, as the real service does per item (the local stack's server does the same)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from moto.core.botocore_stubber import BotocoreStubber
+
+_lock = threading.RLock()
+
+
+def serialise_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = BotocoreStubber.process_request
+
+    def process_request(self: BotocoreStubber, request: Any) -> Any:
+        target = request.headers.get("X-Amz-Target", b"")
+        target = target.decode() if isinstance(target, bytes) else str(target)
+        if target.startswith("DynamoDB_"):
+            with _lock:
+                return original(self, request)
+        return original(self, request)
+
+    monkeypatch.setattr(BotocoreStubber, "process_request", process_request)
