@@ -6,35 +6,52 @@ from enum import StrEnum
 
 
 class JobState(StrEnum):
-    """A job's state. The job item in the table is the only authority for it."""
+    """A job's state. The job item in the table is the only authority for it. Each member's
+    docstring (`JobState.QUEUED.__doc__`) says who moves a job out of that state."""
 
-    QUEUED = "queued"
-    """Accepted and waiting for a worker (or for `next_attempt_at`, or a free per-user slot).
-    Moved out by: a worker claim, a cancel (API), the sweeper (deadline)."""
+    def __new__(cls, value: str, doc: str) -> JobState:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.__doc__ = doc
+        return member
 
-    RUNNING = "running"
-    """Leased by one worker (`epoch`, `lease_owner`, `lease_expires_at`).
-    Moved out by: that worker (outcome, pause); any worker or the sweeper once the lease expired."""
-
-    WAITING_APPROVAL = "waiting_approval"
-    """Paused before a step that needs a human decision; checkpoint saved, no lease or slot held.
-    Moved out by: approve / reject (API), cancel (API)."""
-
-    SUCCEEDED = "succeeded"
-    """Terminal, `result` saved. Nobody moves it (an operator replay is not offered for it)."""
-
-    FAILED = "failed"
-    """Terminal, not retryable; `stop_reason` says why. Moved out by: operator replay."""
-
-    CANCELLED = "cancelled"
-    """Terminal: `cancelled_by_user` or `approval_rejected`. Nobody moves it."""
-
-    DEAD = "dead"
-    """Attempts exhausted or deadline passed: the dead-letter state. Moved out by: operator replay."""
-
-    UNKNOWN = "unknown"
-    """A lease expired while an external effect was open: the outcome is uncertain, so no
-    automatic retry. Moved out by: operator resolve or replay."""
+    QUEUED = (
+        "queued",
+        "Accepted and waiting for a worker (or for `next_attempt_at`, or a free per-user slot). "
+        "Moved out by: a worker claim, a cancel (API), the sweeper (deadline).",
+    )
+    RUNNING = (
+        "running",
+        "Leased by one worker (`epoch`, `lease_owner`, `lease_expires_at`). Moved out by: that "
+        "worker (outcome, pause); any worker or the sweeper once the lease expired.",
+    )
+    WAITING_APPROVAL = (
+        "waiting_approval",
+        "Paused before a step that needs a human decision; checkpoint saved, no lease or slot "
+        "held. Moved out by: approve / reject (API), cancel (API).",
+    )
+    SUCCEEDED = (
+        "succeeded",
+        "Terminal, `result` saved. Moved out by: nobody (no replay is offered for it).",
+    )
+    FAILED = (
+        "failed",
+        "Terminal, not retryable; `stop_reason` says why. Moved out by: operator replay.",
+    )
+    CANCELLED = (
+        "cancelled",
+        "Terminal: `cancelled_by_user` or `approval_rejected`. Moved out by: nobody.",
+    )
+    DEAD = (
+        "dead",
+        "Attempts exhausted or deadline passed: the dead-letter state, in the table. "
+        "Moved out by: operator replay.",
+    )
+    UNKNOWN = (
+        "unknown",
+        "A lease expired while an external effect was open: the outcome is uncertain, so no "
+        "automatic retry. Moved out by: operator resolve or replay.",
+    )
 
 
 class StopReason(StrEnum):

@@ -1,0 +1,178 @@
+"""template.yaml is the single source of truth: the handlers run with exactly what it sets, its
+policies name resources, and the local stack is made from it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leasehold.handlers.settings import ENV_VARIABLES, Settings
+from leasehold.local.stack import create_stack
+from leasehold.local.template import http_routes
+from tests.support.resources import ROOT, TEMPLATE, template
+
+FUNCTIONS = ["ApiFunction", "RelayFunction", "WorkerFunction", "SweeperFunction"]
+
+
+def _functions() -> dict[str, dict[str, Any]]:
+    return {
+        name: res["Properties"]
+        for name, res in template()["Resources"].items()
+        if res["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def test_every_variable_the_code_reads_is_set_for_every_function() -> None:
+    globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
+    for name, props in _functions().items():
+        env = {**globals_env, **((props.get("Environment") or {}).get("Variables") or {})}
+        missing = [var for var in ENV_VARIABLES if var not in env]
+        assert missing == [], f"{name} lacks {missing}"
+
+
+def test_code_reads_no_environment_variable_outside_settings() -> None:
+    # Below the handlers nothing reads os.environ; the handlers read only what Settings names.
+    read = set()
+    for path in (ROOT / "src" / "leasehold").rglob("*.py"):
+        if "/local/" in str(path) or path.name == "cli.py":
+            continue
+        read |= set(re.findall(r'environ(?:\.get)?\(?\[?"([A-Z_]+)"', path.read_text()))
+        read |= set(re.findall(r'_(?:required|int)\(env, "([A-Z_]+)"\)', path.read_text()))
+    lambda_provided = {"AWS_LAMBDA_LOG_STREAM_NAME"}
+    assert read - lambda_provided <= set(ENV_VARIABLES)
+
+
+@pytest.mark.parametrize("module", ["api", "relay", "worker", "sweeper"])
+def test_each_handler_imports_and_configures_with_the_template_environment(module: str) -> None:
+    # A cold start in a fresh interpreter, with only the template's variables (values as
+    # Lambda gives them: strings) plus what Lambda itself sets.
+    env_values = {
+        "TABLE_NAME": "jobs",
+        "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/work",
+        "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+    }
+    tpl = template()
+    params = {name: str(p.get("Default")) for name, p in tpl["Parameters"].items()}
+    env = {}
+    for name, value in tpl["Globals"]["Function"]["Environment"]["Variables"].items():
+        env[name] = env_values.get(name) or (params[value["Ref"]] if isinstance(value, dict) else str(value))
+    env |= {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "PATH": ""}
+    code = (
+        f"import leasehold.handlers.{module} as m; from leasehold.handlers.wiring import runtime;"
+        "rt = runtime(); assert callable(m.handler); print(rt.settings.lease_seconds)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == params["LeaseSeconds"]
+    assert Settings.from_env(env).user_concurrency_limit == int(params["UserConcurrencyLimit"])
+
+
+def test_no_policy_statement_has_a_wildcard_resource() -> None:
+    for name, props in _functions().items():
+        for policy in props.get("Policies", []):
+            assert isinstance(policy, dict), f"{name} uses a managed policy {policy}"
+            for statement in policy["Statement"]:
+                resources = statement["Resource"]
+                resources = resources if isinstance(resources, list) else [resources]
+                for resource in resources:
+                    assert resource != "*" and "*" not in json.dumps(resource), (name, statement)
+
+
+def test_queue_visibility_is_at_least_six_times_the_worker_timeout() -> None:
+    resources = template()["Resources"]
+    worker_timeout = resources["WorkerFunction"]["Properties"]["Timeout"]
+    queue = resources["WorkQueue"]["Properties"]
+    assert queue["VisibilityTimeout"] >= 6 * worker_timeout
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
+
+
+def test_every_route_of_the_contract_is_in_the_template() -> None:
+    routes = {(r.method, r.path) for r in http_routes(template())}
+    assert routes == {
+        ("GET", "/health"), ("POST", "/jobs"), ("GET", "/jobs"), ("GET", "/jobs/{job_id}"),
+        ("POST", "/jobs/{job_id}/cancel"), ("POST", "/jobs/{job_id}/approval"),
+        ("GET", "/ops/summary"), ("GET", "/ops/jobs"), ("POST", "/ops/jobs/{job_id}/replay"),
+        ("POST", "/ops/jobs/{job_id}/resolve"),
+    }
+    health = [r for r in http_routes(template()) if r.path == "/health"][0]
+    assert not health.needs_identity
+
+
+def test_every_function_and_route_has_a_sample_event() -> None:
+    events = {p.name for p in (ROOT / "events").glob("*.json")}
+    assert {"relay-outbox-insert.json", "worker-wakeup.json", "sweeper-schedule.json"} <= events
+    for route in http_routes(template()):
+        matching = [
+            e for e in events
+            if json.loads((ROOT / "events" / e).read_text()).get("routeKey") == f"{route.method} {route.path}"
+        ]
+        assert matching, f"no sample event for {route.method} {route.path}"
+
+
+def test_local_stack_is_created_from_the_template_in_moto(moto: None) -> None:
+    info = create_stack("", TEMPLATE)
+    assert set(info.functions) == set(FUNCTIONS)
+    worker = info.functions["WorkerFunction"]
+    assert worker.handler == "leasehold.handlers.worker.handler"
+    assert worker.environment["LEASE_SECONDS"] == "4"  # a local override, resolved as a string
+    assert worker.environment["TABLE_NAME"] == info.outputs["JobsTable"]
+    (stream,) = info.stream_mappings
+    assert stream.function == "RelayFunction" and stream.report_item_failures
+    assert stream.filters[0]["dynamodb"]["Keys"]["pk"]["S"] == [{"prefix": "OUTBOX#"}]
+    assert stream.on_failure_arn and stream.on_failure_arn.endswith(info.outputs["RelayFailureQueue"].rsplit("/", 1)[1])
+    (queue,) = info.queue_mappings
+    assert queue.function == "WorkerFunction" and queue.batch_size == 5 and queue.report_item_failures
+    assert info.schedules == {"SweeperFunction": "rate(1 minute)"}
+    assert len(info.routes) == 10
+
+
+def test_missing_template_is_a_one_line_error(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "leasehold.cli", "local", "up", "--template", str(tmp_path / "nope.yaml"), "--port", "0"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip().startswith("leasehold: template not found")
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_busy_port_is_a_one_line_error() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "leasehold.cli", "local", "up", "--port", str(port), "--template", str(TEMPLATE)],
+            capture_output=True, text=True, check=False, timeout=60,
+        )
+    assert out.returncode == 2 and f"port {port} on 127.0.0.1 is busy" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_invoke_without_a_running_stack_is_a_one_line_error(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "leasehold.cli", "invoke", "worker", "--event", "events/worker-wakeup.json", "--state", str(tmp_path / "none.json")],
+        capture_output=True, text=True, check=False, timeout=60, cwd=ROOT,
+    )
+    assert out.returncode == 2 and "no local stack is running" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_importing_handlers_does_not_pull_in_the_local_stack() -> None:
+    code = (
+        "import sys, leasehold.handlers.worker, leasehold.handlers.api;"
+        "bad = [m for m in sys.modules if m.startswith(('moto', 'leasehold.local', 'pydantic', 'samtranslator'))];"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert importlib.util.find_spec("leasehold.handlers.worker") is not None
