@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -72,7 +73,9 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
         raise CliError(f"event file not found: {args.event}") from exc
     except ValueError as exc:
         raise CliError(f"event file {args.event} is not valid JSON: {exc}") from exc
-    result = invoke(stack, function, event)
+    # As with `sam local invoke`: the function's logs go to stderr, its result to stdout.
+    with contextlib.redirect_stdout(sys.stderr):
+        result = invoke(stack, function, event)
     print(json.dumps(result, indent=2, default=str))
     return 0
 

@@ -1,0 +1,98 @@
+"""Drives the embedded local stack as a user would: a `leasehold local up` process, worker
+processes, HTTP requests. Everything binds to 127.0.0.1 and every wait is bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.support.resources import ROOT, TEMPLATE
+
+
+class LocalStackProcess:
+    def __init__(self, workdir: Path, workers: int = 0) -> None:
+        self.state = workdir / "stack.json"
+        self.log = workdir / "stack.log"
+        self.workdir = workdir
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "leasehold.cli", "local", "up", "--port", "0", "--workers", str(workers),
+             "--state", str(self.state), "--template", str(TEMPLATE)],
+            stdout=subprocess.PIPE, stderr=self.log.open("wb"), cwd=workdir, env=env,
+        )
+        self.url = self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 90) -> str:
+        deadline = time.monotonic() + timeout
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline().decode()
+            if "ready" in line:
+                return line.split("ready at ")[1].split()[0]
+            if self.process.poll() is not None:
+                raise RuntimeError(f"local stack exited: {self.log.read_text()[-2000:]}")
+        raise TimeoutError("local stack did not become ready")
+
+    def start_worker(self, name: str) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "leasehold.cli", "local", "worker", "--state", str(self.state), "--name", name],
+            stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+        )
+        self.workers[name] = process
+        return process
+
+    def kill_worker(self, name: str) -> None:
+        self.workers[name].send_signal(signal.SIGKILL)
+        self.workers[name].wait(timeout=10)
+
+    def request(self, method: str, path: str, body: Any = None, user: str | None = "alice") -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"}
+        if user:
+            headers["X-Demo-User"] = user
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=15) as answer:
+                return answer.status, json.loads(answer.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"{}")
+
+    def wait_for(self, job_id: str, states: set[str], timeout: float = 60, user: str = "alice") -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        view: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            _, view = self.request("GET", f"/jobs/{job_id}", user=user)
+            if view.get("state") in states:
+                return view
+            time.sleep(0.2)
+        raise TimeoutError(f"{job_id} did not reach {states}: {view}")
+
+    def stop(self) -> None:
+        for process in self.workers.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in self.workers.values():
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+__all__ = ["ROOT", "LocalStackProcess"]
