@@ -38,7 +38,9 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
         for index in range(args.workers):
             stack.spawn_worker(f"worker-{index + 1}")
-        print(f"leasehold local stack ready at {stack.url} (moto; {args.workers} workers)", flush=True)
+        print(
+            f"leasehold local stack ready at {stack.url} (moto; {args.workers} workers)", flush=True
+        )
         while not stopped.wait(0.5):
             pass
     finally:

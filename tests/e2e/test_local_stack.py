@@ -37,23 +37,39 @@ def test_twenty_jobs_over_two_worker_processes_each_succeed_once(stack: LocalSta
     submitted = []
     for index in range(20):
         user = users[index % 3]
-        body = {"kind": "synthetic", "payload": {"steps": [{"name": "a", "cost": 1, "duration_ms": 50}, {"name": "b", "cost": 2}]}}
+        body = {
+            "kind": "synthetic",
+            "payload": {
+                "steps": [{"name": "a", "cost": 1, "duration_ms": 50}, {"name": "b", "cost": 2}]
+            },
+        }
         status, answer = stack.request("POST", "/jobs", body, user=user)
         assert status == 202
         submitted.append((answer["job_id"], user))
-    views = [stack.wait_for(job_id, {"succeeded", "failed", "dead", "unknown"}, timeout=120, user=user) for job_id, user in submitted]
+    views = [
+        stack.wait_for(job_id, {"succeeded", "failed", "dead", "unknown"}, timeout=120, user=user)
+        for job_id, user in submitted
+    ]
     assert [v["state"] for v in views] == ["succeeded"] * 20
     # each ran exactly once: one claim, one attempt, both steps once
-    assert {(v["epoch"], v["attempts"], v["result"]["steps_completed"], v["result"]["cost_used"]) for v in views} == {(1, 1, 2, 3)}
+    assert {
+        (v["epoch"], v["attempts"], v["result"]["steps_completed"], v["result"]["cost_used"])
+        for v in views
+    } == {(1, 1, 2, 3)}
     # and the work was shared by both processes (every claim names its worker in the logs)
     logs = {name: (stack.workdir / f"{name}.log").read_text() for name in ("w1", "w2")}
     assert all('"message":"succeeded"' in log for log in logs.values()), "one worker did nothing"
 
 
-def test_a_worker_killed_mid_job_loses_its_lease_and_another_finishes(stack: LocalStackProcess) -> None:
+def test_a_worker_killed_mid_job_loses_its_lease_and_another_finishes(
+    stack: LocalStackProcess,
+) -> None:
     stack.start_worker("w1")
     stack.start_worker("w2")
-    body = {"kind": "synthetic", "payload": {"steps": [{"name": "slow", "duration_ms": 3000}, {"name": "after", "cost": 1}]}}
+    body = {
+        "kind": "synthetic",
+        "payload": {"steps": [{"name": "slow", "duration_ms": 3000}, {"name": "after", "cost": 1}]},
+    }
     _, answer = stack.request("POST", "/jobs", body)
     job_id = answer["job_id"]
     holder = None
@@ -71,7 +87,9 @@ def test_a_worker_killed_mid_job_loses_its_lease_and_another_finishes(stack: Loc
     assert job_id in (stack.workdir / f"{survivor}.log").read_text()
 
 
-def test_invoke_runs_a_function_with_an_event_file_against_the_stack(stack: LocalStackProcess) -> None:
+def test_invoke_runs_a_function_with_an_event_file_against_the_stack(
+    stack: LocalStackProcess,
+) -> None:
     import json
     import subprocess
     import sys
@@ -80,8 +98,21 @@ def test_invoke_runs_a_function_with_an_event_file_against_the_stack(stack: Loca
 
     def invoke(function: str, event: str) -> dict:
         out = subprocess.run(
-            [sys.executable, "-m", "leasehold.cli", "invoke", function, "--event", str(ROOT / "events" / event), "--state", str(stack.state)],
-            capture_output=True, text=True, check=True, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "leasehold.cli",
+                "invoke",
+                function,
+                "--event",
+                str(ROOT / "events" / event),
+                "--state",
+                str(stack.state),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
         )
         return json.loads(out.stdout)
 

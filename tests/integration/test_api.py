@@ -48,7 +48,10 @@ def call(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call]:
         if user is None:
             event["requestContext"].pop("authorizer", None)
         elif user != "keep":
-            claims = {"sub": user, "custom:tenant": "other-group" if user == "carol" else "study-group"}
+            claims = {
+                "sub": user,
+                "custom:tenant": "other-group" if user == "carol" else "study-group",
+            }
             if user == "ops":
                 claims["cognito:groups"] = "[operators]"
             event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
@@ -98,10 +101,14 @@ def test_same_key_same_body_same_job_other_body_409(call: Call) -> None:
     status, again, _ = call("api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "same"})
     assert status == 202 and again["job_id"] == first["job_id"]
     other = {**SUBMIT, "payload": {"steps": [{"name": "b"}]}}
-    status, conflict, _ = call("api-submit-job.json", body=other, headers={"idempotency-key": "same"})
+    status, conflict, _ = call(
+        "api-submit-job.json", body=other, headers={"idempotency-key": "same"}
+    )
     assert status == 409 and conflict["error"]["code"] == "idempotency_key_reused"
     # The key is scoped to the user: bob may use the same key for his own job
-    status, bobs, _ = call("api-submit-job.json", body=other, user="bob", headers={"idempotency-key": "same"})
+    status, bobs, _ = call(
+        "api-submit-job.json", body=other, user="bob", headers={"idempotency-key": "same"}
+    )
     assert status == 202 and bobs["job_id"] != first["job_id"]
 
 
@@ -112,15 +119,30 @@ def test_same_key_same_body_same_job_other_body_409(call: Call) -> None:
         ({"kind": "nope", "payload": {}}, "unknown_kind"),
         ({"kind": "synthetic"}, "invalid_request"),
         ({"kind": "synthetic", "payload": {"steps": []}}, "invalid_request"),
-        ({"kind": "synthetic", "payload": {"steps": [{"name": "a", "cost": -1}]}}, "invalid_request"),
-        ({"kind": "synthetic", "payload": {"steps": [{"name": "a", "duration_ms": 60001}]}}, "invalid_request"),
-        ({"kind": "synthetic", "payload": {"steps": [{"name": f"s{i}"} for i in range(21)]}}, "invalid_request"),
+        (
+            {"kind": "synthetic", "payload": {"steps": [{"name": "a", "cost": -1}]}},
+            "invalid_request",
+        ),
+        (
+            {"kind": "synthetic", "payload": {"steps": [{"name": "a", "duration_ms": 60001}]}},
+            "invalid_request",
+        ),
+        (
+            {"kind": "synthetic", "payload": {"steps": [{"name": f"s{i}"} for i in range(21)]}},
+            "invalid_request",
+        ),
         ({**SUBMIT, "max_attempts": 11}, "invalid_request"),
         ({**SUBMIT, "max_attempts": True}, "invalid_request"),
         ({**SUBMIT, "deadline_seconds": 86401}, "invalid_request"),
         ({**SUBMIT, "budget": {"max_cost": "ten"}}, "invalid_request"),
         ({**SUBMIT, "tenant": "other-group"}, "invalid_request"),
-        ({"kind": "synthetic", "payload": {"steps": [{"name": "x" * 64, "cost": 1}] * 20, "pad": "y"}}, "invalid_request"),
+        (
+            {
+                "kind": "synthetic",
+                "payload": {"steps": [{"name": "x" * 64, "cost": 1}] * 20, "pad": "y"},
+            },
+            "invalid_request",
+        ),
         ([1, 2], "invalid_request"),
     ],
 )
@@ -134,7 +156,9 @@ def test_malformed_json_oversized_body_and_bad_key_are_400(call: Call) -> None:
     big = {"kind": "synthetic", "payload": {"steps": [{"name": "a"}], "blob": "x" * 70_000}}
     status, answer, _ = call("api-submit-job.json", body=big)
     assert status == 400 and answer["error"]["code"] == "too_large"
-    status, answer, _ = call("api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "bad key!"})
+    status, answer, _ = call(
+        "api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "bad key!"}
+    )
     assert status == 400 and answer["error"]["code"] == "invalid_idempotency_key"
 
 
@@ -179,7 +203,9 @@ def test_unknown_route_is_404_in_the_envelope(call: Call) -> None:
     event["rawPath"] = event["requestContext"]["http"]["path"] = "/nope"
     event["routeKey"] = "GET /nope"
     answer = api.handler(event, LocalContext("api"))
-    assert answer["statusCode"] == 404 and json.loads(answer["body"])["error"]["code"] == "not_found"
+    assert (
+        answer["statusCode"] == 404 and json.loads(answer["body"])["error"]["code"] == "not_found"
+    )
 
 
 def test_store_unavailable_on_accept_is_503_and_leaves_nothing(call: Call) -> None:

@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from leasehold.domain.errors import ClaimRejectedError, ConflictError, SlotsFullError, ValidationError
+from leasehold.domain.errors import (
+    ClaimRejectedError,
+    ConflictError,
+    SlotsFullError,
+    ValidationError,
+)
 from leasehold.domain.states import JobState
 from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, ScriptedKind, steps
 
@@ -46,7 +51,9 @@ def test_cancel_while_running_stops_before_the_next_step(harness: Harness) -> No
             view = harness.jobs().cancel(ALICE, job_id)
             assert view["state"] == "running" and view["cancel_requested"] is True
 
-    result = harness.worker(kinds={"synthetic": ScriptedKind(cancel_during_first_step)}).handle(harness.wakeup(job_id))
+    result = harness.worker(kinds={"synthetic": ScriptedKind(cancel_during_first_step)}).handle(
+        harness.wakeup(job_id)
+    )
     job = _job(harness, job_id)
     assert result.outcome == "cancelled" and job.state is JobState.CANCELLED
     assert job.stop_reason == "cancelled_by_user"
@@ -61,7 +68,9 @@ def test_cancel_arriving_mid_step_interrupts_it_at_the_next_heartbeat(harness: H
         harness.jobs().cancel(ALICE, job_id)
         harness.clock.advance(1_000)  # the next tick heartbeats and reads cancel_requested
 
-    worker = harness.worker(kinds={"synthetic": ScriptedKind(cancel_then_time_passes)}, heartbeat_every_ms=500)
+    worker = harness.worker(
+        kinds={"synthetic": ScriptedKind(cancel_then_time_passes)}, heartbeat_every_ms=500
+    )
     assert worker.handle(harness.wakeup(job_id)).outcome == "cancelled"
     job = _job(harness, job_id)
     assert job.checkpoint.steps_used == 0 and job.checkpoint.cost_used == 0
@@ -80,17 +89,26 @@ def test_approval_pauses_with_checkpoint_and_no_lease_or_slot(harness: Harness) 
     job_id = _pause(harness)
     job = _job(harness, job_id)
     assert job.state is JobState.WAITING_APPROVAL and job.approval["step"] == 1
-    assert job.lease_owner is None and job.checkpoint.next_step == 1 and job.checkpoint.cost_used == 1
+    assert (
+        job.lease_owner is None and job.checkpoint.next_step == 1 and job.checkpoint.cost_used == 1
+    )
     assert job.attempts == 0  # a pause gives its attempt back
     assert harness.store.running_slots(ALICE) == set()
     view = harness.jobs().view(ALICE, job_id)
     assert view["approval"]["step"] == 1 and view["approval"]["requested_at"].endswith("Z")
 
 
-def test_approve_resumes_at_the_paused_step_without_repeating_finished_ones(harness: Harness) -> None:
+def test_approve_resumes_at_the_paused_step_without_repeating_finished_ones(
+    harness: Harness,
+) -> None:
     job_id = _pause(harness)
     version = _job(harness, job_id).version
-    assert harness.jobs().decide_approval(ALICE, job_id, {"decision": "approve", "version": version})["state"] == "queued"
+    assert (
+        harness.jobs().decide_approval(ALICE, job_id, {"decision": "approve", "version": version})[
+            "state"
+        ]
+        == "queued"
+    )
     # A different, freshly started worker resumes it from the recorded checkpoint
     assert harness.worker("restarted").handle(harness.wakeup(job_id)).outcome == "succeeded"
     job = _job(harness, job_id)
@@ -102,13 +120,17 @@ def test_reject_cancels_and_stale_or_wrong_state_is_409(harness: Harness) -> Non
     job_id = _pause(harness)
     version = _job(harness, job_id).version
     with pytest.raises(ConflictError, match="stale"):
-        harness.jobs().decide_approval(ALICE, job_id, {"decision": "approve", "version": version - 1})
+        harness.jobs().decide_approval(
+            ALICE, job_id, {"decision": "approve", "version": version - 1}
+        )
     with pytest.raises(ValidationError):
         harness.jobs().decide_approval(ALICE, job_id, {"decision": "maybe", "version": version})
     view = harness.jobs().decide_approval(ALICE, job_id, {"decision": "reject", "version": version})
     assert view["state"] == "cancelled" and view["stop_reason"] == "approval_rejected"
     with pytest.raises(ConflictError, match="not waiting"):
-        harness.jobs().decide_approval(ALICE, job_id, {"decision": "approve", "version": view["version"]})
+        harness.jobs().decide_approval(
+            ALICE, job_id, {"decision": "approve", "version": view["version"]}
+        )
 
 
 def test_approval_racing_a_cancel_has_one_consistent_winner(harness: Harness) -> None:
@@ -118,7 +140,9 @@ def test_approval_racing_a_cancel_has_one_consistent_winner(harness: Harness) ->
 
     def approve() -> None:
         try:
-            outcomes["approve"] = harness.jobs().decide_approval(ALICE, job_id, {"decision": "approve", "version": version})["state"]
+            outcomes["approve"] = harness.jobs().decide_approval(
+                ALICE, job_id, {"decision": "approve", "version": version}
+            )["state"]
         except ConflictError as exc:
             outcomes["approve"] = exc.code
 
@@ -142,24 +166,37 @@ def test_approval_racing_a_cancel_has_one_consistent_winner(harness: Harness) ->
 
 
 def test_a_step_that_would_pass_max_cost_is_not_run(harness: Harness) -> None:
-    job_id = harness.submit(payload=steps({"cost": 3}, {"cost": 3}, {"cost": 3}), budget={"max_cost": 7})
+    job_id = harness.submit(
+        payload=steps({"cost": 3}, {"cost": 3}, {"cost": 3}), budget={"max_cost": 7}
+    )
     assert harness.worker().handle(harness.wakeup(job_id)).outcome == "failed"
     job = _job(harness, job_id)
-    assert job.stop_reason == "budget_exhausted" and job.checkpoint.cost_used == 6 and job.checkpoint.steps_used == 2
+    assert (
+        job.stop_reason == "budget_exhausted"
+        and job.checkpoint.cost_used == 6
+        and job.checkpoint.steps_used == 2
+    )
     view = harness.jobs().view(ALICE, job_id)
     assert view["budget"] == {"max_cost": 7, "cost_used": 6, "max_steps": None, "steps_used": 2}
     assert view["error"]["code"] == "budget_exhausted"
 
 
 def test_max_steps_and_a_retry_never_resets_what_was_used(harness: Harness) -> None:
-    job_id = harness.submit(payload=steps({"cost": 2}, {"cost": 2, "fail_times": 1}, {"cost": 2}), budget={"max_steps": 2})
+    job_id = harness.submit(
+        payload=steps({"cost": 2}, {"cost": 2, "fail_times": 1}, {"cost": 2}),
+        budget={"max_steps": 2},
+    )
     worker = harness.worker()
     assert worker.handle(harness.wakeup(job_id)).outcome == "retry_scheduled"
     assert _job(harness, job_id).checkpoint.cost_used == 2
     harness.clock.advance(10_000)
     assert worker.handle(harness.wakeup(job_id)).outcome == "failed"
     job = _job(harness, job_id)
-    assert job.checkpoint.steps_used == 2 and job.checkpoint.cost_used == 4 and job.stop_reason == "budget_exhausted"
+    assert (
+        job.checkpoint.steps_used == 2
+        and job.checkpoint.cost_used == 4
+        and job.stop_reason == "budget_exhausted"
+    )
 
 
 # ------------------------------------------------------------------ per-user concurrency
@@ -168,14 +205,18 @@ def test_max_steps_and_a_retry_never_resets_what_was_used(harness: Harness) -> N
 def test_jobs_over_the_user_limit_wait_queued_without_burning_attempts(harness: Harness) -> None:
     ids = [harness.submit(payload=steps({})) for _ in range(3)]
     for job_id in ids[:2]:
-        harness.store.claim(job_id, ALICE, worker_id="x", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+        harness.store.claim(
+            job_id, ALICE, worker_id="x", now=harness.clock.now_ms(), lease_ms=LEASE_MS
+        )
     harness.receive_all()
     result = harness.worker().handle(harness.wakeup(ids[2]))
     assert result.outcome == "slots_full"
     job = _job(harness, ids[2])
     assert job.state is JobState.QUEUED and job.attempts == 0
     # its wake-up was re-sent with a delay (no busy loop on the queue)
-    attrs = harness.sqs.get_queue_attributes(QueueUrl=harness.queues["work"], AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    attrs = harness.sqs.get_queue_attributes(
+        QueueUrl=harness.queues["work"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )
     assert attrs["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
     # another user is not held back
     bobs = harness.submit(owner=BOB, payload=steps({}))
@@ -189,7 +230,9 @@ def test_two_workers_race_for_the_last_free_slot_one_wins(harness: Harness) -> N
 
     def claim(job_id: str) -> None:
         try:
-            harness.store.claim(job_id, ALICE, worker_id=job_id, now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+            harness.store.claim(
+                job_id, ALICE, worker_id=job_id, now=harness.clock.now_ms(), lease_ms=LEASE_MS
+            )
             results.append("won")
         except SlotsFullError:
             results.append("slots_full")
@@ -206,7 +249,9 @@ def test_two_workers_race_for_the_last_free_slot_one_wins(harness: Harness) -> N
 def test_a_dead_workers_slot_is_reclaimed_only_after_its_lease_expires(harness: Harness) -> None:
     a, b, c = (harness.submit(payload=steps({})) for _ in range(3))
     for job_id in (a, b):
-        harness.store.claim(job_id, ALICE, worker_id="dies", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+        harness.store.claim(
+            job_id, ALICE, worker_id="dies", now=harness.clock.now_ms(), lease_ms=LEASE_MS
+        )
     # before the leases expire: the sweeper frees nothing and c cannot claim
     harness.clock.advance(LEASE_MS - 1)
     assert "rescued" not in harness.sweep()
@@ -235,4 +280,6 @@ def test_every_outcome_releases_the_slot(harness: Harness) -> None:
 def test_claim_rejects_a_message_naming_the_wrong_owner(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({}))
     with pytest.raises(ClaimRejectedError):
-        harness.store.claim(job_id, BOB, worker_id="w", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+        harness.store.claim(
+            job_id, BOB, worker_id="w", now=harness.clock.now_ms(), lease_ms=LEASE_MS
+        )

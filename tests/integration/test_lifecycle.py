@@ -41,7 +41,9 @@ def test_two_workers_claim_one_job_exactly_one_wins(harness: Harness) -> None:
     winners, losers = [], []
     for name in ("a", "b"):
         try:
-            winners.append(harness.store.claim(job_id, ALICE, worker_id=name, now=now, lease_ms=LEASE_MS))
+            winners.append(
+                harness.store.claim(job_id, ALICE, worker_id=name, now=now, lease_ms=LEASE_MS)
+            )
         except Exception as exc:  # noqa: BLE001 - the loser's error is the point
             losers.append(exc)
     assert len(winners) == 1 and len(losers) == 1
@@ -57,12 +59,26 @@ def test_late_completion_from_an_old_epoch_is_rejected(harness: Harness) -> None
     job_a = harness.store.claim(job_id, ALICE, worker_id="a", now=now, lease_ms=LEASE_MS)
     harness.clock.advance(LEASE_MS + 1)
     # When worker B claims (epoch 2) and completes
-    job_b = harness.store.claim(job_id, ALICE, worker_id="b", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    job_b = harness.store.claim(
+        job_id, ALICE, worker_id="b", now=harness.clock.now_ms(), lease_ms=LEASE_MS
+    )
     assert job_b.epoch == job_a.epoch + 1
-    harness.store.finish(job_b, JobState.SUCCEEDED, now=harness.clock.now_ms(), checkpoint=job_b.checkpoint, result={"by": "b"})
+    harness.store.finish(
+        job_b,
+        JobState.SUCCEEDED,
+        now=harness.clock.now_ms(),
+        checkpoint=job_b.checkpoint,
+        result={"by": "b"},
+    )
     # Then A's late completion is rejected and B's result stands
     with pytest.raises(StaleEpochError):
-        harness.store.finish(job_a, JobState.SUCCEEDED, now=harness.clock.now_ms(), checkpoint=job_a.checkpoint, result={"by": "a"})
+        harness.store.finish(
+            job_a,
+            JobState.SUCCEEDED,
+            now=harness.clock.now_ms(),
+            checkpoint=job_a.checkpoint,
+            result={"by": "a"},
+        )
     final = harness.store.get(job_id)
     assert final is not None and final.result == {"by": "b"} and final.epoch == 2
 
@@ -70,15 +86,31 @@ def test_late_completion_from_an_old_epoch_is_rejected(harness: Harness) -> None
 def test_expired_lease_is_rejected_even_if_nobody_reclaimed(harness: Harness) -> None:
     # Given A's lease expired and no one else claimed
     job_id = harness.submit(payload=steps({}))
-    job_a = harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    job_a = harness.store.claim(
+        job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS
+    )
     harness.clock.advance(LEASE_MS + 1)
     # When A tries to complete, it is rejected
     with pytest.raises(StaleEpochError):
-        harness.store.finish(job_a, JobState.SUCCEEDED, now=harness.clock.now_ms(), checkpoint=job_a.checkpoint, result={})
+        harness.store.finish(
+            job_a,
+            JobState.SUCCEEDED,
+            now=harness.clock.now_ms(),
+            checkpoint=job_a.checkpoint,
+            result={},
+        )
     # Then A may claim again as epoch n+1 and complete
-    again = harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    again = harness.store.claim(
+        job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS
+    )
     assert again.epoch == job_a.epoch + 1
-    harness.store.finish(again, JobState.SUCCEEDED, now=harness.clock.now_ms(), checkpoint=again.checkpoint, result={"ok": 1})
+    harness.store.finish(
+        again,
+        JobState.SUCCEEDED,
+        now=harness.clock.now_ms(),
+        checkpoint=again.checkpoint,
+        result={"ok": 1},
+    )
     assert harness.state(job_id) == "succeeded"
 
 
@@ -92,7 +124,9 @@ def test_worker_stalled_mid_step_loses_to_the_next_claimant(harness: Harness) ->
             harness.clock.advance(LEASE_MS + 1)
             outcome_b["result"] = harness.worker("b").handle(harness.wakeup(job_id))
 
-    result_a = harness.worker("a", kinds={"synthetic": ScriptedKind(stall)}).handle(harness.wakeup(job_id))
+    result_a = harness.worker("a", kinds={"synthetic": ScriptedKind(stall)}).handle(
+        harness.wakeup(job_id)
+    )
     # Then B succeeded under epoch 2 and A's result was dropped and counted
     assert outcome_b["result"].outcome == "succeeded"
     assert result_a.outcome == "stale" and result_a.disposition is Disposition.ACK
@@ -159,7 +193,11 @@ def test_transient_failure_retries_with_backoff_then_succeeds(harness: Harness) 
     assert job.next_attempt_at is not None and job.next_attempt_at >= harness.clock.now_ms()
     assert job.checkpoint.next_step == 1 and job.checkpoint.cost_used == 1  # step 0 is not redone
     # The retry's wake-up is a new, delayed outbox item in the same transaction
-    outbox = [i for i in harness.dynamodb.scan(TableName=harness.table)["Items"] if i["pk"]["S"].startswith("OUTBOX#")]
+    outbox = [
+        i
+        for i in harness.dynamodb.scan(TableName=harness.table)["Items"]
+        if i["pk"]["S"].startswith("OUTBOX#")
+    ]
     assert len(outbox) == 2
     # A wake-up that arrives early is re-delayed, not run
     early = worker.handle(harness.wakeup(job_id))
@@ -168,7 +206,9 @@ def test_transient_failure_retries_with_backoff_then_succeeds(harness: Harness) 
     harness.clock.advance(10_000)
     assert worker.handle(harness.wakeup(job_id)).outcome == "succeeded"
     done = harness.store.get(job_id)
-    assert done is not None and done.result["cost_used"] == 3 and done.result["steps_completed"] == 2
+    assert (
+        done is not None and done.result["cost_used"] == 3 and done.result["steps_completed"] == 2
+    )
 
 
 def test_attempts_exhausted_gives_dead(harness: Harness) -> None:
@@ -185,7 +225,11 @@ def test_fatal_error_gives_failed_handler_error(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({"fatal": True}))
     assert harness.worker().handle(harness.wakeup(job_id)).outcome == "failed"
     job = harness.store.get(job_id)
-    assert job is not None and job.stop_reason == "handler_error" and job.error["code"] == "handler_error"
+    assert (
+        job is not None
+        and job.stop_reason == "handler_error"
+        and job.error["code"] == "handler_error"
+    )
 
 
 def test_deadline_passed_while_queued_gives_dead(harness: Harness) -> None:
@@ -213,15 +257,21 @@ def test_lease_expiring_during_an_open_effect_gives_unknown(harness: Harness) ->
     assert harness.worker("b").handle(harness.wakeup(job_id)).outcome == "effect_open"
     # Then the job is unknown, never retried automatically
     job = harness.store.get(job_id)
-    assert job is not None and job.state is JobState.UNKNOWN and job.stop_reason == "effect_uncertain"
+    assert (
+        job is not None and job.state is JobState.UNKNOWN and job.stop_reason == "effect_uncertain"
+    )
     assert harness.worker("c").handle(harness.wakeup(job_id)).outcome == "uncertain"
     assert harness.store.running_slots(ALICE) == set()
 
 
 def test_sweeper_turns_an_abandoned_effect_into_unknown(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({"effect": True}))
-    job = harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
-    harness.store.record_effect_intent(job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms())
+    job = harness.store.claim(
+        job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS
+    )
+    harness.store.record_effect_intent(
+        job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms()
+    )
     harness.clock.advance(LEASE_MS + 1)
     assert harness.sweep() == {"unknown": 1}
     assert harness.state(job_id) == "unknown"
@@ -239,7 +289,9 @@ def test_sweeper_redispatches_a_lost_wakeup_once(harness: Harness) -> None:
 
 
 def test_replay_keeps_identity_history_and_budget_use(harness: Harness) -> None:
-    job_id = harness.submit(payload=steps({"cost": 3}, {"fail_times": 9}), max_attempts=1, budget={"max_cost": 10})
+    job_id = harness.submit(
+        payload=steps({"cost": 3}, {"fail_times": 9}), max_attempts=1, budget={"max_cost": 10}
+    )
     assert harness.worker().handle(harness.wakeup(job_id)).outcome == "dead"
     replayed = harness.store.replay(job_id, now=harness.clock.now_ms())
     assert replayed.job_id == job_id and replayed.state is JobState.QUEUED
@@ -251,9 +303,18 @@ def test_replay_keeps_identity_history_and_budget_use(harness: Harness) -> None:
 
 def test_resolve_settles_unknown_with_a_note(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({"effect": True}))
-    job = harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
-    harness.store.record_effect_intent(job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms())
+    job = harness.store.claim(
+        job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS
+    )
+    harness.store.record_effect_intent(
+        job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms()
+    )
     harness.clock.advance(LEASE_MS + 1)
     harness.sweep()
-    resolved = harness.store.resolve(job_id, succeeded=True, note="provider shows the charge", now=harness.clock.now_ms())
-    assert resolved.state is JobState.SUCCEEDED and resolved.resolution_note == "provider shows the charge"
+    resolved = harness.store.resolve(
+        job_id, succeeded=True, note="provider shows the charge", now=harness.clock.now_ms()
+    )
+    assert (
+        resolved.state is JobState.SUCCEEDED
+        and resolved.resolution_note == "provider shows the charge"
+    )

@@ -20,7 +20,9 @@ from tests.support.resources import relay_mapping
 
 def test_sqs_pump_deletes_all_but_the_messages_reported_failed(harness: Harness) -> None:
     for index in range(4):
-        harness.sqs.send_message(QueueUrl=harness.queues["work"], MessageBody=json.dumps({"n": index}))
+        harness.sqs.send_message(
+            QueueUrl=harness.queues["work"], MessageBody=json.dumps({"n": index})
+        )
     seen: list[list[str]] = []
 
     def handler(event: dict[str, Any], _: Any) -> dict[str, Any]:
@@ -48,11 +50,17 @@ def test_sqs_pump_deletes_nothing_when_the_invocation_fails(harness: Harness) ->
 
 
 def test_stream_pump_drops_non_outbox_records(harness: Harness) -> None:
-    harness.dynamodb.put_item(TableName=harness.table, Item={"pk": {"S": "JOB#x"}, "sk": {"S": "JOB"}})
-    harness.dynamodb.put_item(TableName=harness.table, Item={"pk": {"S": "OUTBOX#x"}, "sk": {"S": "D#1"}})
+    harness.dynamodb.put_item(
+        TableName=harness.table, Item={"pk": {"S": "JOB#x"}, "sk": {"S": "JOB"}}
+    )
+    harness.dynamodb.put_item(
+        TableName=harness.table, Item={"pk": {"S": "OUTBOX#x"}, "sk": {"S": "D#1"}}
+    )
     harness.dynamodb.update_item(
-        TableName=harness.table, Key={"pk": {"S": "OUTBOX#x"}, "sk": {"S": "D#1"}},
-        UpdateExpression="SET a = :a", ExpressionAttributeValues={":a": {"N": "1"}},
+        TableName=harness.table,
+        Key={"pk": {"S": "OUTBOX#x"}, "sk": {"S": "D#1"}},
+        UpdateExpression="SET a = :a",
+        ExpressionAttributeValues={":a": {"N": "1"}},
     )
     batches: list[list[dict[str, Any]]] = []
 
@@ -63,23 +71,35 @@ def test_stream_pump_drops_non_outbox_records(harness: Harness) -> None:
     pump = StreamPump("", relay_mapping(harness.stream_arn), relay, "relay")
     pump.poll_once()
     delivered = [r for batch in batches for r in batch]
-    assert [(r["eventName"], r["dynamodb"]["Keys"]["pk"]["S"]) for r in delivered] == [("INSERT", "OUTBOX#x")]
+    assert [(r["eventName"], r["dynamodb"]["Keys"]["pk"]["S"]) for r in delivered] == [
+        ("INSERT", "OUTBOX#x")
+    ]
     assert pump.dropped_by_filter >= 2
 
 
-def test_stream_pump_retries_from_the_lowest_failure_then_uses_the_failure_destination(harness: Harness) -> None:
+def test_stream_pump_retries_from_the_lowest_failure_then_uses_the_failure_destination(
+    harness: Harness,
+) -> None:
     for index in range(3):
-        harness.dynamodb.put_item(TableName=harness.table, Item={"pk": {"S": f"OUTBOX#{index}"}, "sk": {"S": "D"}})
+        harness.dynamodb.put_item(
+            TableName=harness.table, Item={"pk": {"S": f"OUTBOX#{index}"}, "sk": {"S": "D"}}
+        )
     calls: list[list[str]] = []
 
     def always_fail_second(event: dict[str, Any], _: Any) -> dict[str, Any]:
         keys = [r["dynamodb"]["Keys"]["pk"]["S"] for r in event["Records"]]
         calls.append(keys)
         failing = [r for r in event["Records"] if r["dynamodb"]["Keys"]["pk"]["S"] == "OUTBOX#1"]
-        return {"batchItemFailures": [{"itemIdentifier": r["dynamodb"]["SequenceNumber"]} for r in failing]}
+        return {
+            "batchItemFailures": [
+                {"itemIdentifier": r["dynamodb"]["SequenceNumber"]} for r in failing
+            ]
+        }
 
     failure_queue = harness.queues["relay_failures"]
-    arn = harness.sqs.get_queue_attributes(QueueUrl=failure_queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    arn = harness.sqs.get_queue_attributes(QueueUrl=failure_queue, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
     mapping = relay_mapping(harness.stream_arn, on_failure_arn=arn)
     pump = StreamPump("", mapping, always_fail_second, "relay")
     pump.poll_once()
@@ -102,8 +122,10 @@ def test_relay_sets_delay_from_next_attempt_and_reports_failed_records(harness: 
     with Stubber(harness.sqs) as stub:
         stub.add_response(
             "send_message_batch",
-            {"Successful": [{"Id": "0", "MessageId": "m0", "MD5OfMessageBody": "x"}],
-             "Failed": [{"Id": "1", "SenderFault": False, "Code": "InternalError"}]},
+            {
+                "Successful": [{"Id": "0", "MessageId": "m0", "MD5OfMessageBody": "x"}],
+                "Failed": [{"Id": "1", "SenderFault": False, "Code": "InternalError"}],
+            },
         )
         failed = relay_records([record, second], queue, clock, CountingTelemetry())
         sent = stub._queue  # noqa: SLF001 - empty once the expected call was made
@@ -115,5 +137,7 @@ def test_relay_delay_is_real_on_moto(harness: Harness) -> None:
     due_at = int(record["dynamodb"]["NewImage"]["deliver_at"]["N"])
     queue = WakeupQueue(harness.sqs, harness.queues["work"])
     assert relay_records([record], queue, ManualClock(due_at - 30_500), CountingTelemetry()) == []
-    attrs = harness.sqs.get_queue_attributes(QueueUrl=harness.queues["work"], AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    attrs = harness.sqs.get_queue_attributes(
+        QueueUrl=harness.queues["work"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )
     assert attrs["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"

@@ -31,7 +31,12 @@ PAYLOADS: list[dict[str, Any]] = [
 
 
 RELEASING_OUTCOMES = {
-    "succeeded", "failed", "dead", "cancelled", "waiting_approval", "retry_scheduled",
+    "succeeded",
+    "failed",
+    "dead",
+    "cancelled",
+    "waiting_approval",
+    "retry_scheduled",
 }
 
 
@@ -167,7 +172,13 @@ class LeaseholdMachine(RuleBasedStateMachine):
         current = self._job(held.job_id)
         now = self.h.clock.now_ms()
         try:
-            self.h.store.finish(held, JobState.SUCCEEDED, now=now, checkpoint=held.checkpoint, result={"late": held.epoch})
+            self.h.store.finish(
+                held,
+                JobState.SUCCEEDED,
+                now=now,
+                checkpoint=held.checkpoint,
+                result={"late": held.epoch},
+            )
         except StaleEpochError:
             return
         # The write went through: only the epoch holding a live lease may have written it.
@@ -196,12 +207,20 @@ class LeaseholdMachine(RuleBasedStateMachine):
             if job.budget.max_steps is not None:
                 assert job.checkpoint.steps_used <= job.budget.max_steps
             if job_id in self.terminal:
-                assert (job.state.value, job.version) == self.terminal[job_id], "a terminal job changed"
+                assert (job.state.value, job.version) == self.terminal[job_id], (
+                    "a terminal job changed"
+                )
             elif is_terminal(job.state):
                 self.terminal[job_id] = (job.state.value, job.version)
             if job_id in self.cancelled_steps:
-                assert job.checkpoint.steps_used == self.cancelled_steps[job_id], "a cancelled job ran a step"
-            if job.state is JobState.SUCCEEDED and isinstance(job.result, dict) and "late" in job.result:
+                assert job.checkpoint.steps_used == self.cancelled_steps[job_id], (
+                    "a cancelled job ran a step"
+                )
+            if (
+                job.state is JobState.SUCCEEDED
+                and isinstance(job.result, dict)
+                and "late" in job.result
+            ):
                 assert job.result["late"] == job.epoch
             if job.state is JobState.RUNNING and (job.lease_expires_at or 0) > now:
                 key = (job.owner.tenant, job.owner.user_id)
@@ -215,7 +234,12 @@ class LeaseholdMachine(RuleBasedStateMachine):
         (which waits for an operator by design)."""
         worker = self.h.worker("steady")
         for _ in range(40):
-            pending = [j for j in self.jobs if not is_terminal(self._job(j).state) and self._job(j).state is not JobState.UNKNOWN]
+            pending = [
+                j
+                for j in self.jobs
+                if not is_terminal(self._job(j).state)
+                and self._job(j).state is not JobState.UNKNOWN
+            ]
             if not pending:
                 return
             self.h.clock.advance(LEASE_MS + 1)
@@ -223,10 +247,16 @@ class LeaseholdMachine(RuleBasedStateMachine):
             for job_id in pending:
                 job = self._job(job_id)
                 if job.state is JobState.WAITING_APPROVAL:
-                    self.h.jobs().decide_approval(job.owner, job_id, {"decision": "approve", "version": job.version})
+                    self.h.jobs().decide_approval(
+                        job.owner, job_id, {"decision": "approve", "version": job.version}
+                    )
                 worker.handle(self.h.wakeup(job_id))
-        stuck = {j: self._job(j).state.value for j in self.jobs if not is_terminal(self._job(j).state)}
-        assert all(state == "unknown" for state in stuck.values()), f"jobs never came to rest: {stuck}"
+        stuck = {
+            j: self._job(j).state.value for j in self.jobs if not is_terminal(self._job(j).state)
+        }
+        assert all(state == "unknown" for state in stuck.values()), (
+            f"jobs never came to rest: {stuck}"
+        )
 
 
 LeaseholdMachine.TestCase.settings = settings(

@@ -62,13 +62,22 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
     params = {name: str(p.get("Default")) for name, p in tpl["Parameters"].items()}
     env = {}
     for name, value in tpl["Globals"]["Function"]["Environment"]["Variables"].items():
-        env[name] = env_values.get(name) or (params[value["Ref"]] if isinstance(value, dict) else str(value))
-    env |= {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "PATH": ""}
+        env[name] = env_values.get(name) or (
+            params[value["Ref"]] if isinstance(value, dict) else str(value)
+        )
+    env |= {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "PATH": "",
+    }
     code = (
         f"import leasehold.handlers.{module} as m; from leasehold.handlers.wiring import runtime;"
         "rt = runtime(); assert callable(m.handler); print(rt.settings.lease_seconds)"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == params["LeaseSeconds"]
     assert Settings.from_env(env).user_concurrency_limit == int(params["UserConcurrencyLimit"])
@@ -96,9 +105,15 @@ def test_queue_visibility_is_at_least_six_times_the_worker_timeout() -> None:
 def test_every_route_of_the_contract_is_in_the_template() -> None:
     routes = {(r.method, r.path) for r in http_routes(template())}
     assert routes == {
-        ("GET", "/health"), ("POST", "/jobs"), ("GET", "/jobs"), ("GET", "/jobs/{job_id}"),
-        ("POST", "/jobs/{job_id}/cancel"), ("POST", "/jobs/{job_id}/approval"),
-        ("GET", "/ops/summary"), ("GET", "/ops/jobs"), ("POST", "/ops/jobs/{job_id}/replay"),
+        ("GET", "/health"),
+        ("POST", "/jobs"),
+        ("GET", "/jobs"),
+        ("GET", "/jobs/{job_id}"),
+        ("POST", "/jobs/{job_id}/cancel"),
+        ("POST", "/jobs/{job_id}/approval"),
+        ("GET", "/ops/summary"),
+        ("GET", "/ops/jobs"),
+        ("POST", "/ops/jobs/{job_id}/replay"),
         ("POST", "/ops/jobs/{job_id}/resolve"),
     }
     health = [r for r in http_routes(template()) if r.path == "/health"][0]
@@ -110,8 +125,10 @@ def test_every_function_and_route_has_a_sample_event() -> None:
     assert {"relay-outbox-insert.json", "worker-wakeup.json", "sweeper-schedule.json"} <= events
     for route in http_routes(template()):
         matching = [
-            e for e in events
-            if json.loads((ROOT / "events" / e).read_text()).get("routeKey") == f"{route.method} {route.path}"
+            e
+            for e in events
+            if json.loads((ROOT / "events" / e).read_text()).get("routeKey")
+            == f"{route.method} {route.path}"
         ]
         assert matching, f"no sample event for {route.method} {route.path}"
 
@@ -126,17 +143,34 @@ def test_local_stack_is_created_from_the_template_in_moto(moto: None) -> None:
     (stream,) = info.stream_mappings
     assert stream.function == "RelayFunction" and stream.report_item_failures
     assert stream.filters[0]["dynamodb"]["Keys"]["pk"]["S"] == [{"prefix": "OUTBOX#"}]
-    assert stream.on_failure_arn and stream.on_failure_arn.endswith(info.outputs["RelayFailureQueue"].rsplit("/", 1)[1])
+    assert stream.on_failure_arn and stream.on_failure_arn.endswith(
+        info.outputs["RelayFailureQueue"].rsplit("/", 1)[1]
+    )
     (queue,) = info.queue_mappings
-    assert queue.function == "WorkerFunction" and queue.batch_size == 5 and queue.report_item_failures
+    assert (
+        queue.function == "WorkerFunction" and queue.batch_size == 5 and queue.report_item_failures
+    )
     assert info.schedules == {"SweeperFunction": "rate(1 minute)"}
     assert len(info.routes) == 10
 
 
 def test_missing_template_is_a_one_line_error(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", "local", "up", "--template", str(tmp_path / "nope.yaml"), "--port", "0"],
-        capture_output=True, text=True, check=False, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "leasehold.cli",
+            "local",
+            "up",
+            "--template",
+            str(tmp_path / "nope.yaml"),
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
     assert out.returncode == 2
     assert out.stderr.strip().startswith("leasehold: template not found")
@@ -151,8 +185,21 @@ def test_busy_port_is_a_one_line_error() -> None:
         busy.listen()
         port = busy.getsockname()[1]
         out = subprocess.run(
-            [sys.executable, "-m", "leasehold.cli", "local", "up", "--port", str(port), "--template", str(TEMPLATE)],
-            capture_output=True, text=True, check=False, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "leasehold.cli",
+                "local",
+                "up",
+                "--port",
+                str(port),
+                "--template",
+                str(TEMPLATE),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
         )
     assert out.returncode == 2 and f"port {port} on 127.0.0.1 is busy" in out.stderr
     assert "Traceback" not in out.stderr
@@ -160,8 +207,22 @@ def test_busy_port_is_a_one_line_error() -> None:
 
 def test_invoke_without_a_running_stack_is_a_one_line_error(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", "invoke", "worker", "--event", "events/worker-wakeup.json", "--state", str(tmp_path / "none.json")],
-        capture_output=True, text=True, check=False, timeout=60, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "leasehold.cli",
+            "invoke",
+            "worker",
+            "--event",
+            "events/worker-wakeup.json",
+            "--state",
+            str(tmp_path / "none.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=ROOT,
     )
     assert out.returncode == 2 and "no local stack is running" in out.stderr
     assert "Traceback" not in out.stderr
@@ -170,7 +231,8 @@ def test_invoke_without_a_running_stack_is_a_one_line_error(tmp_path: Path) -> N
 def test_importing_handlers_does_not_pull_in_the_local_stack() -> None:
     code = (
         "import sys, leasehold.handlers.worker, leasehold.handlers.api;"
-        "bad = [m for m in sys.modules if m.startswith(('moto', 'leasehold.local', 'pydantic', 'samtranslator'))];"
+        "heavy = ('moto', 'leasehold.local', 'pydantic', 'samtranslator');"
+        "bad = [m for m in sys.modules if m.startswith(heavy)];"
         "print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -22,7 +22,13 @@ from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.worker import WorkerService, WorkerSettings
 from leasehold.store.jobs import JobStore
 from leasehold.store.queue import Wakeup, WakeupQueue
-from tests.support.resources import clients, create_queues, create_table, relay_mapping, worker_mapping
+from tests.support.resources import (
+    clients,
+    create_queues,
+    create_table,
+    relay_mapping,
+    worker_mapping,
+)
 
 ALICE = Owner("study-group", "alice")
 BOB = Owner("study-group", "bob")
@@ -56,6 +62,11 @@ class ScriptedKind(SyntheticKind):
         return super().run_step(payload, index, attempt, tick)
 
 
+def _counter_ids() -> Callable[[], str]:
+    counter = iter(range(1, 10**9))
+    return lambda: f"j_{next(counter):06d}"
+
+
 @dataclass
 class Harness:
     clock: ManualClock
@@ -67,7 +78,7 @@ class Harness:
     store: JobStore
     queue: WakeupQueue
     telemetry: CountingTelemetry = field(default_factory=CountingTelemetry)
-    new_id: Callable[[], str] = field(default_factory=lambda: _counter_ids())
+    new_id: Callable[[], str] = field(default_factory=_counter_ids)
 
     @staticmethod
     def create(slot_limit: int = SLOT_LIMIT) -> Harness:
@@ -153,8 +164,3 @@ class Harness:
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(m["Body"]) for m in self.receive_all()]
-
-
-def _counter_ids() -> Callable[[], str]:
-    counter = iter(range(1, 10**9))
-    return lambda: f"j_{next(counter):06d}"

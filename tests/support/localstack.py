@@ -25,9 +25,25 @@ class LocalStackProcess:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "leasehold.cli", "local", "up", "--port", "0", "--workers", str(workers),
-             "--state", str(self.state), "--template", str(TEMPLATE)],
-            stdout=subprocess.PIPE, stderr=self.log.open("wb"), cwd=workdir, env=env,
+            [
+                sys.executable,
+                "-m",
+                "leasehold.cli",
+                "local",
+                "up",
+                "--port",
+                "0",
+                "--workers",
+                str(workers),
+                "--state",
+                str(self.state),
+                "--template",
+                str(TEMPLATE),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.log.open("wb"),
+            cwd=workdir,
+            env=env,
         )
         self.url = self._wait_ready()
 
@@ -45,8 +61,20 @@ class LocalStackProcess:
     def start_worker(self, name: str) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("wb")
         process = subprocess.Popen(
-            [sys.executable, "-m", "leasehold.cli", "local", "worker", "--state", str(self.state), "--name", name],
-            stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+            [
+                sys.executable,
+                "-m",
+                "leasehold.cli",
+                "local",
+                "worker",
+                "--state",
+                str(self.state),
+                "--name",
+                name,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
         )
         self.workers[name] = process
         return process
@@ -55,7 +83,9 @@ class LocalStackProcess:
         self.workers[name].send_signal(signal.SIGKILL)
         self.workers[name].wait(timeout=10)
 
-    def request(self, method: str, path: str, body: Any = None, user: str | None = "alice") -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, user: str | None = "alice"
+    ) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"}
         if user:
@@ -67,7 +97,9 @@ class LocalStackProcess:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"{}")
 
-    def wait_for(self, job_id: str, states: set[str], timeout: float = 60, user: str = "alice") -> dict[str, Any]:
+    def wait_for(
+        self, job_id: str, states: set[str], timeout: float = 60, user: str = "alice"
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         view: dict[str, Any] = {}
         while time.monotonic() < deadline:

@@ -47,14 +47,19 @@ def create_queues(sqs: Any) -> dict[str, str]:
         QueueName="dlq",
         Attributes={"MessageRetentionPeriod": str(dlq_props["MessageRetentionPeriod"])},
     )["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     work_props = _resource("WorkQueue")
     work = sqs.create_queue(
         QueueName="work",
         Attributes={
             "VisibilityTimeout": str(work_props["VisibilityTimeout"]),
             "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": work_props["RedrivePolicy"]["maxReceiveCount"]}
+                {
+                    "deadLetterTargetArn": dlq_arn,
+                    "maxReceiveCount": work_props["RedrivePolicy"]["maxReceiveCount"],
+                }
             ),
         },
     )["QueueUrl"]
@@ -90,7 +95,12 @@ def template_environment(table: str, queues: dict[str, str], **overrides: str) -
     resources bound to the test's names."""
     tpl = template()
     params = {name: str(p.get("Default", "")) for name, p in tpl["Parameters"].items()}
-    refs = {"JobsTable": table, "WorkQueue": queues["work"], "DeadLetterQueue": queues["dlq"], **params}
+    refs = {
+        "JobsTable": table,
+        "WorkQueue": queues["work"],
+        "DeadLetterQueue": queues["dlq"],
+        **params,
+    }
     env = {}
     for name, value in tpl["Globals"]["Function"]["Environment"]["Variables"].items():
         if isinstance(value, dict) and "Ref" in value:

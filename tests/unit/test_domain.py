@@ -13,7 +13,13 @@ from leasehold.domain.clock import ManualClock, iso
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import parse_job_request
 from leasehold.domain.policies import LeasePolicy, RetryPolicy, sqs_delay_seconds
-from leasehold.domain.states import TERMINAL_STATES, TRANSITIONS, JobState, can_transition, is_terminal
+from leasehold.domain.states import (
+    TERMINAL_STATES,
+    TRANSITIONS,
+    JobState,
+    can_transition,
+    is_terminal,
+)
 from leasehold.handlers.settings import Settings, SettingsError
 from leasehold.kinds.synthetic import SyntheticKind
 from leasehold.local.pumps import matches
@@ -35,8 +41,15 @@ def test_terminal_states_never_change_except_by_operator_replay() -> None:
     assert not is_terminal(JobState.UNKNOWN)  # an operator must settle it
 
 
-@given(attempt=st.integers(1, 30), base=st.integers(1, 10_000), cap=st.integers(1, 900_000), seed=st.integers())
-def test_backoff_is_full_jitter_within_the_capped_exponential(attempt: int, base: int, cap: int, seed: int) -> None:
+@given(
+    attempt=st.integers(1, 30),
+    base=st.integers(1, 10_000),
+    cap=st.integers(1, 900_000),
+    seed=st.integers(),
+)
+def test_backoff_is_full_jitter_within_the_capped_exponential(
+    attempt: int, base: int, cap: int, seed: int
+) -> None:
     delay = RetryPolicy(base_ms=base, cap_ms=cap).delay_ms(attempt, random.Random(seed))
     assert 0 <= delay <= min(cap, base * 2 ** (attempt - 1))
 
@@ -53,7 +66,9 @@ def test_lease_safety_margin_stops_new_steps_near_expiry() -> None:
     assert not lease.may_start_step(now_ms=4_500, lease_expires_at=10_000, step_duration_ms=5_000)
 
 
-@pytest.mark.parametrize(("now", "due", "expected"), [(0, 0, 0), (0, 1, 1), (0, 30_500, 31), (0, 10**7, 900), (5, 0, 0)])
+@pytest.mark.parametrize(
+    ("now", "due", "expected"), [(0, 0, 0), (0, 1, 1), (0, 30_500, 31), (0, 10**7, 900), (5, 0, 0)]
+)
 def test_sqs_delay_is_rounded_up_and_capped(now: int, due: int, expected: int) -> None:
     assert sqs_delay_seconds(now, due) == expected
 
@@ -69,9 +84,20 @@ VALID: dict[str, Any] = {"kind": "synthetic", "payload": {"steps": [{"name": "a"
 
 @pytest.mark.parametrize(
     "body",
-    [None, [], "x", {}, {"kind": 1, "payload": {}}, {"kind": "synthetic", "payload": []},
-     {**VALID, "deadline_seconds": 0}, {**VALID, "max_attempts": 0}, {**VALID, "budget": []},
-     {**VALID, "budget": {"max_cost": -1}}, {**VALID, "budget": {"other": 1}}, {**VALID, "extra": 1}],
+    [
+        None,
+        [],
+        "x",
+        {},
+        {"kind": 1, "payload": {}},
+        {"kind": "synthetic", "payload": []},
+        {**VALID, "deadline_seconds": 0},
+        {**VALID, "max_attempts": 0},
+        {**VALID, "budget": []},
+        {**VALID, "budget": {"max_cost": -1}},
+        {**VALID, "budget": {"other": 1}},
+        {**VALID, "extra": 1},
+    ],
 )
 def test_bad_generic_fields_raise_validation_errors(body: Any) -> None:
     with pytest.raises(ValidationError):
@@ -81,14 +107,24 @@ def test_bad_generic_fields_raise_validation_errors(body: Any) -> None:
 def test_defaults_and_fingerprint() -> None:
     spec = parse_job_request(VALID, {"synthetic"}, default_max_attempts=4)
     assert spec.max_attempts == 4 and spec.deadline_seconds == 3600
-    same = parse_job_request({"payload": {"steps": [{"name": "a"}]}, "kind": "synthetic"}, {"synthetic"}, 4)
+    same = parse_job_request(
+        {"payload": {"steps": [{"name": "a"}]}, "kind": "synthetic"}, {"synthetic"}, 4
+    )
     assert spec.fingerprint() == same.fingerprint()
 
 
 @pytest.mark.parametrize(
     "payload",
-    [{}, {"steps": "x"}, {"steps": [{}]}, {"steps": [{"name": ""}]}, {"steps": [{"name": "a", "fatal": "yes"}]},
-     {"steps": [{"name": "a", "fail_times": 11}]}, {"steps": [{"name": "a", "bogus": 1}]}, {"steps": [{"name": "a"}], "x": 1}],
+    [
+        {},
+        {"steps": "x"},
+        {"steps": [{}]},
+        {"steps": [{"name": ""}]},
+        {"steps": [{"name": "a", "fatal": "yes"}]},
+        {"steps": [{"name": "a", "fail_times": 11}]},
+        {"steps": [{"name": "a", "bogus": 1}]},
+        {"steps": [{"name": "a"}], "x": 1},
+    ],
 )
 def test_synthetic_payload_validation(payload: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
@@ -96,17 +132,37 @@ def test_synthetic_payload_validation(payload: dict[str, Any]) -> None:
 
 
 def test_synthetic_plan_reads_every_step_field() -> None:
-    plan = SyntheticKind().plan({"steps": [{"name": "a", "cost": 3, "duration_ms": 5, "approval": True, "effect": True}]})
-    assert (plan[0].cost, plan[0].duration_ms, plan[0].needs_approval, plan[0].has_effect) == (3, 5, True, True)
+    plan = SyntheticKind().plan(
+        {"steps": [{"name": "a", "cost": 3, "duration_ms": 5, "approval": True, "effect": True}]}
+    )
+    assert (plan[0].cost, plan[0].duration_ms, plan[0].needs_approval, plan[0].has_effect) == (
+        3,
+        5,
+        True,
+        True,
+    )
 
 
 def test_settings_are_strict_about_missing_or_bad_values() -> None:
     with pytest.raises(SettingsError, match="TABLE_NAME"):
         Settings.from_env({})
-    env = {name: "1" for name in ("LEASE_SECONDS", "MAX_ATTEMPTS", "BACKOFF_BASE_MS", "BACKOFF_CAP_MS",
-                                  "USER_CONCURRENCY_LIMIT", "SLOT_WAIT_SECONDS", "SWEEP_BATCH", "LOST_WAKEUP_GRACE_SECONDS")}
-    env |= {"TABLE_NAME": "t", "QUEUE_URL": "q", "DLQ_URL": "d", "POWERTOOLS_METRICS_NAMESPACE": "n"}
-    assert Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60  # moto's numbers work too
+    numbers = ("LEASE_SECONDS", "MAX_ATTEMPTS", "BACKOFF_BASE_MS", "BACKOFF_CAP_MS")
+    numbers += (
+        "USER_CONCURRENCY_LIMIT",
+        "SLOT_WAIT_SECONDS",
+        "SWEEP_BATCH",
+        "LOST_WAKEUP_GRACE_SECONDS",
+    )
+    env = dict.fromkeys(numbers, "1")
+    env |= {
+        "TABLE_NAME": "t",
+        "QUEUE_URL": "q",
+        "DLQ_URL": "d",
+        "POWERTOOLS_METRICS_NAMESPACE": "n",
+    }
+    assert (
+        Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
+    )  # moto's numbers work too
     with pytest.raises(SettingsError, match="not a number"):
         Settings.from_env(env | {"LEASE_SECONDS": "soon"})
 
@@ -119,8 +175,17 @@ def test_route_matching() -> None:
 
 
 def test_filter_pattern_subset() -> None:
-    pattern = {"eventName": ["INSERT"], "dynamodb": {"Keys": {"pk": {"S": [{"prefix": "OUTBOX#"}]}}}}
-    assert matches(pattern, {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "OUTBOX#1"}}}})
-    assert not matches(pattern, {"eventName": "MODIFY", "dynamodb": {"Keys": {"pk": {"S": "OUTBOX#1"}}}})
-    assert not matches(pattern, {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "JOB#1"}}}})
+    pattern = {
+        "eventName": ["INSERT"],
+        "dynamodb": {"Keys": {"pk": {"S": [{"prefix": "OUTBOX#"}]}}},
+    }
+    assert matches(
+        pattern, {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "OUTBOX#1"}}}}
+    )
+    assert not matches(
+        pattern, {"eventName": "MODIFY", "dynamodb": {"Keys": {"pk": {"S": "OUTBOX#1"}}}}
+    )
+    assert not matches(
+        pattern, {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "JOB#1"}}}}
+    )
     assert not matches(pattern, {"eventName": "INSERT"})

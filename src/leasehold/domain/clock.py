@@ -35,6 +35,8 @@ def iso(ms: int | None) -> str | None:
     """ISO 8601 UTC with milliseconds, as the HTTP contract shows times."""
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
+    return (
+        datetime.fromtimestamp(ms / 1000, tz=UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
     )

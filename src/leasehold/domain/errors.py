@@ -44,7 +44,9 @@ class ConflictError(LeaseholdError):
 
 
 class IdempotencyConflictError(ConflictError):
-    def __init__(self, message: str = "this Idempotency-Key was used with a different body") -> None:
+    def __init__(
+        self, message: str = "this Idempotency-Key was used with a different body"
+    ) -> None:
         super().__init__(message, code="idempotency_key_reused")
 
 

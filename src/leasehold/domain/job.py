@@ -134,7 +134,9 @@ def parse_job_request(
     if not isinstance(payload, dict):
         raise ValidationError("'payload' is required and must be a JSON object")
     if len(json.dumps(payload, separators=(",", ":")).encode()) > MAX_PAYLOAD_BYTES:
-        raise ValidationError(f"'payload' is larger than {MAX_PAYLOAD_BYTES} bytes", code="too_large")
+        raise ValidationError(
+            f"'payload' is larger than {MAX_PAYLOAD_BYTES} bytes", code="too_large"
+        )
     budget = Budget()
     raw_budget = body.get("budget")
     if raw_budget is not None:

@@ -24,14 +24,14 @@ class RetryPolicy:
     cap_ms: int
 
     def delay_ms(self, attempt: int, rng: random.Random | None = None) -> int:
-        """Delay before the attempt after `attempt` (1-based) failed: uniform in [0, min(cap, base·2^(n-1))]."""
+        """Delay after try `attempt` (1-based) failed: uniform in [0, min(cap, base·2^(n-1))]."""
         ceiling = min(self.cap_ms, self.base_ms * (2 ** max(0, attempt - 1)))
         return int((rng or random).uniform(0, ceiling))
 
 
 @dataclass(frozen=True)
 class LeasePolicy:
-    """A lease far longer than clock skew; a worker stops starting steps inside the safety margin."""
+    """A lease far longer than clock skew; no step starts inside the safety margin."""
 
     lease_ms: int
     safety_margin_ms: int
@@ -41,6 +41,7 @@ class LeasePolicy:
 
 
 def sqs_delay_seconds(now_ms: int, deliver_at_ms: int) -> int:
-    """DelaySeconds for a wake-up due at `deliver_at_ms`; SQS caps it at 900 s (a worker re-delays)."""
+    """DelaySeconds for a wake-up due at `deliver_at_ms`; SQS caps it at 900 s (a worker then
+    re-delays the message)."""
     remaining = max(0, deliver_at_ms - now_ms)
     return min(MAX_SQS_DELAY_SECONDS, (remaining + 999) // 1000)

@@ -9,7 +9,7 @@ class JobState(StrEnum):
     """A job's state. The job item in the table is the only authority for it. Each member's
     docstring (`JobState.QUEUED.__doc__`) says who moves a job out of that state."""
 
-    def __new__(cls, value: str, doc: str) -> JobState:
+    def __new__(cls, value: str, doc: str = "") -> JobState:
         member = str.__new__(cls, value)
         member._value_ = value
         member.__doc__ = doc
@@ -73,7 +73,9 @@ TERMINAL_STATES: frozenset[JobState] = frozenset(
 )
 """States nothing automatic ever leaves. `unknown` is not terminal: an operator settles it."""
 
-REPLAYABLE_STATES: frozenset[JobState] = frozenset({JobState.DEAD, JobState.FAILED, JobState.UNKNOWN})
+REPLAYABLE_STATES: frozenset[JobState] = frozenset(
+    {JobState.DEAD, JobState.FAILED, JobState.UNKNOWN}
+)
 
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.QUEUED: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.DEAD}),

@@ -45,7 +45,9 @@ STATUS_BY_ERROR: list[tuple[type[LeaseholdError], int]] = [
 ]
 
 
-def _envelope(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+def _envelope(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
     return Response(
         status_code=status,
         content_type="application/json",
@@ -142,7 +144,11 @@ def _query(name: str) -> str | None:
 def jobs() -> JobService:
     rt = runtime()
     return JobService(
-        rt.store, registry(), rt.clock, time_ordered_ids(rt.clock), rt.telemetry,
+        rt.store,
+        registry(),
+        rt.clock,
+        time_ordered_ids(rt.clock),
+        rt.telemetry,
         default_max_attempts=rt.settings.default_max_attempts,
     )
 
@@ -176,7 +182,12 @@ def submit_job() -> Response:
 
 @app.get("/jobs")
 def list_jobs() -> Response:
-    return _json(200, jobs().list(caller(), state=_query("state"), limit=_query("limit"), cursor=_query("cursor")))
+    return _json(
+        200,
+        jobs().list(
+            caller(), state=_query("state"), limit=_query("limit"), cursor=_query("cursor")
+        ),
+    )
 
 
 @app.get("/jobs/<job_id>")

@@ -77,4 +77,4 @@ ENV_VARIABLES = (
     "LOST_WAKEUP_GRACE_SECONDS",
     "POWERTOOLS_METRICS_NAMESPACE",
 )
-"""The variables `Settings.from_env` reads: a test checks the template sets each for every function."""
+"""What `Settings.from_env` reads: a test checks the template sets each for every function."""

@@ -43,7 +43,9 @@ def worker() -> WorkerService:
         settings=WorkerSettings(
             worker_id=worker_identity(),
             lease=LeasePolicy(lease_ms=lease_ms, safety_margin_ms=max(500, lease_ms // 10)),
-            retry=RetryPolicy(base_ms=rt.settings.backoff_base_ms, cap_ms=rt.settings.backoff_cap_ms),
+            retry=RetryPolicy(
+                base_ms=rt.settings.backoff_base_ms, cap_ms=rt.settings.backoff_cap_ms
+            ),
             slot_wait_ms=rt.settings.slot_wait_seconds * 1000,
             heartbeat_every_ms=max(250, lease_ms // 3),
         ),
@@ -66,7 +68,7 @@ def record_handler(record: SQSRecord) -> str:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return process_partial_response(
+    return process_partial_response(  # type: ignore[return-value]
         event=event,
         record_handler=record_handler,
         processor=processor,

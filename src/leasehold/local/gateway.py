@@ -94,7 +94,9 @@ class Gateway:
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _RequestHandler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, name="gateway", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="gateway", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -103,7 +105,9 @@ class Gateway:
         self.server.shutdown()
         self.server.server_close()
 
-    def _reply(self, request: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: bytes) -> None:
+    def _reply(
+        self, request: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: bytes
+    ) -> None:
         request.send_response(status)
         for key, value in headers.items():
             request.send_header(key, value)
@@ -115,8 +119,8 @@ class Gateway:
         parts = urlsplit(request.path)
         length = int(request.headers.get("Content-Length") or 0)
         if length > MAX_REQUEST_BYTES:
-            body = json.dumps({"error": {"code": "too_large", "message": "request too large"}})
-            self._reply(request, 413, {"Content-Type": "application/json"}, body.encode())
+            too_large = json.dumps({"error": {"code": "too_large", "message": "request too large"}})
+            self._reply(request, 413, {"Content-Type": "application/json"}, too_large.encode())
             return
         body = request.rfile.read(length) if length else b""
         for route in self._routes:
@@ -124,7 +128,9 @@ class Gateway:
             if params is None:
                 continue
             headers = {k.lower(): v for k, v in request.headers.items()}
-            event = build_event(route, request.command, parts.path, parts.query, headers, body, params)
+            event = build_event(
+                route, request.command, parts.path, parts.query, headers, body, params
+            )
             with self._lock:
                 answer = self._handlers[route.function](event, LocalContext("api"))
             out_headers = {k: str(v) for k, v in (answer.get("headers") or {}).items()}

@@ -45,7 +45,8 @@ def load_handler(stack: StackInfo, function: str) -> Handler:
     """Import the function's handler after its environment is set (a cold start)."""
     apply_environment(stack, function)
     module_name, _, attribute = stack.functions[function].handler.rpartition(".")
-    return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
+    handler: Handler = getattr(importlib.import_module(module_name), attribute)
+    return handler
 
 
 def resolve_function(stack: StackInfo, name: str) -> str:

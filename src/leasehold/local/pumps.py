@@ -69,7 +69,9 @@ class StreamPump:
         self.sent_to_failure_destination = 0
 
     def _refresh_shards(self) -> None:
-        shards = self._streams.describe_stream(StreamArn=self._mapping.stream_arn)["StreamDescription"]["Shards"]
+        shards = self._streams.describe_stream(StreamArn=self._mapping.stream_arn)[
+            "StreamDescription"
+        ]["Shards"]
         for shard in shards:
             if shard["ShardId"] not in self._iterators:
                 self._iterators[shard["ShardId"]] = self._streams.get_shard_iterator(

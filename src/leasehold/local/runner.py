@@ -3,6 +3,7 @@ pump, sweeper schedule and N worker processes. Stops everything on Ctrl-C or SIG
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -73,7 +74,10 @@ class LocalStack:
         self.gateway = Gateway(self.port, info.routes, {api: load_handler(info, api)})
         for mapping in info.stream_mappings:
             pump = StreamPump(
-                endpoint, mapping, load_handler(info, mapping.function), info.functions[mapping.function].name
+                endpoint,
+                mapping,
+                load_handler(info, mapping.function),
+                info.functions[mapping.function].name,
             )
             self.stream_pumps.append(pump)
             self._threads.append(Repeater(f"stream:{mapping.function}", 0.1, pump.poll_once))
@@ -95,7 +99,17 @@ class LocalStack:
         log_dir.mkdir(parents=True, exist_ok=True)
         log = (log_dir / f"{name}.log").open("ab")
         process = subprocess.Popen(
-            [sys.executable, "-m", "leasehold.cli", "local", "worker", "--state", str(self.state_path), "--name", name],
+            [
+                sys.executable,
+                "-m",
+                "leasehold.cli",
+                "local",
+                "worker",
+                "--state",
+                str(self.state_path),
+                "--name",
+                name,
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -162,7 +176,5 @@ def _die_with_parent() -> None:
         return
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-    except OSError:
-        pass

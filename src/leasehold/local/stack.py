@@ -122,7 +122,9 @@ def check_port_free(port: int) -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
-            raise StackError(f"port {port} on 127.0.0.1 is busy; choose another with --port") from exc
+            raise StackError(
+                f"port {port} on 127.0.0.1 is busy; choose another with --port"
+            ) from exc
 
 
 def start_moto() -> tuple[Any, str]:
@@ -167,7 +169,7 @@ def start_moto() -> tuple[Any, str]:
 
 def client(service: str, endpoint: str | None) -> Any:
     """A client for the local stack (or, with endpoint None, for moto's in-process mock)."""
-    return boto3.session.Session().client(
+    return boto3.session.Session().client(  # type: ignore[call-overload]
         service,
         endpoint_url=endpoint or None,
         region_name=REGION,
@@ -288,5 +290,9 @@ def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
         queue_mappings=queues,
         routes=http_routes(template),
         schedules=schedules,
-        outputs={k: v for k, v in physical.items() if k in {"JobsTable", "WorkQueue", "DeadLetterQueue", "RelayFailureQueue"}},
+        outputs={
+            k: v
+            for k, v in physical.items()
+            if k in {"JobsTable", "WorkQueue", "DeadLetterQueue", "RelayFailureQueue"}
+        },
     )

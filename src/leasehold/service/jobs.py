@@ -104,10 +104,10 @@ class JobService:
 
     def decide_approval(self, owner: Owner, job_id: str, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) - {"decision", "version"}:
-            raise ValidationError("the body must be {\"decision\": ..., \"version\": ...}")
+            raise ValidationError('the body must be {"decision": ..., "version": ...}')
         decision = body.get("decision")
         if decision not in ("approve", "reject"):
-            raise ValidationError("'decision' must be \"approve\" or \"reject\"")
+            raise ValidationError('\'decision\' must be "approve" or "reject"')
         version = body.get("version")
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError("'version' must be the job's current version (an integer ≥ 1)")

@@ -85,10 +85,10 @@ class OpsService:
 
     def resolve(self, job_id: str, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) - {"outcome", "note"}:
-            raise ValidationError("the body must be {\"outcome\": ..., \"note\": ...}")
+            raise ValidationError('the body must be {"outcome": ..., "note": ...}')
         outcome = body.get("outcome")
         if outcome not in ("succeeded", "failed"):
-            raise ValidationError("'outcome' must be \"succeeded\" or \"failed\"")
+            raise ValidationError('\'outcome\' must be "succeeded" or "failed"')
         note = body.get("note")
         if not isinstance(note, str) or not 1 <= len(note) <= 500:
             raise ValidationError("'note' must be a string of 1 to 500 characters")

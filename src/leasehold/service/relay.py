@@ -49,9 +49,7 @@ def relay_records(
     """Send the batch's wake-ups with SendMessageBatch; returns the sequence numbers to report
     as failed (Lambda retries the stream from the lowest one, so nothing is skipped)."""
     now = clock.now_ms()
-    parsed = [
-        (record, parse_stream_record(record, now)) for record in records
-    ]
+    parsed = [(record, parse_stream_record(record, now)) for record in records]
     outbox = [item for _, item in parsed if item is not None]
     failed: list[str] = []
     for start in range(0, len(outbox), SQS_BATCH):

@@ -23,7 +23,9 @@ class SweepSettings:
     lost_wakeup_grace_ms: int
 
 
-def sweep(store: JobStore, clock: Clock, settings: SweepSettings, telemetry: Telemetry) -> dict[str, int]:
+def sweep(
+    store: JobStore, clock: Clock, settings: SweepSettings, telemetry: Telemetry
+) -> dict[str, int]:
     now = clock.now_ms()
     report: Counter[str] = Counter()
     running, _ = store.list_by_state(JobState.RUNNING, limit=settings.batch_limit)
@@ -33,7 +35,10 @@ def sweep(store: JobStore, clock: Clock, settings: SweepSettings, telemetry: Tel
         try:
             if job.effect_intent:
                 store.settle_expired_lease(
-                    job, JobState.UNKNOWN, now=now, stop_reason=StopReason.EFFECT_UNCERTAIN,
+                    job,
+                    JobState.UNKNOWN,
+                    now=now,
+                    stop_reason=StopReason.EFFECT_UNCERTAIN,
                     error={
                         "code": "effect_uncertain",
                         "message": "lease expired during effect "
@@ -45,7 +50,10 @@ def sweep(store: JobStore, clock: Clock, settings: SweepSettings, telemetry: Tel
                 deadline = job.deadline_at <= now
                 reason = StopReason.DEADLINE_EXCEEDED if deadline else StopReason.ATTEMPTS_EXHAUSTED
                 store.settle_expired_lease(
-                    job, JobState.DEAD, now=now, stop_reason=reason,
+                    job,
+                    JobState.DEAD,
+                    now=now,
+                    stop_reason=reason,
                     error={"code": reason.value, "message": "lease expired on the last chance"},
                 )
                 report["dead"] += 1
@@ -61,7 +69,9 @@ def sweep(store: JobStore, clock: Clock, settings: SweepSettings, telemetry: Tel
             if job.deadline_at <= now:
                 store.expire_queued(job, now=now)
                 report["dead"] += 1
-            elif (job.next_attempt_at or 0) <= now - grace and (job.last_dispatch_at or 0) <= now - grace:
+            elif (job.next_attempt_at or 0) <= now - grace and (
+                job.last_dispatch_at or 0
+            ) <= now - grace:
                 store.redispatch(job, now=now)
                 report["redispatched"] += 1
         except StaleEpochError:

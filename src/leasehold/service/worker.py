@@ -119,7 +119,7 @@ class WorkerService:
     ) -> WakeupResult:
         job = rejected.job if isinstance(rejected.job, Job) else None
         reason = rejected.reason
-        extra = {"job_id": wakeup.job_id, "reason": reason}
+        extra: dict[str, Any] = {"job_id": wakeup.job_id, "reason": reason}
         if job is not None:
             extra |= {"epoch": job.epoch, "attempt": job.attempts, "state": job.state.value}
         self._telemetry.count("ClaimConflicts")
@@ -148,7 +148,7 @@ class WorkerService:
                     error={
                         "code": "effect_uncertain",
                         "message": "the lease expired while an external effect was in progress "
-                        f"(operation {job.effect_intent.get('operation_id') if job.effect_intent else '?'})",
+                        f"(operation {(job.effect_intent or {}).get('operation_id', '?')})",
                     },
                 )
                 self._telemetry.count("JobsUnknown")
@@ -238,14 +238,20 @@ class WorkerService:
                 StopReason.DEADLINE_EXCEEDED,
                 {"code": "deadline_exceeded", "message": f"deadline passed before step {index}"},
             )
-        if not self._settings.lease.may_start_step(now, job.lease_expires_at or 0, step.duration_ms):
-            attempt.job = self._store.heartbeat(job, now=now, lease_ms=self._settings.lease.lease_ms)
+        if not self._settings.lease.may_start_step(
+            now, job.lease_expires_at or 0, step.duration_ms
+        ):
+            attempt.job = self._store.heartbeat(
+                job, now=now, lease_ms=self._settings.lease.lease_ms
+            )
             attempt.last_beat = now
             if attempt.job.cancel_requested:
                 return self._stop(attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None)
         budget = job.budget
         if budget.max_steps is not None and checkpoint.steps_used + 1 > budget.max_steps:
-            return self._budget_stop(attempt, f"step {index} would pass max_steps {budget.max_steps}")
+            return self._budget_stop(
+                attempt, f"step {index} would pass max_steps {budget.max_steps}"
+            )
         if budget.max_cost is not None and checkpoint.cost_used + step.cost > budget.max_cost:
             return self._budget_stop(
                 attempt,
@@ -279,21 +285,29 @@ class WorkerService:
                 },
                 now=self._clock.now_ms(),
             )
-            logger.info("effect intent recorded", extra=attempt.log_keys | {"operation_id": operation_id})
+            logger.info(
+                "effect intent recorded", extra=attempt.log_keys | {"operation_id": operation_id}
+            )
         try_number = attempt.checkpoint.step_failures + 1
         try:
-            return kind.run_step(attempt.job.payload, index, try_number, lambda: self._tick(attempt))
+            return kind.run_step(
+                attempt.job.payload, index, try_number, lambda: self._tick(attempt)
+            )
         except StepInterruptedError:
             if attempt.lease_lost:
                 raise StaleEpochError("the lease was lost during the step") from None
             return self._stop(attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None)
         except FatalStepError as fatal:
             return self._stop(
-                attempt, JobState.FAILED, StopReason.HANDLER_ERROR,
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
                 {"code": "handler_error", "message": str(fatal)[:500]},
             )
         except TransientStepError as transient:
-            return self._retry_or_dead(attempt, {"code": "transient_error", "message": str(transient)[:500]})
+            return self._retry_or_dead(
+                attempt, {"code": "transient_error", "message": str(transient)[:500]}
+            )
         except Exception as unexpected:  # a bug in a kind is retried, never lost
             logger.exception("step raised", extra=attempt.log_keys)
             return self._retry_or_dead(
@@ -328,11 +342,17 @@ class WorkerService:
         }
         if len(json.dumps(result, separators=(",", ":")).encode()) > MAX_RESULT_BYTES:
             return self._stop(
-                attempt, JobState.FAILED, StopReason.HANDLER_ERROR,
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
                 {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
             )
         self._store.finish(
-            attempt.job, JobState.SUCCEEDED, now=self._clock.now_ms(), checkpoint=checkpoint, result=result
+            attempt.job,
+            JobState.SUCCEEDED,
+            now=self._clock.now_ms(),
+            checkpoint=checkpoint,
+            result=result,
         )
         self._telemetry.count("JobsSucceeded")
         logger.info("succeeded", extra=attempt.log_keys)
@@ -341,7 +361,9 @@ class WorkerService:
     def _budget_stop(self, attempt: _Attempt, message: str) -> WakeupResult:
         self._telemetry.count("BudgetExhausted")
         return self._stop(
-            attempt, JobState.FAILED, StopReason.BUDGET_EXHAUSTED,
+            attempt,
+            JobState.FAILED,
+            StopReason.BUDGET_EXHAUSTED,
             {"code": "budget_exhausted", "message": message},
         )
 
@@ -369,7 +391,9 @@ class WorkerService:
                 JobState.CANCELLED: "JobsCancelled",
             }.get(target, "JobsStopped")
         )
-        logger.info("stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": reason.value})
+        logger.info(
+            "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": reason.value}
+        )
         return WakeupResult(Disposition.ACK, target.value)
 
     def _retry_or_dead(self, attempt: _Attempt, error: dict[str, str]) -> WakeupResult:
@@ -394,4 +418,10 @@ class WorkerService:
 
 
 def _history(job: Job, target: JobState, why: str, now: int) -> dict[str, Any]:
-    return {"attempt": job.attempts, "epoch": job.epoch, "outcome": target.value, "why": why, "at": now}
+    return {
+        "attempt": job.attempts,
+        "epoch": job.epoch,
+        "outcome": target.value,
+        "why": why,
+        "at": now,
+    }

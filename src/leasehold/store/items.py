@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -48,10 +49,10 @@ def time_sort_key(created_at: int, job_id: str) -> str:
 
 
 def serialize(value: Any) -> dict[str, Any]:
-    return _serializer.serialize(value)
+    return dict(_serializer.serialize(value))
 
 
-def deserialize_item(item: dict[str, Any]) -> dict[str, Any]:
+def deserialize_item(item: Mapping[str, Any]) -> dict[str, Any]:
     return {name: _plain(_deserializer.deserialize(value)) for name, value in item.items()}
 
 
@@ -124,7 +125,7 @@ def new_job_item(job: Job) -> dict[str, Any]:
     return {name: serialize(value) for name, value in doc.items() if value is not None}
 
 
-def job_from_item(item: dict[str, Any]) -> Job:
+def job_from_item(item: Mapping[str, Any]) -> Job:
     doc = deserialize_item(item)
     return Job(
         job_id=doc["job_id"],

@@ -7,7 +7,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -290,7 +290,11 @@ class JobStore:
                 )
                 for item in answer["Responses"].get(self._table, []):
                     found[item["pk"]["S"]] = job_from_item(item)
-                unprocessed = answer.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys")
+                unprocessed = (
+                    cast(dict[str, Any], answer.get("UnprocessedKeys") or {})
+                    .get(self._table, {})
+                    .get("Keys")
+                )
                 if unprocessed:
                     pending = unprocessed + pending
         except (ClientError, BotoCoreError) as exc:
@@ -334,12 +338,11 @@ class JobStore:
                     **update, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
                 )
                 return job_from_item(answer["Attributes"])
-            self._db.transact_write_items(
-                TransactItems=[
-                    {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                    {"Update": self._take_slot_params(job_id, owner)},
-                ]
-            )
+            claim_items: list[Any] = [
+                {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                {"Update": self._take_slot_params(job_id, owner)},
+            ]
+            self._db.transact_write_items(TransactItems=claim_items)
         except ClientError as exc:
             raise self._claim_failure(exc, job_id, now) from exc
         except BotoCoreError as exc:
@@ -365,15 +368,15 @@ class JobStore:
     def _claim_failure(self, exc: ClientError, job_id: str, now: int) -> LeaseholdError:
         code = error_code(exc)
         if code == "ConditionalCheckFailedException":
-            item = exc.response.get("Item")
+            item = cast(dict[str, Any] | None, exc.response.get("Item"))
             return self._classify_claim(job_from_item(item) if item else None, now)
         if code == "TransactionCanceledException":
             reasons = exc.response.get("CancellationReasons") or []
             job_reason = reasons[0] if reasons else {}
             slot_reason = reasons[1] if len(reasons) > 1 else {}
             if job_reason.get("Code") == "ConditionalCheckFailed":
-                item = job_reason.get("Item")
-                return self._classify_claim(job_from_item(item) if item else None, now)
+                old_item = job_reason.get("Item")
+                return self._classify_claim(job_from_item(old_item) if old_item else None, now)
             if slot_reason.get("Code") == "ConditionalCheckFailed":
                 return SlotsFullError(f"per-user limit of {self._slot_limit} running jobs reached")
         return translate(exc)
@@ -429,7 +432,9 @@ class JobStore:
     def heartbeat(self, job: Job, *, now: int, lease_ms: int) -> Job:
         """Extend my lease; returns the item so the worker sees `cancel_requested`."""
         expr = self._fenced(job, now).set("lease_expires_at", now + lease_ms)
-        return self._update_returning(expr, job.job_id, stale_message="heartbeat under a lost lease")
+        return self._update_returning(
+            expr, job.job_id, stale_message="heartbeat under a lost lease"
+        )
 
     def save_checkpoint(self, job: Job, checkpoint: Checkpoint, *, now: int, lease_ms: int) -> Job:
         """Progress after a finished step, under the lease; clears an open effect (it finished)
@@ -437,13 +442,17 @@ class JobStore:
         expr = self._fenced(job, now)
         self._set_checkpoint(expr, checkpoint)
         expr.set("lease_expires_at", now + lease_ms).remove("effect_intent")
-        return self._update_returning(expr, job.job_id, stale_message="checkpoint under a lost lease")
+        return self._update_returning(
+            expr, job.job_id, stale_message="checkpoint under a lost lease"
+        )
 
     def record_effect_intent(self, job: Job, intent: dict[str, Any], *, now: int) -> Job:
         """The ledger entry written before an external effect (DESIGN §3.6): while it is open, an
         expired lease makes the job `unknown`, never an automatic retry."""
         expr = self._fenced(job, now).set("effect_intent", intent)
-        return self._update_returning(expr, job.job_id, stale_message="effect intent under a lost lease")
+        return self._update_returning(
+            expr, job.job_id, stale_message="effect intent under a lost lease"
+        )
 
     @staticmethod
     def _set_checkpoint(expr: Expression, checkpoint: Checkpoint) -> None:
@@ -479,18 +488,27 @@ class JobStore:
         if stop_reason is not None:
             expr.set("stop_reason", stop_reason.value)
         if history_entry is not None:
-            expr.set_raw("history", f"list_append(if_not_exists({{x}}, {expr.value([])}), "
-                         f"{expr.value([history_entry])})")
+            expr.set_raw(
+                "history",
+                f"list_append(if_not_exists({{x}}, {expr.value([])}), "
+                f"{expr.value([history_entry])})",
+            )
         extra: list[dict[str, Any]] = []
         if target is JobState.QUEUED:
             assert retry_at is not None, "a retry needs retry_at"
             expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
-            extra.append(self._outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=retry_at, now=now))
+            extra.append(
+                self._outbox_put(
+                    job.job_id, job.owner, version=job.version + 1, deliver_at=retry_at, now=now
+                )
+            )
         if target is JobState.WAITING_APPROVAL:
             assert approval is not None, "a pause needs the approval request"
             # A pause is not a failed try: the attempt it used is given back.
             expr.set("approval", approval).increment("attempts", -1)
-        self._write(expr, job, extra, release_slot=True, stale_message=f"{target} under a lost lease")
+        self._write(
+            expr, job, extra, release_slot=True, stale_message=f"{target} under a lost lease"
+        )
 
     def _outbox_put(
         self, job_id: str, owner: Owner, *, version: int, deliver_at: int, now: int
@@ -529,7 +547,8 @@ class JobStore:
             if not items:
                 self._db.update_item(**update)
                 return
-            self._db.transact_write_items(TransactItems=[{"Update": update}, *items])
+            transaction: list[Any] = [{"Update": update}, *items]
+            self._db.transact_write_items(TransactItems=transaction)
         except ClientError as exc:
             code = error_code(exc)
             reasons = exc.response.get("CancellationReasons") or [{}]
@@ -572,7 +591,11 @@ class JobStore:
         extra: list[dict[str, Any]] = []
         if target is JobState.QUEUED:
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
-            extra.append(self._outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now))
+            extra.append(
+                self._outbox_put(
+                    job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now
+                )
+            )
         self._write(expr, job, extra, release_slot=True, stale_message="lease no longer expired")
 
     def expire_queued(self, job: Job, *, now: int) -> None:
@@ -585,7 +608,9 @@ class JobStore:
         expr.increment("version").set("updated_at", now)
         expr.set("state", JobState.DEAD.value).set("gsi1pk", state_partition(JobState.DEAD))
         expr.set("stop_reason", StopReason.DEADLINE_EXCEEDED.value)
-        expr.set("error", {"code": "deadline_exceeded", "message": "the deadline passed while queued"})
+        expr.set(
+            "error", {"code": "deadline_exceeded", "message": "the deadline passed while queued"}
+        )
         self._write(expr, job, [], release_slot=False, stale_message="no longer queued")
 
     def redispatch(self, job: Job, *, now: int) -> None:
@@ -597,7 +622,9 @@ class JobStore:
             f" AND {expr.name('version')} = {expr.value(job.version)}"
         )
         expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
-        outbox = self._outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
+        outbox = self._outbox_put(
+            job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now
+        )
         self._write(expr, job, [outbox], release_slot=False, stale_message="job changed meanwhile")
 
     # ---------------------------------------------------------------- the caller's controls
@@ -617,7 +644,7 @@ class JobStore:
             )
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                item = exc.response.get("Item")
+                item = cast(dict[str, Any] | None, exc.response.get("Item"))
                 return None, job_from_item(item) if item else None
             raise translate(exc) from exc
         except BotoCoreError as exc:
@@ -692,12 +719,11 @@ class JobStore:
                 return new
             raise self._approval_conflict(old, owner, job_id, version)
         try:
-            self._db.transact_write_items(
-                TransactItems=[
-                    {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                    self._outbox_put(job_id, owner, version=version + 1, deliver_at=now, now=now),
-                ]
-            )
+            approval_items: list[Any] = [
+                {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                self._outbox_put(job_id, owner, version=version + 1, deliver_at=now, now=now),
+            ]
+            self._db.transact_write_items(TransactItems=approval_items)
         except ClientError as exc:
             reasons = exc.response.get("CancellationReasons") or [{}]
             if reasons[0].get("Code") == "ConditionalCheckFailed":
@@ -755,7 +781,9 @@ class JobStore:
             f"list_append(if_not_exists({{x}}, {expr.value([])}), {expr.value([entry])})",
         )
         expr.remove("error", "stop_reason", "result", "effect_intent", "approval")
-        outbox = self._outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
+        outbox = self._outbox_put(
+            job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now
+        )
         self._write(expr, job, [outbox], release_slot=False, stale_message="job changed meanwhile")
         replayed = self.get(job_id)
         assert replayed is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -108,16 +108,16 @@ class WakeupQueue:
         ]
         try:
             main = self._sqs.get_queue_attributes(QueueUrl=self._url, AttributeNames=names)  # type: ignore[arg-type]
-            dead = (
-                self._sqs.get_queue_attributes(
-                    QueueUrl=self._dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+            dead: dict[str, Any] = {"Attributes": {}}
+            if self._dlq_url:
+                dead = dict(
+                    self._sqs.get_queue_attributes(
+                        QueueUrl=self._dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+                    )
                 )
-                if self._dlq_url
-                else {"Attributes": {}}
-            )
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
-        attrs: dict[str, Any] = main["Attributes"]
+        attrs = cast(dict[str, Any], main["Attributes"])
         return QueueStats(
             visible=int(attrs.get(names[0], 0)),
             in_flight=int(attrs.get(names[1], 0)),
@@ -125,7 +125,9 @@ class WakeupQueue:
             dead_letter=int(dead["Attributes"].get("ApproximateNumberOfMessages", 0)),
         )
 
-    def redrive_dead_letters(self, *, queue_arn: str, dlq_arn: str, max_messages: int = 1000) -> int:
+    def redrive_dead_letters(
+        self, *, queue_arn: str, dlq_arn: str, max_messages: int = 1000
+    ) -> int:
         """Move DLQ messages back to the work queue. Uses StartMessageMoveTask; where that is not
         implemented (moto) falls back to receive/send/delete, bounded by `max_messages`. Returns
         the number moved by the fallback, or -1 when AWS runs the move task asynchronously."""
