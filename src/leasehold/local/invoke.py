@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -35,6 +36,21 @@ class LocalContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, self.timeout_ms - int((time.monotonic() - self._started) * 1000))
+
+
+_IN_PROCESS = threading.RLock()
+
+
+def serialised(handler: Handler) -> Handler:
+    """Handlers that share this process (Api, Relay, Sweeper in `local up`) run one at a time:
+    on Lambda each has its own execution environment, so their module-level Powertools Logger
+    and Metrics are never shared between threads — here they would be."""
+
+    def invoke_alone(event: dict[str, Any], context: Any) -> Any:
+        with _IN_PROCESS:
+            return handler(event, context)
+
+    return invoke_alone
 
 
 def apply_environment(stack: StackInfo, function: str) -> None:

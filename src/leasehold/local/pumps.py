@@ -63,31 +63,35 @@ class StreamPump:
         self._mapping = mapping
         self._handler = handler
         self._function_name = function_name
-        self._iterators: dict[str, str] = {}
+        self._last_sequence: dict[str, str | None] = {}
         self.delivered = 0
         self.dropped_by_filter = 0
         self.sent_to_failure_destination = 0
 
-    def _refresh_shards(self) -> None:
-        shards = self._streams.describe_stream(StreamArn=self._mapping.stream_arn)[
-            "StreamDescription"
-        ]["Shards"]
-        for shard in shards:
-            if shard["ShardId"] not in self._iterators:
-                self._iterators[shard["ShardId"]] = self._streams.get_shard_iterator(
-                    StreamArn=self._mapping.stream_arn,
-                    ShardId=shard["ShardId"],
-                    ShardIteratorType="TRIM_HORIZON",
-                )["ShardIterator"]
+    def _iterator(self, shard_id: str) -> str:
+        """A fresh iterator after the last record this pump handled. (moto replaces a table, and
+        with it the stream shard an old iterator points at, when a transaction rolls back — so
+        iterators are not kept between polls.)"""
+        last = self._last_sequence.get(shard_id)
+        params: dict[str, Any] = {"StreamArn": self._mapping.stream_arn, "ShardId": shard_id}
+        if last is None:
+            params["ShardIteratorType"] = "TRIM_HORIZON"
+        else:
+            params["ShardIteratorType"] = "AFTER_SEQUENCE_NUMBER"
+            params["SequenceNumber"] = last
+        return str(self._streams.get_shard_iterator(**params)["ShardIterator"])
 
     def poll_once(self) -> int:
         """Read each shard once and deliver what passed the filter; returns records delivered."""
-        self._refresh_shards()
+        description = self._streams.describe_stream(StreamArn=self._mapping.stream_arn)
         delivered = 0
-        for shard_id, iterator in list(self._iterators.items()):
-            answer = self._streams.get_records(ShardIterator=iterator, Limit=1000)
-            self._iterators[shard_id] = answer.get("NextShardIterator") or iterator
-            records = [lambda_stream_record(r, self._mapping.stream_arn) for r in answer["Records"]]
+        for shard in description["StreamDescription"]["Shards"]:
+            shard_id = shard["ShardId"]
+            answer = self._streams.get_records(ShardIterator=self._iterator(shard_id), Limit=1000)
+            raw = answer["Records"]
+            if raw:
+                self._last_sequence[shard_id] = raw[-1]["dynamodb"]["SequenceNumber"]
+            records = [lambda_stream_record(r, self._mapping.stream_arn) for r in raw]
             kept = [r for r in records if self._passes_filter(r)]
             self.dropped_by_filter += len(records) - len(kept)
             for start in range(0, len(kept), self._mapping.batch_size):

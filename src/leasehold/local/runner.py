@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from leasehold.local.gateway import Gateway
-from leasehold.local.invoke import LocalContext, apply_environment, load_handler
+from leasehold.local.invoke import LocalContext, apply_environment, load_handler, serialised
 from leasehold.local.pumps import QueuePoller, Repeater, StreamPump, scheduled_event
 from leasehold.local.stack import StackInfo, check_port_free, create_stack, start_moto
 
@@ -43,7 +43,9 @@ class LocalStack:
         state_path: Path = DEFAULT_STATE,
         sweep_seconds: float = 1.0,
         parameters: dict[str, str] | None = None,
+        handler_log: Path | None = None,
     ) -> None:
+        self.handler_log = handler_log
         self.template = template
         self.port = port
         self.state_path = state_path
@@ -54,6 +56,7 @@ class LocalStack:
         self.stream_pumps: list[StreamPump] = []
         self.workers: list[subprocess.Popen[bytes]] = []
         self._moto: Any = None
+        self._log_file: Any = None
         self._threads: list[Repeater] = []
 
     @property
@@ -69,20 +72,30 @@ class LocalStack:
         info = create_stack(endpoint, self.template, self.parameters)
         self.info = info
         info.save(self.state_path)
+        if self.handler_log is not None:
+            # In-process handlers bind their log stream at import: send it to a file.
+            self.handler_log.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = self.handler_log.open("a", buffering=1)
+            with contextlib.redirect_stdout(self._log_file):
+                return self._start_functions(info)
+        return self._start_functions(info)
+
+    def _start_functions(self, info: StackInfo) -> StackInfo:
         api = info.function_for("handlers.api.handler")
         apply_environment(info, api)
-        self.gateway = Gateway(self.port, info.routes, {api: load_handler(info, api)})
+        self.gateway = Gateway(self.port, info.routes, {api: serialised(load_handler(info, api))})
+        endpoint = info.endpoint
         for mapping in info.stream_mappings:
             pump = StreamPump(
                 endpoint,
                 mapping,
-                load_handler(info, mapping.function),
+                serialised(load_handler(info, mapping.function)),
                 info.functions[mapping.function].name,
             )
             self.stream_pumps.append(pump)
             self._threads.append(Repeater(f"stream:{mapping.function}", 0.1, pump.poll_once))
         for function in info.schedules:
-            handler = load_handler(info, function)
+            handler = serialised(load_handler(info, function))
             name = info.functions[function].name
 
             def run_schedule(handler: Any = handler, name: str = name) -> object:
@@ -136,6 +149,8 @@ class LocalStack:
         if self._moto:
             self._moto.stop()
         self.state_path.unlink(missing_ok=True)
+        if self._log_file is not None:
+            self._log_file.close()
 
 
 def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None) -> None:

@@ -12,6 +12,7 @@ from leasehold.domain.clock import Clock
 from leasehold.domain.errors import StaleEpochError
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.telemetry import Telemetry
+from leasehold.service.worker import effect_uncertain_error
 from leasehold.store.jobs import JobStore
 
 logger = Logger(service="leasehold", child=True)
@@ -39,11 +40,7 @@ def sweep(
                     JobState.UNKNOWN,
                     now=now,
                     stop_reason=StopReason.EFFECT_UNCERTAIN,
-                    error={
-                        "code": "effect_uncertain",
-                        "message": "lease expired during effect "
-                        f"{job.effect_intent.get('operation_id', '?')}",
-                    },
+                    error=effect_uncertain_error(job),
                 )
                 report["unknown"] += 1
             elif job.deadline_at <= now or job.attempts >= job.max_attempts:

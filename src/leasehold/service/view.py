@@ -39,6 +39,13 @@ def job_view(job: Job) -> dict[str, Any]:
             "step_name": job.approval.get("step_name"),
             "requested_at": iso(job.approval.get("requested_at")),
         }
+    if job.effect_intent:
+        # An external effect is in progress: said plainly, so nobody mistakes it for done.
+        view["effect"] = {
+            "operation_id": job.effect_intent.get("operation_id"),
+            "step": job.effect_intent.get("step"),
+            "started_at": iso(job.effect_intent.get("started_at")),
+        }
     if job.state is JobState.SUCCEEDED and job.result is not None:
         view["result"] = job.result
     if job.error:

@@ -145,11 +145,7 @@ class WorkerService:
                     JobState.UNKNOWN,
                     now=now,
                     stop_reason=StopReason.EFFECT_UNCERTAIN,
-                    error={
-                        "code": "effect_uncertain",
-                        "message": "the lease expired while an external effect was in progress "
-                        f"(operation {(job.effect_intent or {}).get('operation_id', '?')})",
-                    },
+                    error=effect_uncertain_error(job),
                 )
                 self._telemetry.count("JobsUnknown")
             elif reason == ClaimRejection.DEADLINE and job.state is JobState.QUEUED:
@@ -415,6 +411,16 @@ class WorkerService:
         self._telemetry.count("JobsRetried")
         logger.info("retry scheduled", extra=attempt.log_keys | {"retry_in_ms": retry_at - now})
         return WakeupResult(Disposition.ACK, "retry_scheduled")
+
+
+def effect_uncertain_error(job: Job) -> dict[str, str]:
+    """Why a job is `unknown`: names the operation an operator must reconcile."""
+    operation = (job.effect_intent or {}).get("operation_id", "?")
+    return {
+        "code": "effect_uncertain",
+        "message": f"the lease expired while external effect {operation} was in progress; "
+        "whether it happened is unknown — reconcile, then resolve or replay",
+    }
 
 
 def _history(job: Job, target: JobState, why: str, now: int) -> dict[str, Any]:
