@@ -82,6 +82,82 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ops_request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if args.token:
+        headers["Authorization"] = f"Bearer {args.token}"
+    else:
+        headers["X-Demo-User"] = "ops"  # the local gateway's stand-in for an operator's JWT
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        args.url.rstrip("/") + path, data=data, method=method, headers=headers
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=15) as answer:
+            return json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        detail = json.loads(error.read() or b"{}").get("error", {})
+        raise CliError(
+            f"{error.code} {detail.get('code', '')}: {detail.get('message', '')}"
+        ) from error
+    except urllib.error.URLError as error:
+        raise CliError(f"cannot reach {args.url}: {error.reason}") from error
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    if args.ops_command == "summary":
+        result = _ops_request(args, "GET", "/ops/summary")
+    elif args.ops_command == "jobs":
+        result = _ops_request(args, "GET", f"/ops/jobs?state={args.state}&limit={args.limit}")
+    elif args.ops_command == "replay":
+        result = _ops_request(args, "POST", f"/ops/jobs/{args.job_id}/replay")
+    elif args.ops_command == "resolve":
+        body = {"outcome": args.outcome, "note": args.note}
+        result = _ops_request(args, "POST", f"/ops/jobs/{args.job_id}/resolve", body)
+    else:
+        result = _redrive(args)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _redrive(args: argparse.Namespace) -> dict[str, Any]:
+    """DLQ → work queue. A wake-up names its job, so a redriven message finds the same job."""
+    import boto3
+
+    from leasehold.store.queue import WakeupQueue
+
+    if args.queue_url and args.dlq_url:
+        sqs = boto3.client("sqs")
+        queue_url, dlq_url = args.queue_url, args.dlq_url
+    else:
+        from leasehold.local.stack import StackError, StackInfo, client
+
+        try:
+            stack = StackInfo.load(Path(args.state))
+        except StackError as exc:
+            raise CliError(
+                f"{exc} (or pass --queue-url and --dlq-url for a deployed stack)"
+            ) from exc
+        sqs = client("sqs", stack.endpoint)
+        queue_url = stack.queue_mappings[0].queue_url
+        dlq_url = stack.functions[stack.queue_mappings[0].function].environment["DLQ_URL"]
+    arns = {
+        url: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        for url in (queue_url, dlq_url)
+    }
+    moved = WakeupQueue(sqs, queue_url, dlq_url).redrive_dead_letters(
+        queue_arn=arns[queue_url], dlq_arn=arns[dlq_url], max_messages=args.max
+    )
+    if moved < 0:
+        return {"redrive": "started", "how": "StartMessageMoveTask (SQS moves the messages itself)"}
+    return {"redrive": "done", "moved": moved, "how": "receive/send/delete (no move task here)"}
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from leasehold.demo import run_demo
 
@@ -109,6 +185,26 @@ def build_parser() -> argparse.ArgumentParser:
     inv.add_argument("--event", required=True)
     inv.add_argument("--state", default=".leasehold/local-stack.json")
     inv.set_defaults(run=_cmd_invoke)
+    ops = commands.add_parser("ops", help="operator view and actions (local stack or deployed)")
+    ops.add_argument("--url", default="http://127.0.0.1:8080", help="API base URL")
+    ops.add_argument("--token", help="an operator's ID token (deployed); locally X-Demo-User: ops")
+    ops_commands = ops.add_subparsers(dest="ops_command", required=True)
+    ops_commands.add_parser("summary", help="counts by state, queue depths, oldest queued job")
+    jobs = ops_commands.add_parser("jobs", help="jobs in one state, oldest first")
+    jobs.add_argument("--state", required=True)
+    jobs.add_argument("--limit", type=int, default=50)
+    replay = ops_commands.add_parser("replay", help="a dead, failed or unknown job back to queued")
+    replay.add_argument("job_id")
+    resolve = ops_commands.add_parser("resolve", help="settle an unknown job")
+    resolve.add_argument("job_id")
+    resolve.add_argument("--outcome", choices=["succeeded", "failed"], required=True)
+    resolve.add_argument("--note", required=True)
+    redrive = ops_commands.add_parser("redrive", help="move DLQ messages back to the work queue")
+    redrive.add_argument("--state", default=".leasehold/local-stack.json")
+    redrive.add_argument("--queue-url")
+    redrive.add_argument("--dlq-url")
+    redrive.add_argument("--max", type=int, default=1000)
+    ops.set_defaults(run=_cmd_ops)
     demo = commands.add_parser("demo", help="the ten-task demo on the local stack")
     demo.add_argument("--port", type=int, default=0)
     demo.add_argument("--template", default="template.yaml")

@@ -121,3 +121,63 @@ def test_invoke_runs_a_function_with_an_event_file_against_the_stack(
     assert invoke("WorkerFunction", "worker-wakeup.json") == {"batchItemFailures": []}
     assert invoke("relay", "relay-outbox-insert.json") == {"batchItemFailures": []}
     assert isinstance(invoke("sweeper", "sweeper-schedule.json"), dict)
+
+
+def test_ops_cli_reads_the_summary_and_redrives_the_dlq(stack: LocalStackProcess) -> None:
+    import json
+    import subprocess
+    import sys
+
+    def ops(*args: str) -> dict:
+        out = subprocess.run(
+            [sys.executable, "-m", "leasehold.cli", "ops", "--url", stack.url, *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        return json.loads(out.stdout)
+
+    _, answer = stack.request(
+        "POST", "/jobs", {"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
+    )
+    summary = ops("summary")
+    assert (
+        summary["counts"]["queued"] == 1 and summary["oldest_queued"]["job_id"] == answer["job_id"]
+    )
+    assert ops("jobs", "--state", "queued")["jobs"][0]["job_id"] == answer["job_id"]
+    assert ops("redrive", "--state", str(stack.state)) == {
+        "redrive": "done",
+        "moved": 0,
+        "how": "receive/send/delete (no move task here)",
+    }
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "leasehold.cli",
+            "ops",
+            "--url",
+            stack.url,
+            "replay",
+            answer["job_id"],
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "409 not_replayable" in bad.stderr
+
+
+def test_local_up_stops_its_workers_on_sigterm(tmp_path: Path) -> None:
+    import subprocess
+
+    running = LocalStackProcess(tmp_path, workers=2)
+    pattern = f"local worker --state {running.state}"
+    workers = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
+    assert len(workers.stdout.split()) == 2
+    running.stop()
+    assert running.process.returncode == 0
+    left = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
+    assert left.stdout.strip() == ""

@@ -141,3 +141,22 @@ def test_relay_delay_is_real_on_moto(harness: Harness) -> None:
         QueueUrl=harness.queues["work"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
     )
     assert attrs["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
+
+
+def test_dlq_redrive_falls_back_to_receive_send_delete_on_moto(harness: Harness) -> None:
+    # Given two wake-ups that landed in the DLQ
+    for job_id in ("j_a", "j_b"):
+        body = json.dumps({"job_id": job_id, "tenant": "t", "user_id": "u", "dispatch_id": "d"})
+        harness.sqs.send_message(QueueUrl=harness.queues["dlq"], MessageBody=body)
+    arn = {
+        name: harness.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        for name, url in harness.queues.items()
+    }
+    # When an operator redrives them (moto has no StartMessageMoveTask)
+    moved = harness.queue.redrive_dead_letters(queue_arn=arn["work"], dlq_arn=arn["dlq"])
+    # Then both are back on the work queue with their job identity, and the DLQ is empty
+    assert moved == 2
+    assert sorted(b["job_id"] for b in harness.bodies()) == ["j_a", "j_b"]
+    assert harness.queue.stats().dead_letter == 0

@@ -238,3 +238,20 @@ def test_importing_handlers_does_not_pull_in_the_local_stack() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert importlib.util.find_spec("leasehold.handlers.worker") is not None
+
+
+def test_make_build_without_a_python313_is_a_clear_error(tmp_path: Path) -> None:
+    # No python3.13 on PATH and no pyenv: `make build` says what is missing, in one line.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYENV_ROOT": str(tmp_path / "none")}
+    out = subprocess.run(
+        ["make", "-s", "build"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert out.returncode != 0
+    assert "make build: no working python3.13 found" in out.stderr
+    assert "Traceback" not in out.stderr
