@@ -393,6 +393,14 @@ def write_readme(results: dict[str, Any]) -> None:
         "A sweeper run (once a minute whatever the load) costs "
         f"{results['scenarios']['1-step']['sweeper_run']['rcu_per_job'] * JOBS_PER_SCENARIO} RCU on an idle table.",
         "",
+        "For scale (list-price arithmetic, not measured): Step Functions Standard bills $0.025 per",
+        "1,000 state transitions in us-east-1, so a 3-step workflow (at least 4 transitions) is about",
+        "$100 per million executions before the Lambda it calls.",
+        "",
+        "Where the write units go: every state change rewrites two index entries (`by_state` key,",
+        "`by_owner` projected state), and with a per-user limit the claim and the outcome are",
+        "two-item transactions (x2). The phase table above is the place to look before optimising.",
+        "",
         "Full figures, per phase and per operation: `bench/results.json`.",
     ]
     (HERE / "README.md").write_text("\n".join(lines) + "\n")

@@ -75,6 +75,11 @@ def sweep(
             report["raced"] += 1
     for name, value in report.items():
         telemetry.count(f"Sweeper{name.capitalize()}", value)
+    # The outcome metrics count a job however it got there (worker or sweeper).
+    if report["unknown"]:
+        telemetry.count("JobsUnknown", report["unknown"])
+    if report["dead"]:
+        telemetry.count("JobsDead", report["dead"])
     if report:
         logger.info("sweep", extra=dict(report))
     return dict(report)
