@@ -55,30 +55,15 @@ def test_two_workers_claim_one_job_exactly_one_wins(harness: Harness) -> None:
 def test_late_completion_from_an_old_epoch_is_rejected(harness: Harness) -> None:
     # Given worker A claims (epoch 1) and stalls past its lease
     job_id = harness.submit(payload=steps({}))
-    now = harness.clock.now_ms()
-    job_a = harness.store.claim(job_id, ALICE, worker_id="a", now=now, lease_ms=LEASE_MS)
+    job_a = harness.claim(job_id, "a")
     harness.clock.advance(LEASE_MS + 1)
     # When worker B claims (epoch 2) and completes
-    job_b = harness.store.claim(
-        job_id, ALICE, worker_id="b", now=harness.clock.now_ms(), lease_ms=LEASE_MS
-    )
+    job_b = harness.claim(job_id, "b")
     assert job_b.epoch == job_a.epoch + 1
-    harness.store.finish(
-        job_b,
-        JobState.SUCCEEDED,
-        now=harness.clock.now_ms(),
-        checkpoint=job_b.checkpoint,
-        result={"by": "b"},
-    )
+    harness.complete(job_b, {"by": "b"})
     # Then A's late completion is rejected and B's result stands
     with pytest.raises(StaleEpochError):
-        harness.store.finish(
-            job_a,
-            JobState.SUCCEEDED,
-            now=harness.clock.now_ms(),
-            checkpoint=job_a.checkpoint,
-            result={"by": "a"},
-        )
+        harness.complete(job_a, {"by": "a"})
     final = harness.store.get(job_id)
     assert final is not None and final.result == {"by": "b"} and final.epoch == 2
 
@@ -86,31 +71,15 @@ def test_late_completion_from_an_old_epoch_is_rejected(harness: Harness) -> None
 def test_expired_lease_is_rejected_even_if_nobody_reclaimed(harness: Harness) -> None:
     # Given A's lease expired and no one else claimed
     job_id = harness.submit(payload=steps({}))
-    job_a = harness.store.claim(
-        job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS
-    )
+    job_a = harness.claim(job_id, "a")
     harness.clock.advance(LEASE_MS + 1)
     # When A tries to complete, it is rejected
     with pytest.raises(StaleEpochError):
-        harness.store.finish(
-            job_a,
-            JobState.SUCCEEDED,
-            now=harness.clock.now_ms(),
-            checkpoint=job_a.checkpoint,
-            result={},
-        )
+        harness.complete(job_a, {})
     # Then A may claim again as epoch n+1 and complete
-    again = harness.store.claim(
-        job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS
-    )
+    again = harness.claim(job_id, "a")
     assert again.epoch == job_a.epoch + 1
-    harness.store.finish(
-        again,
-        JobState.SUCCEEDED,
-        now=harness.clock.now_ms(),
-        checkpoint=again.checkpoint,
-        result={"ok": 1},
-    )
+    harness.complete(again, {"ok": 1})
     assert harness.state(job_id) == "succeeded"
 
 

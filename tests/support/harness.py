@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.domain.clock import ManualClock
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.domain.states import JobState
 from leasehold.kinds import JobKind, registry
 from leasehold.kinds.synthetic import SyntheticKind
 from leasehold.local.pumps import QueuePoller, StreamPump
@@ -127,6 +128,22 @@ class Harness:
 
     def submit(self, owner: Owner = ALICE, key: str | None = None, **body: Any) -> str:
         return self.jobs().accept(owner, make_job(**body), key).job_id
+
+    def claim(self, job_id: str, worker: str, owner: Owner = ALICE) -> Job:
+        """Claim as `worker` now, with the standard lease."""
+        return self.store.claim(
+            job_id, owner, worker_id=worker, now=self.clock.now_ms(), lease_ms=LEASE_MS
+        )
+
+    def complete(self, job: Job, result: Any) -> None:
+        """Save `succeeded` under the epoch and lease `job` was claimed with."""
+        self.store.finish(
+            job,
+            JobState.SUCCEEDED,
+            now=self.clock.now_ms(),
+            checkpoint=job.checkpoint,
+            result=result,
+        )
 
     def wakeup(self, job_id: str) -> Wakeup:
         job = self.store.get(job_id)

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from leasehold.local.runner import spawn_worker_process
 from tests.support.resources import ROOT, TEMPLATE
 
 
@@ -59,23 +60,7 @@ class LocalStackProcess:
         raise TimeoutError("local stack did not become ready")
 
     def start_worker(self, name: str) -> subprocess.Popen[bytes]:
-        log = (self.workdir / f"{name}.log").open("wb")
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "leasehold.cli",
-                "local",
-                "worker",
-                "--state",
-                str(self.state),
-                "--name",
-                name,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=self.workdir,
-        )
+        process = spawn_worker_process(self.state, name, self.workdir)
         self.workers[name] = process
         return process
 

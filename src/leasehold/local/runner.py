@@ -108,24 +108,9 @@ class LocalStack:
         return info
 
     def spawn_worker(self, name: str, log_dir: Path | None = None) -> subprocess.Popen[bytes]:
+        """One more worker process (`leasehold local worker`), logging to `<log_dir>/<name>.log`."""
         log_dir = log_dir or self.state_path.parent / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log = (log_dir / f"{name}.log").open("ab")
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "leasehold.cli",
-                "local",
-                "worker",
-                "--state",
-                str(self.state_path),
-                "--name",
-                name,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        process = spawn_worker_process(self.state_path, name, log_dir)
         self.workers.append(process)
         return process
 
@@ -151,6 +136,18 @@ class LocalStack:
         self.state_path.unlink(missing_ok=True)
         if self._log_file is not None:
             self._log_file.close()
+
+
+def spawn_worker_process(state_path: Path, name: str, log_dir: Path) -> subprocess.Popen[bytes]:
+    """Start `leasehold local worker` for a running stack, its output in `<log_dir>/<name>.log`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with (log_dir / f"{name}.log").open("ab") as log:
+        command = [sys.executable, "-m", "leasehold.cli", "local", "worker"]
+        return subprocess.Popen(
+            [*command, "--state", str(state_path), "--name", name],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None) -> None:
