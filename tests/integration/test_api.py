@@ -222,3 +222,17 @@ def test_store_unavailable_on_accept_is_503_and_leaves_nothing(call: Call) -> No
     assert headers.get("Retry-After") == "2"
     items = db.scan(TableName=wiring.runtime().settings.table_name)["Items"]
     assert items == []
+
+
+def test_malformed_ids_and_foreign_cursors_are_4xx_not_500(call: Call) -> None:
+    for bad in ("x" * 500, "j_1%2F..", "a b"):
+        status, body, _ = call("api-get-job.json", path_id=bad)
+        assert status == 404 and body["error"]["code"] == "not_found", bad
+    assert call("api-cancel-job.json", path_id="x" * 300)[0] == 404
+    assert call("api-ops-replay.json", path_id="x" * 300, user="ops")[0] == 404
+    # a well-formed cursor for a key this index never returned
+    import base64
+
+    forged = base64.urlsafe_b64encode(json.dumps({"pk": {"S": "nope"}}).encode()).decode()
+    status, body, _ = call("api-list-jobs.json", query={"cursor": forged})
+    assert status == 400 and "cursor" in body["error"]["message"]

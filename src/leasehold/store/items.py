@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
+from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.job import Budget, Checkpoint, Job, Owner
 from leasehold.domain.states import JobState
 
@@ -24,7 +26,14 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
+_JOB_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
 def job_key(job_id: str) -> dict[str, Any]:
+    """The job item's key. An id that could never have been issued is an unknown job (404), not
+    a request for DynamoDB to reject."""
+    if not _JOB_ID.fullmatch(job_id):
+        raise JobNotFoundError(f"no job {job_id[:100]!r}")
     return {"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": JOB_SK}}
 
 

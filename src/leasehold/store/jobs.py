@@ -71,14 +71,21 @@ def _encode_cursor(key: dict[str, Any] | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
 
 
-def _decode_cursor(cursor: str | None) -> dict[str, Any] | None:
+def _decode_cursor(cursor: str | None, index_keys: set[str]) -> dict[str, Any] | None:
+    """A cursor is the LastEvaluatedKey of the same index: the table key and the index key, each
+    a string. Anything else is refused here rather than sent to DynamoDB."""
     if not cursor:
         return None
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError("'cursor' is not a cursor this API returned") from exc
-    if not isinstance(key, dict):
+    expected = {"pk", "sk"} | index_keys
+    if (
+        not isinstance(key, dict)
+        or set(key) != expected
+        or not all(isinstance(v, dict) and isinstance(v.get("S"), str) for v in key.values())
+    ):
         raise ValidationError("'cursor' is not a cursor this API returned")
     return key
 
@@ -260,7 +267,10 @@ class JobStore:
         self, params: dict[str, Any], *, limit: int, cursor: str | None, max_pages: int = 5
     ) -> tuple[list[Job], str | None]:
         keys: list[dict[str, Any]] = []
-        start = _decode_cursor(cursor)
+        index_keys = (
+            {"gsi1pk", "gsi1sk"} if params["IndexName"] == STATE_INDEX else {"gsi2pk", "gsi2sk"}
+        )
+        start = _decode_cursor(cursor, index_keys)
         last_key: dict[str, Any] | None = None
         try:
             for _ in range(max_pages):
