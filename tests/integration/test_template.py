@@ -15,7 +15,7 @@ import pytest
 
 from leasehold.handlers.settings import ENV_VARIABLES, Settings
 from leasehold.local.stack import create_stack
-from leasehold.local.template import http_routes
+from leasehold.local.template import http_routes, translate
 from tests.support.resources import ROOT, TEMPLATE, template
 
 FUNCTIONS = ["ApiFunction", "RelayFunction", "WorkerFunction", "SweeperFunction"]
@@ -83,15 +83,29 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
     assert Settings.from_env(env).user_concurrency_limit == int(params["UserConcurrencyLimit"])
 
 
-def test_no_policy_statement_has_a_wildcard_resource() -> None:
-    for name, props in _functions().items():
-        for policy in props.get("Policies", []):
-            assert isinstance(policy, dict), f"{name} uses a managed policy {policy}"
-            for statement in policy["Statement"]:
+def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
+    # What CloudFormation will create (after SAM's transform): no AWS managed policy (their
+    # resources are "*"), and every statement names resources of this stack. The one wildcard
+    # allowed is the log-stream part of the function's own log group's ARN.
+    translated = translate(template(), "us-east-1")
+    roles = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
+    assert set(roles) == {"ApiRole", "RelayRole", "WorkerRole", "SweeperRole"}
+    for name, role in roles.items():
+        assert not role["Properties"].get("ManagedPolicyArns"), name
+        for policy in role["Properties"]["Policies"]:
+            for statement in policy["PolicyDocument"]["Statement"]:
                 resources = statement["Resource"]
-                resources = resources if isinstance(resources, list) else [resources]
-                for resource in resources:
-                    assert resource != "*" and "*" not in json.dumps(resource), (name, statement)
+                for resource in resources if isinstance(resources, list) else [resources]:
+                    assert resource != "*", (name, statement)
+                    if "*" in json.dumps(resource):
+                        log_group = name.replace("Role", "LogGroup")
+                        assert resource == {"Fn::GetAtt": [log_group, "Arn"]}, (name, statement)
+    functions = {
+        n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
+    }
+    for name, function in functions.items():
+        expected_role = name.replace("Function", "Role")
+        assert function["Properties"]["Role"] == {"Fn::GetAtt": [expected_role, "Arn"]}, name
 
 
 def test_queue_visibility_is_at_least_six_times_the_worker_timeout() -> None:
