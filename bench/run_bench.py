@@ -153,9 +153,6 @@ class Meter:
         elif operation == "Query":
             size = sum(_size_json(item) for item in parsed.get("Items", []))
             self.rcu[self.phase] += _read_units(size, consistent=False)
-        for name in ("Attributes",):
-            if name in parsed and operation in {"UpdateItem"}:
-                pass  # returned attributes cost nothing extra
 
 
 def _index_view(item: Any, indexes: dict[str, list[str]]) -> dict[str, dict[str, Any] | None]:

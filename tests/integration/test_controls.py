@@ -205,9 +205,7 @@ def test_max_steps_and_a_retry_never_resets_what_was_used(harness: Harness) -> N
 def test_jobs_over_the_user_limit_wait_queued_without_burning_attempts(harness: Harness) -> None:
     ids = [harness.submit(payload=steps({})) for _ in range(3)]
     for job_id in ids[:2]:
-        harness.store.claim(
-            job_id, ALICE, worker_id="x", now=harness.clock.now_ms(), lease_ms=LEASE_MS
-        )
+        harness.claim(job_id, "x")
     harness.receive_all()
     result = harness.worker().handle(harness.wakeup(ids[2]))
     assert result.outcome == "slots_full"
@@ -225,7 +223,7 @@ def test_jobs_over_the_user_limit_wait_queued_without_burning_attempts(harness: 
 
 def test_two_workers_race_for_the_last_free_slot_one_wins(harness: Harness) -> None:
     first, second, third = (harness.submit(payload=steps({})) for _ in range(3))
-    harness.store.claim(first, ALICE, worker_id="x", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    harness.claim(first, "x")
     results: list[str] = []
 
     def claim(job_id: str) -> None:
@@ -249,14 +247,12 @@ def test_two_workers_race_for_the_last_free_slot_one_wins(harness: Harness) -> N
 def test_a_dead_workers_slot_is_reclaimed_only_after_its_lease_expires(harness: Harness) -> None:
     a, b, c = (harness.submit(payload=steps({})) for _ in range(3))
     for job_id in (a, b):
-        harness.store.claim(
-            job_id, ALICE, worker_id="dies", now=harness.clock.now_ms(), lease_ms=LEASE_MS
-        )
+        harness.claim(job_id, "dies")
     # before the leases expire: the sweeper frees nothing and c cannot claim
     harness.clock.advance(LEASE_MS - 1)
     assert "rescued" not in harness.sweep()
     with pytest.raises(SlotsFullError):
-        harness.store.claim(c, ALICE, worker_id="w", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+        harness.claim(c, "w")
     # after: the sweeper rescues a and b and releases their slots in the same transactions
     harness.clock.advance(2)
     assert harness.sweep() == {"rescued": 2}

@@ -121,7 +121,7 @@ def test_redelivery_after_the_outcome_is_saved_gives_no_second_result(harness: H
 def test_crash_before_the_save_is_retried_after_the_lease_expires(harness: Harness) -> None:
     # Given worker A claimed and died before saving anything
     job_id = harness.submit(payload=steps({}))
-    harness.store.claim(job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS)
+    harness.claim(job_id, "a")
     # When the message comes back before the lease expires, it is left to A
     assert harness.worker("b").handle(harness.wakeup(job_id)).outcome == "leased"
     # And after the lease expires the sweeper rescues it back to queued with a new wake-up
@@ -233,15 +233,18 @@ def test_lease_expiring_during_an_open_effect_gives_unknown(harness: Harness) ->
     assert harness.store.running_slots(ALICE) == set()
 
 
-def test_sweeper_turns_an_abandoned_effect_into_unknown(harness: Harness) -> None:
-    job_id = harness.submit(payload=steps({"effect": True}))
-    job = harness.store.claim(
-        job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS
-    )
+def _abandon_inside_an_effect(harness: Harness, job_id: str) -> None:
+    """A worker claims, records its effect intent, and is never heard from again."""
+    job = harness.claim(job_id, "a")
     harness.store.record_effect_intent(
         job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms()
     )
     harness.clock.advance(LEASE_MS + 1)
+
+
+def test_sweeper_turns_an_abandoned_effect_into_unknown(harness: Harness) -> None:
+    job_id = harness.submit(payload=steps({"effect": True}))
+    _abandon_inside_an_effect(harness, job_id)
     assert harness.sweep() == {"unknown": 1}
     assert harness.state(job_id) == "unknown"
 
@@ -272,13 +275,7 @@ def test_replay_keeps_identity_history_and_budget_use(harness: Harness) -> None:
 
 def test_resolve_settles_unknown_with_a_note(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({"effect": True}))
-    job = harness.store.claim(
-        job_id, ALICE, worker_id="a", now=harness.clock.now_ms(), lease_ms=LEASE_MS
-    )
-    harness.store.record_effect_intent(
-        job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms()
-    )
-    harness.clock.advance(LEASE_MS + 1)
+    _abandon_inside_an_effect(harness, job_id)
     harness.sweep()
     resolved = harness.store.resolve(
         job_id, succeeded=True, note="provider shows the charge", now=harness.clock.now_ms()

@@ -88,8 +88,8 @@ class JobService:
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
     ) -> dict[str, Any]:
-        parsed_state = _parse_state(state)
-        parsed_limit = _parse_limit(limit)
+        parsed_state = parse_state_filter(state)
+        parsed_limit = parse_limit(limit)
         jobs, next_cursor = self._store.list_for_owner(
             owner, state=parsed_state, limit=parsed_limit, cursor=cursor
         )
@@ -118,7 +118,7 @@ class JobService:
         return job_view(job)
 
 
-def _parse_state(state: str | None) -> JobState | None:
+def parse_state_filter(state: str | None) -> JobState | None:
     if state is None or state == "":
         return None
     try:
@@ -128,17 +128,9 @@ def _parse_state(state: str | None) -> JobState | None:
         raise ValidationError(f"unknown state '{state[:32]}'; one of: {known}") from exc
 
 
-def _parse_limit(limit: str | None, default: int = 20) -> int:
+def parse_limit(limit: str | None, default: int = 20) -> int:
     if limit is None or limit == "":
         return default
     if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST_LIMIT:
         raise ValidationError(f"'limit' must be an integer from 1 to {MAX_LIST_LIMIT}")
     return int(limit)
-
-
-def parse_state_filter(state: str | None) -> JobState | None:
-    return _parse_state(state)
-
-
-def parse_limit(limit: str | None, default: int = 20) -> int:
-    return _parse_limit(limit, default)

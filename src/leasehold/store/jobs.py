@@ -36,7 +36,6 @@ from leasehold.store.items import (
     new_job_item,
     outbox_item,
     owner_partition,
-    serialize,
     slots_key,
     state_partition,
 )
@@ -826,4 +825,4 @@ class JobStore:
         return set(deserialize_item(item).get("holders", set())) if item else set()
 
 
-__all__ = ["AcceptResult", "ClaimRejection", "JobStore", "serialize"]
+__all__ = ["AcceptResult", "ClaimRejection", "JobStore"]
