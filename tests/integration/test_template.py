@@ -168,24 +168,19 @@ def test_local_stack_is_created_from_the_template_in_moto(moto: None) -> None:
     assert len(info.routes) == 10
 
 
-def test_missing_template_is_a_one_line_error(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "leasehold.cli",
-            "local",
-            "up",
-            "--template",
-            str(tmp_path / "nope.yaml"),
-            "--port",
-            "0",
-        ],
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "leasehold.cli", *args],
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
+        cwd=ROOT,
     )
+
+
+def test_missing_template_is_a_one_line_error(tmp_path: Path) -> None:
+    out = _cli("local", "up", "--template", str(tmp_path / "nope.yaml"), "--port", "0")
     assert out.returncode == 2
     assert out.stderr.strip().startswith("leasehold: template not found")
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
@@ -198,45 +193,19 @@ def test_busy_port_is_a_one_line_error() -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "leasehold.cli",
-                "local",
-                "up",
-                "--port",
-                str(port),
-                "--template",
-                str(TEMPLATE),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
+        out = _cli("local", "up", "--port", str(port), "--template", str(TEMPLATE))
     assert out.returncode == 2 and f"port {port} on 127.0.0.1 is busy" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 def test_invoke_without_a_running_stack_is_a_one_line_error(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "leasehold.cli",
-            "invoke",
-            "worker",
-            "--event",
-            "events/worker-wakeup.json",
-            "--state",
-            str(tmp_path / "none.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        cwd=ROOT,
+    out = _cli(
+        "invoke",
+        "worker",
+        "--event",
+        "events/worker-wakeup.json",
+        "--state",
+        str(tmp_path / "none.json"),
     )
     assert out.returncode == 2 and "no local stack is running" in out.stderr
     assert "Traceback" not in out.stderr
