@@ -144,15 +144,7 @@ def _redrive(args: argparse.Namespace) -> dict[str, Any]:
         sqs = client("sqs", stack.endpoint)
         queue_url = stack.queue_mappings[0].queue_url
         dlq_url = stack.functions[stack.queue_mappings[0].function].environment["DLQ_URL"]
-    arns = {
-        url: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        for url in (queue_url, dlq_url)
-    }
-    moved = WakeupQueue(sqs, queue_url, dlq_url).redrive_dead_letters(
-        queue_arn=arns[queue_url], dlq_arn=arns[dlq_url], max_messages=args.max
-    )
+    moved = WakeupQueue(sqs, queue_url, dlq_url).redrive_dead_letters(max_messages=args.max)
     if moved < 0:
         return {"redrive": "started", "how": "StartMessageMoveTask (SQS moves the messages itself)"}
     return {"redrive": "done", "moved": moved, "how": "receive/send/delete (no move task here)"}

@@ -148,14 +148,8 @@ def test_dlq_redrive_falls_back_to_receive_send_delete_on_moto(harness: Harness)
     for job_id in ("j_a", "j_b"):
         body = json.dumps({"job_id": job_id, "tenant": "t", "user_id": "u", "dispatch_id": "d"})
         harness.sqs.send_message(QueueUrl=harness.queues["dlq"], MessageBody=body)
-    arn = {
-        name: harness.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        for name, url in harness.queues.items()
-    }
     # When an operator redrives them (moto has no StartMessageMoveTask)
-    moved = harness.queue.redrive_dead_letters(queue_arn=arn["work"], dlq_arn=arn["dlq"])
+    moved = harness.queue.redrive_dead_letters()
     # Then both are back on the work queue with their job identity, and the DLQ is empty
     assert moved == 2
     assert sorted(b["job_id"] for b in harness.bodies()) == ["j_a", "j_b"]

@@ -125,16 +125,22 @@ class WakeupQueue:
             dead_letter=int(dead["Attributes"].get("ApproximateNumberOfMessages", 0)),
         )
 
-    def redrive_dead_letters(
-        self, *, queue_arn: str, dlq_arn: str, max_messages: int = 1000
-    ) -> int:
+    def _arn(self, url: str) -> str:
+        attributes = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        return attributes["Attributes"]["QueueArn"]
+
+    def redrive_dead_letters(self, *, max_messages: int = 1000) -> int:
         """Move DLQ messages back to the work queue. Uses StartMessageMoveTask; where that is not
         implemented (moto) falls back to receive/send/delete, bounded by `max_messages`. Returns
         the number moved by the fallback, or -1 when AWS runs the move task asynchronously."""
         if not self._dlq_url:
             return 0
         try:
-            self._sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=queue_arn)
+            source, destination = self._arn(self._dlq_url), self._arn(self._url)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from exc
+        try:
+            self._sqs.start_message_move_task(SourceArn=source, DestinationArn=destination)
             return -1
         except ClientError as exc:
             # moto has no move task: in-process it raises NotImplementedError, as a server it
