@@ -37,8 +37,17 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def moto(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     serialise_dynamodb(monkeypatch)
+    instant_sdk_backoff(monkeypatch)
     with mock_aws():
         yield
+
+
+def instant_sdk_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's standard retries keep their rules (what is retried, how often) but not their
+    real-time sleeps: tests inject throttles by the hundred and run on a manual clock."""
+    from botocore.retries.standard import ExponentialBackoff
+
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0)
 
 
 @pytest.fixture

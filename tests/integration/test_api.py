@@ -209,7 +209,7 @@ def test_unknown_route_is_404_in_the_envelope(call: Call) -> None:
 
 
 def test_store_unavailable_on_accept_is_503_and_leaves_nothing(call: Call) -> None:
-    db = wiring.runtime().store._db  # noqa: SLF001 - the test stubs the client the handler built
+    db = wiring.runtime().stores.table.client  # the client the handler built
     with Stubber(db) as stub:
         for _ in range(3):  # the SDK's own retries, then the handler's answer
             stub.add_client_error(

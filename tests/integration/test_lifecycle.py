@@ -42,7 +42,7 @@ def test_two_workers_claim_one_job_exactly_one_wins(harness: Harness) -> None:
     for name in ("a", "b"):
         try:
             winners.append(
-                harness.store.claim(job_id, ALICE, worker_id=name, now=now, lease_ms=LEASE_MS)
+                harness.leases.claim(job_id, ALICE, worker_id=name, now=now, lease_ms=LEASE_MS)
             )
         except Exception as exc:  # noqa: BLE001 - the loser's error is the point
             losers.append(exc)
@@ -220,7 +220,7 @@ def test_lease_expiring_during_an_open_effect_gives_unknown(harness: Harness) ->
         harness.worker("a", kinds={"synthetic": ScriptedKind(die)}).handle(harness.wakeup(job_id))
     job = harness.store.get(job_id)
     assert job is not None and job.effect_intent is not None
-    assert job.effect_intent["operation_id"] == f"{job_id}:1:0"
+    assert job.effect_intent["operation_id"] == f"{job_id}:0"  # stable across attempts
     # When the lease expires and the message comes back
     harness.clock.advance(LEASE_MS + 1)
     assert harness.worker("b").handle(harness.wakeup(job_id)).outcome == "effect_open"
@@ -236,7 +236,7 @@ def test_lease_expiring_during_an_open_effect_gives_unknown(harness: Harness) ->
 def _abandon_inside_an_effect(harness: Harness, job_id: str) -> None:
     """A worker claims, records its effect intent, and is never heard from again."""
     job = harness.claim(job_id, "a")
-    harness.store.record_effect_intent(
+    harness.leases.record_effect_intent(
         job, {"operation_id": "op", "step": 0}, now=harness.clock.now_ms()
     )
     harness.clock.advance(LEASE_MS + 1)
@@ -265,22 +265,29 @@ def test_replay_keeps_identity_history_and_budget_use(harness: Harness) -> None:
         payload=steps({"cost": 3}, {"fail_times": 9}), max_attempts=1, budget={"max_cost": 10}
     )
     assert harness.worker().handle(harness.wakeup(job_id)).outcome == "dead"
-    replayed = harness.store.replay(job_id, now=harness.clock.now_ms())
-    assert replayed.job_id == job_id and replayed.state is JobState.QUEUED
+    view = harness.ops().replay(job_id, harness.operator, {"note": "fixed the fetcher"})
+    replayed = harness.store.get(job_id)
+    assert replayed is not None and view["job_id"] == job_id
+    assert replayed.state is JobState.QUEUED
     assert replayed.replays == 1 and replayed.attempts == 0
     assert replayed.checkpoint.cost_used == 3  # a replay never resets what was spent
-    assert any(entry.get("event") == "replayed" for entry in replayed.history)
     assert replayed.budget.max_cost == 10
+    # The history keeps the attempt that died and says who replayed it, when and why
+    events = [(e["ev"], e.get("by"), e.get("n")) for e in replayed.history]
+    assert events[-2:] == [("stopped", None, None), ("replayed", "ops", "fixed the fetcher")]
 
 
 def test_resolve_settles_unknown_with_a_note(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({"effect": True}))
     _abandon_inside_an_effect(harness, job_id)
     harness.sweep()
-    resolved = harness.store.resolve(
-        job_id, succeeded=True, note="provider shows the charge", now=harness.clock.now_ms()
+    view = harness.ops().resolve(
+        job_id,
+        harness.operator,
+        {"outcome": "succeeded", "note": "provider shows the charge", "receipt": "rcpt_1"},
     )
-    assert (
-        resolved.state is JobState.SUCCEEDED
-        and resolved.resolution_note == "provider shows the charge"
-    )
+    # The job says what was resolved and by whom, and no longer carries the uncertainty error
+    assert view["state"] == "succeeded" and "error" not in view
+    assert view["resolution"]["by"] == "ops" and view["resolution"]["receipt"] == "rcpt_1"
+    assert view["resolution"]["note"] == "provider shows the charge"
+    assert view["resolution"]["operation_id"] == "op"

@@ -1,47 +1,119 @@
-"""A hypothesis state machine drives workers, duplicate deliveries, crashes, clock jumps, sweeps,
-cancels, approvals and late writes in random interleavings against moto, checking the
-invariants of DESIGN §3 after every step; at the end workers stay up and time runs, and every
-job must come to rest."""
+"""The property test (DESIGN §3, §10). A hypothesis state machine interleaves submissions, the
+relay (outbox → stream → relay → queue, with delays and early messages), workers whose clocks
+are skewed and whose steps take time (so they heartbeat), crashes before and after any store
+write, cancels mid-step, approvals, sweeps, operator replays and resolves, late writes from
+workers thought dead, and store faults injected at the client boundary — against moto, and
+checks every invariant from the table after every step:
+
+- at most one valid lease (no claim while an earlier claim's lease is live by its clock);
+- epochs only grow; a write lands only under the table's current epoch (a result only from the
+  lease holder); one visible result per job;
+- terminal states absorb (succeeded and cancelled never change; dead and failed only by an
+  operator replay);
+- attempts ≤ max_attempts; budget never passed; per-user running ≤ the limit;
+- an open effect is never silently dropped;
+- liveness: at the end, with workers up and time running, every job comes to rest.
+
+`test_the_machine_runs_a_thousand_interleaved_steps` runs it and counts the steps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from moto import mock_aws
 
-from leasehold.domain.errors import ConflictError, StaleEpochError
-from leasehold.domain.job import Job, Owner
+from leasehold.domain.clock import ManualClock
+from leasehold.domain.errors import (
+    ConflictError,
+    LeaseholdError,
+    StaleEpochError,
+    StepInterruptedError,
+    ValidationError,
+)
+from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, is_terminal
-from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness, ScriptedKind, steps
+from leasehold.kinds.synthetic import SyntheticKind
+from leasehold.service.relay import relay_records
+from leasehold.service.worker import Disposition
+from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
+from tests.support.clockqueue import ClockQueue
+from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness, steps
+
+HEARTBEAT_MS = 3_000
+VISIBILITY_MS = 6 * 30_000
+SKEW_MS = {"w1": 0, "w2": 250, "w3": -250}  # bounded, below the lease's safety margin (500 ms)
+FAULTS = (
+    "dynamodb.TransactWriteItems:TransactionConflict=0.04,"
+    "dynamodb.TransactWriteItems:ThrottlingError=0.02,"
+    "dynamodb.UpdateItem:ThrottlingException=0.03,"
+    "dynamodb.GetItem:ProvisionedThroughputExceededException=0.02,"
+    "dynamodb.Query:InternalServerError=0.02"
+)
 
 PAYLOADS: list[dict[str, Any]] = [
     {"payload": steps({"cost": 1})},
-    {"payload": steps({"cost": 2, "fail_times": 1}, {"cost": 2})},
+    {"payload": steps({"cost": 2, "fail_times": 1}, {"cost": 2, "duration_ms": 7_000})},
     {"payload": steps({"cost": 1}, {"approval": True, "cost": 1})},
-    {"payload": steps({"effect": True, "cost": 1})},
+    {"payload": steps({"effect": True, "cost": 1, "duration_ms": 4_000}, {"cost": 1})},
     {"payload": steps({"fatal": True})},
     {"payload": steps({"cost": 3}, {"cost": 3}, {"cost": 3}), "budget": {"max_cost": 5}},
     {"payload": steps({"fail_times": 5}), "max_attempts": 2},
     {"payload": steps({"cost": 1}, {"cost": 1}), "budget": {"max_steps": 1}},
+    {"payload": steps({"duration_ms": 12_000, "cost": 1})},
 ]
 
-
-RELEASING_OUTCOMES = {
-    "succeeded",
-    "failed",
-    "dead",
-    "cancelled",
-    "waiting_approval",
-    "retry_scheduled",
-}
+STEP_COUNTER = {"steps": 0}
 
 
 class Crash(BaseException):
-    """A worker process dying mid-step (not an Exception: nothing in the worker may swallow it)."""
+    """A worker process dying (not an Exception: nothing in the worker may swallow it)."""
+
+
+class SkewedClock:
+    """A worker's own clock: the true (manual) clock plus a bounded, fixed skew."""
+
+    def __init__(self, base: ManualClock, skew_ms: int) -> None:
+        self._base = base
+        self._skew = skew_ms
+
+    def now_ms(self) -> int:
+        return self._base.now_ms() + self._skew
+
+
+class ClockedKind(SyntheticKind):
+    """Synthetic steps that take time on the manual clock, in heartbeat-sized slices, and may
+    have something happen in the middle (a cancel) — as a real step would, with no sleeping."""
+
+    def __init__(self, clock: ManualClock, midway: Any = None) -> None:
+        super().__init__()
+        self._clock = clock
+        self._midway = midway
+
+    def run_step(self, payload: dict[str, Any], index: int, attempt: int, tick: Any) -> Any:
+        step = payload["steps"][index]
+        remaining = int(step.get("duration_ms", 0))
+        if self._midway is not None:
+            self._midway()
+            self._midway = None
+        while remaining > 0:
+            slice_ms = min(HEARTBEAT_MS, remaining)
+            self._clock.advance(slice_ms)
+            remaining -= slice_ms
+            if not tick():
+                raise StepInterruptedError("interrupted")
+        return super().run_step({"steps": [{**step, "duration_ms": 0}]}, 0, attempt, tick)
 
 
 @dataclass
@@ -52,52 +124,64 @@ class Claim:
     released: bool = False
 
 
+class CrashingLeases:
+    """The real LeaseStore, seen through one worker process that may die on its k-th store
+    call — before the call reaches the store, or after it was applied. Every applied write is
+    reported to the machine, which checks it was made under the table's current epoch."""
+
+    WRITES = ("claim", "heartbeat", "save_checkpoint", "record_effect_intent", "finish",
+              "hand_back", "note_dispatch")  # fmt: skip
+
+    def __init__(self, real: Any, machine: LeaseholdMachine, crash_at: int | None, after: bool):
+        self._real = real
+        self._machine = machine
+        self._crash_at = crash_at
+        self._after = after
+        self._calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._real, name)
+        if name not in self.WRITES:
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._calls += 1
+            crash_here = self._crash_at == self._calls
+            if crash_here and not self._after:
+                raise Crash
+            answer = method(*args, **kwargs)
+            self._machine.applied(name, args, kwargs, answer)
+            if crash_here:
+                raise Crash
+            return answer
+
+        return call
+
+
 class LeaseholdMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.mock = mock_aws()
         self.mock.start()
-        self.h = Harness.create()
+        self.h = Harness.create(seed=11)
+        self.queue = ClockQueue(self.h.clock, VISIBILITY_MS, send_failure_rate=0.02)
+        self.pump = self.h.relay_pump()
         self.jobs: list[str] = []
         self.claims: list[Claim] = []
-        self.snapshots: list[Job] = []  # what crashed workers last held
-        self.terminal: dict[str, tuple[str, int]] = {}
-        self.cancelled_steps: dict[str, int] = {}
+        self.snapshots: list[Job] = []  # what crashed or stalled workers last held
+        self.absorbed: dict[str, tuple[str, int]] = {}
+        self.replayable_terminal: dict[str, tuple[str, int]] = {}
         self.max_epoch: dict[str, int] = {}
-        self._spy_on_claims()
+        self.open_effects: dict[str, str] = {}
+        self.results: dict[str, int] = {}
+        self.operator_acts = 0
+        self.fault_spec = ""
+        self.max_jobs = 7
 
-    def _spy_on_claims(self) -> None:
-        store = self.h.store
-        original = store.claim
-
-        def claim(job_id: str, owner: Owner, **kwargs: Any) -> Job:
-            job = original(job_id, owner, **kwargs)
-            now = kwargs["now"]
-            # No earlier claim of this job may still hold a valid, unreleased lease.
-            for earlier in self.claims:
-                if earlier.job_id == job_id and not earlier.released:
-                    assert earlier.expires_at < now, "two valid leases on one job"
-                    earlier.released = True
-            self.claims.append(Claim(job_id, job.epoch, job.lease_expires_at or 0))
-            self.snapshots.append(job)
-            return job
-
-        store.claim = claim  # type: ignore[method-assign]
-        original_heartbeat = store.heartbeat
-
-        def heartbeat(job: Job, **kwargs: Any) -> Job:
-            beaten = original_heartbeat(job, **kwargs)
-            for held in self.claims:
-                if held.job_id == job.job_id and held.epoch == beaten.epoch:
-                    held.expires_at = beaten.lease_expires_at or held.expires_at
-            return beaten
-
-        store.heartbeat = heartbeat  # type: ignore[method-assign]
-
-    def _release(self, job_id: str) -> None:
-        for claim in self.claims:
-            if claim.job_id == job_id:
-                claim.released = True
+    @initialize()
+    def faults_on(self) -> None:
+        self.fault_spec = FAULTS
+        self.h.faults(FAULTS)
 
     def teardown(self) -> None:
         try:
@@ -105,31 +189,126 @@ class LeaseholdMachine(RuleBasedStateMachine):
         finally:
             self.mock.stop()
 
+    # ------------------------------------------------------------------ what workers wrote
+
+    def applied(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], answer: Any
+    ) -> None:
+        """Called right after a worker's store call was applied."""
+        if name == "claim":
+            job: Job = answer
+            now = kwargs["now"]
+            for earlier in self.claims:
+                if earlier.job_id == job.job_id and not earlier.released:
+                    assert earlier.expires_at < now, "two valid leases on one job"
+                    earlier.released = True
+            self.claims.append(Claim(job.job_id, job.epoch, job.lease_expires_at or 0))
+            self.snapshots.append(job)
+            return
+        if name == "note_dispatch":
+            return
+        held: Job = args[0]
+        current = self._job(held.job_id)
+        assert current.epoch == held.epoch, (
+            f"{name} landed under epoch {held.epoch}, not {current.epoch}"
+        )
+        if name == "heartbeat":
+            for claim in self.claims:
+                if claim.job_id == held.job_id and claim.epoch == held.epoch:
+                    claim.expires_at = answer.lease_expires_at or claim.expires_at
+        if name == "record_effect_intent":
+            intent = kwargs["intent"] if "intent" in kwargs else args[1]
+            self.open_effects[held.job_id] = intent["operation_id"]
+        if name == "save_checkpoint":
+            self.open_effects.pop(held.job_id, None)
+        if name in {"finish", "hand_back"}:
+            target = args[1] if name == "finish" else JobState.QUEUED
+            if kwargs.get("settle_effect"):
+                self.open_effects.pop(held.job_id, None)
+            if target is JobState.SUCCEEDED:
+                self.results[held.job_id] = self.results.get(held.job_id, 0) + 1
+            self._release(held.job_id)
+
+    def _release(self, job_id: str) -> None:
+        for claim in self.claims:
+            if claim.job_id == job_id:
+                claim.released = True
+
     # ------------------------------------------------------------------ rules
 
     @rule(choice=st.integers(0, len(PAYLOADS) - 1), bob=st.booleans())
     def submit(self, choice: int, bob: bool) -> None:
-        if len(self.jobs) < 6:
-            self.jobs.append(self.h.submit(owner=BOB if bob else ALICE, **PAYLOADS[choice]))
-
-    @precondition(lambda self: self.jobs)
-    @rule(data=st.data(), worker=st.sampled_from(["w1", "w2", "w3"]), crash=st.booleans())
-    def deliver(self, data: st.DataObject, worker: str, crash: bool) -> None:
-        job_id = data.draw(st.sampled_from(self.jobs))
-
-        def maybe_crash(index: int, attempt: int, tick: Any) -> None:
-            if crash:
-                raise Crash
-
-        service = self.h.worker(worker, kinds={"synthetic": ScriptedKind(maybe_crash)})
-        try:
-            result = service.handle(self.h.wakeup(job_id))
-        except Crash:
+        if len(self.jobs) >= self.max_jobs:
             return
-        if result.outcome in RELEASING_OUTCOMES:
-            self._release(job_id)
+        try:
+            self.jobs.append(self.h.submit(owner=BOB if bob else ALICE, **PAYLOADS[choice]))
+        except LeaseholdError:
+            pass  # a 503: nothing was promised (with a key, the caller would retry)
 
-    @rule(ms=st.sampled_from([100, LEASE_MS // 2, LEASE_MS + 1, 60_000]))
+    @rule()
+    def relay(self) -> None:
+        def handler(event: dict[str, Any], _: Any) -> dict[str, Any]:
+            failed = relay_records(event["Records"], self.queue, self.h.clock, self.h.telemetry)
+            return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
+
+        self.pump._handler = handler  # noqa: SLF001 - the relay, fed into the clock queue
+        self.pump.poll_once()
+
+    @rule(
+        worker=st.sampled_from(sorted(SKEW_MS)),
+        batch=st.integers(1, 3),
+        crash_at=st.one_of(st.none(), st.integers(1, 6)),
+        crash_after=st.booleans(),
+        cancel_midway=st.booleans(),
+        short_invocation=st.booleans(),
+    )
+    def deliver(
+        self,
+        worker: str,
+        batch: int,
+        crash_at: int | None,
+        crash_after: bool,
+        cancel_midway: bool,
+        short_invocation: bool,
+    ) -> None:
+        """One worker invocation: receive a batch, handle each record, delete what was acked."""
+        received = self.queue.receive(batch)
+        if not received:
+            return
+        leases = CrashingLeases(self.h.stores.leases, self, crash_at, crash_after)
+        midway = None
+        if cancel_midway:
+            target = received[0][1]
+
+            def midway() -> None:
+                try:
+                    self.h.jobs().cancel(target.owner, target.job_id)
+                except (ConflictError, LeaseholdError):
+                    pass
+
+        service = self.h.worker(
+            worker,
+            kinds={"synthetic": ClockedKind(self.h.clock, midway)},
+            heartbeat_every_ms=HEARTBEAT_MS,
+            clock=SkewedClock(self.h.clock, SKEW_MS[worker]),
+            stores=replace(self.h.stores, leases=leases),
+            queue=self.queue,
+        )
+        budget_ms = (LEASE_MS + 3_000) if short_invocation else 60_000
+        started = self.h.clock.now_ms()
+
+        def remaining() -> int:
+            return budget_ms - (self.h.clock.now_ms() - started)
+
+        for receipt, wakeup in received:
+            try:
+                result = service.handle(wakeup, receipt, remaining_ms=remaining)
+            except Crash:
+                return  # the process died: nothing more is deleted
+            if result.disposition is Disposition.ACK:
+                self.queue.delete(receipt)
+
+    @rule(ms=st.sampled_from([100, 1_000, LEASE_MS // 2, LEASE_MS + 1, 60_000]))
     def advance_clock(self, ms: int) -> None:
         self.h.clock.advance(ms)
 
@@ -137,18 +316,25 @@ class LeaseholdMachine(RuleBasedStateMachine):
     def sweep(self) -> None:
         self.h.sweep()
 
+    @rule(on=st.booleans())
+    def toggle_faults(self, on: bool) -> None:
+        self.fault_spec = FAULTS if on else ""
+        self.h.faults(self.fault_spec)
+
     @precondition(lambda self: self.jobs)
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         job_id = data.draw(st.sampled_from(self.jobs))
         job = self._job(job_id)
         try:
-            view = self.h.jobs().cancel(job.owner, job_id)
+            self.h.jobs().cancel(job.owner, job_id)
         except ConflictError:
-            assert is_terminal(job.state) or job.state is JobState.UNKNOWN
-            return
-        if view["state"] == "cancelled":
-            self.cancelled_steps[job_id] = view["budget"]["steps_used"]
+            # Only a job that is done (or waits for an operator) refuses a cancel; the state
+            # read before may have moved on meanwhile, so the table is read again.
+            now_state = self._job(job_id).state
+            assert is_terminal(now_state) or now_state is JobState.UNKNOWN, now_state
+        except LeaseholdError:
+            pass
 
     @precondition(lambda self: self.jobs)
     @rule(data=st.data(), approve=st.booleans())
@@ -159,110 +345,204 @@ class LeaseholdMachine(RuleBasedStateMachine):
         try:
             self.h.jobs().decide_approval(job.owner, job_id, decision)
         except ConflictError:
-            assert job.state is not JobState.WAITING_APPROVAL
-        else:
-            if not approve:
-                self.cancelled_steps[job_id] = job.checkpoint.steps_used
+            assert self._job(job_id).version != job.version or job.state is not (
+                JobState.WAITING_APPROVAL
+            ), "an approval at the current version of a waiting job was refused"
+        except LeaseholdError:
+            pass
+
+    @precondition(lambda self: self.jobs)
+    @rule(data=st.data(), succeeded=st.booleans())
+    def operator(self, data: st.DataObject, succeeded: bool) -> None:
+        """Replay a dead/failed/unknown job, or resolve an unknown one."""
+        job_id = data.draw(st.sampled_from(self.jobs))
+        job = self._job(job_id)
+        try:
+            if job.state is JobState.UNKNOWN and succeeded:
+                self.h.ops().resolve(
+                    job_id, self.h.operator, {"outcome": "succeeded", "note": "provider checked"}
+                )
+            else:
+                self.h.ops().replay(
+                    job_id, self.h.operator, {"note": "checked", "checked_provider": True}
+                )
+        except (ConflictError, ValidationError):
+            return
+        except LeaseholdError:
+            return
+        self.open_effects.pop(job_id, None)
+        self.replayable_terminal.pop(job_id, None)
+        self.operator_acts += 1
 
     @precondition(lambda self: self.snapshots)
     @rule(data=st.data())
     def late_write(self, data: st.DataObject) -> None:
         """A worker that was thought dead comes back and tries to save its result."""
         held = data.draw(st.sampled_from(self.snapshots))
-        current = self._job(held.job_id)
         now = self.h.clock.now_ms()
+        before = self._job(held.job_id)
         try:
-            self.h.store.finish(
+            self.h.stores.leases.finish(
                 held,
                 JobState.SUCCEEDED,
                 now=now,
                 checkpoint=held.checkpoint,
                 result={"late": held.epoch},
+                settle_effect=True,
+                history={"ev": "late", "t": now},
             )
-        except StaleEpochError:
+        except (StaleEpochError, LeaseholdError):
             return
         # The write went through: only the epoch holding a live lease may have written it.
-        assert current.state is JobState.RUNNING and current.epoch == held.epoch
-        assert (current.lease_expires_at or 0) > now and current.deadline_at > now
+        assert before.state is JobState.RUNNING and before.epoch == held.epoch
+        assert (before.lease_expires_at or 0) > now and before.deadline_at > now
+        self.results[held.job_id] = self.results.get(held.job_id, 0) + 1
+        self.open_effects.pop(held.job_id, None)
         self._release(held.job_id)
 
     # ------------------------------------------------------------------ invariants
 
     def _job(self, job_id: str) -> Job:
-        job = self.h.store.get(job_id)
+        self.h.faults("")  # the checks read the table itself, never through injected faults
+        try:
+            job = self.h.store.get(job_id)
+        finally:
+            self.h.faults(self.fault_spec)
         assert job is not None
         return job
 
+    def _table_now(self) -> tuple[dict[str, Job], dict[tuple[str, str], set[str]]]:
+        """Every job and both slot items, in one BatchGetItem (faults off for the check)."""
+        keys = [job_key(job_id) for job_id in self.jobs] + [slots_key(o) for o in (ALICE, BOB)]
+        self.h.faults("")
+        try:
+            items = self.h.stores.table.batch_get(keys)
+        finally:
+            self.h.faults(self.fault_spec)
+        jobs: dict[str, Job] = {}
+        slots: dict[tuple[str, str], set[str]] = {}
+        for item in items:
+            if item["pk"]["S"].startswith("JOB#"):
+                job = job_from_item(item)
+                jobs[job.job_id] = job
+            else:
+                doc = deserialize_item(item)
+                _, tenant, user = doc["pk"].split("#", 2)
+                slots[(tenant, user)] = set(doc.get("holders", set()))
+        assert set(jobs) == set(self.jobs), "a job vanished"
+        return jobs, slots
+
     @invariant()
     def invariants_hold(self) -> None:
-        now = self.h.clock.now_ms()
+        STEP_COUNTER["steps"] += 1
         running_per_user: dict[tuple[str, str], int] = {}
+        table_jobs, slots = self._table_now()
         for job_id in self.jobs:
-            job = self._job(job_id)
+            job = table_jobs[job_id]
             assert job.epoch >= self.max_epoch.get(job_id, 0), "epochs only grow"
             self.max_epoch[job_id] = job.epoch
             assert job.attempts <= job.max_attempts
             if job.budget.max_cost is not None:
-                assert job.checkpoint.cost_used <= job.budget.max_cost
+                assert job.checkpoint.cost_used <= job.budget.max_cost, "budget passed"
             if job.budget.max_steps is not None:
-                assert job.checkpoint.steps_used <= job.budget.max_steps
-            if job_id in self.terminal:
-                assert (job.state.value, job.version) == self.terminal[job_id], (
-                    "a terminal job changed"
+                assert job.checkpoint.steps_used <= job.budget.max_steps, "steps passed"
+            assert self.results.get(job_id, 0) <= 1 + self.operator_acts, "two visible results"
+            state = (job.state.value, job.version)
+            if job_id in self.absorbed:
+                assert state == self.absorbed[job_id], "a succeeded or cancelled job changed"
+            elif job.state in {JobState.SUCCEEDED, JobState.CANCELLED}:
+                self.absorbed[job_id] = state
+            if job_id in self.replayable_terminal:
+                assert state == self.replayable_terminal[job_id], "dead/failed changed by itself"
+            elif job.state in {JobState.DEAD, JobState.FAILED}:
+                self.replayable_terminal[job_id] = state
+            if job_id in self.open_effects:
+                assert job.effect_intent is not None, (
+                    f"an open effect was dropped: {job_id} {job.state} e{job.epoch} "
+                    f"{job.history[-3:]} {self.open_effects[job_id]}"
                 )
-            elif is_terminal(job.state):
-                self.terminal[job_id] = (job.state.value, job.version)
-            if job_id in self.cancelled_steps:
-                assert job.checkpoint.steps_used == self.cancelled_steps[job_id], (
-                    "a cancelled job ran a step"
-                )
-            if (
-                job.state is JobState.SUCCEEDED
-                and isinstance(job.result, dict)
-                and "late" in job.result
-            ):
-                assert job.result["late"] == job.epoch
-            if job.state is JobState.RUNNING and (job.lease_expires_at or 0) > now:
+                assert job.effect_intent["operation_id"] == self.open_effects[job_id]
+            if job.state is JobState.RUNNING:
                 key = (job.owner.tenant, job.owner.user_id)
                 running_per_user[key] = running_per_user.get(key, 0) + 1
-        assert all(count <= SLOT_LIMIT for count in running_per_user.values())
-        for owner in (ALICE, BOB):
-            assert len(self.h.store.running_slots(owner)) <= SLOT_LIMIT
+        assert all(count <= SLOT_LIMIT for count in running_per_user.values()), running_per_user
+        assert all(len(holders) <= SLOT_LIMIT for holders in slots.values()), slots
 
     def _drain(self) -> None:
-        """Workers stay up and time runs: every job must reach a terminal state, or `unknown`
-        (which waits for an operator by design)."""
-        worker = self.h.worker("steady")
-        for _ in range(40):
+        """Faults off, workers up and time running: every job comes to rest — terminal, or
+        `unknown` (which waits for an operator by design)."""
+        self.fault_spec = ""
+        self.h.faults("")
+        self.queue.send_failure_rate = 0.0
+        worker = self.h.worker("steady", kinds={"synthetic": ClockedKind(self.h.clock)},
+                               heartbeat_every_ms=HEARTBEAT_MS, queue=self.queue)  # fmt: skip
+        for _ in range(60):
+            states = {j: self._job(j) for j in self.jobs}
             pending = [
-                j
-                for j in self.jobs
-                if not is_terminal(self._job(j).state)
-                and self._job(j).state is not JobState.UNKNOWN
-            ]
+                j for j, job in states.items()
+                if not is_terminal(job.state) and job.state is not JobState.UNKNOWN
+            ]  # fmt: skip
             if not pending:
                 return
-            self.h.clock.advance(LEASE_MS + 1)
-            self.h.sweep()
             for job_id in pending:
-                job = self._job(job_id)
+                job = states[job_id]
                 if job.state is JobState.WAITING_APPROVAL:
                     self.h.jobs().decide_approval(
                         job.owner, job_id, {"decision": "approve", "version": job.version}
                     )
-                worker.handle(self.h.wakeup(job_id))
-        stuck = {
-            j: self._job(j).state.value for j in self.jobs if not is_terminal(self._job(j).state)
-        }
-        assert all(state == "unknown" for state in stuck.values()), (
-            f"jobs never came to rest: {stuck}"
+            self.h.clock.advance(LEASE_MS + 1)
+            self.h.sweep()
+            self.relay()
+            self.queue.redrive()
+            for receipt, wakeup in self.queue.receive(100):
+                if worker.handle(wakeup, receipt).disposition is Disposition.ACK:
+                    self.queue.delete(receipt)
+        stuck = {j: self._job(j).state.value for j in self.jobs}
+        raise AssertionError(f"jobs never came to rest: {stuck}")
+
+
+def test_the_machine_runs_a_thousand_interleaved_steps() -> None:
+    STEP_COUNTER["steps"] = 0
+    run_state_machine_as_test(
+        LeaseholdMachine,
+        settings=settings(
+            max_examples=24,
+            stateful_step_count=60,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
+    assert STEP_COUNTER["steps"] >= 1_000, STEP_COUNTER
+
+
+def test_with_only_store_and_queue_faults_every_job_succeeds_once() -> None:
+    """DESIGN §10: with only store and queue faults injected, every job that would succeed
+    without faults still ends `succeeded`, with one visible result."""
+    machine = LeaseholdMachine()
+    try:
+        rng = random.Random(5)
+        machine.max_jobs = 10
+        for index in range(10):
+            payload = rng.choice([PAYLOADS[0], PAYLOADS[1], PAYLOADS[8]])
+            machine.submit(PAYLOADS.index(payload), bob=index % 2 == 0)
+        machine.faults_on()
+        for _ in range(300):
+            states = [machine._job(j).state for j in machine.jobs]  # noqa: SLF001
+            if all(state is JobState.SUCCEEDED for state in states):
+                break
+            machine.relay()
+            machine.deliver("w1", 3, None, False, False, False)
+            machine.deliver("w2", 3, None, False, False, False)
+            machine.advance_clock(1_000)
+            if rng.random() < 0.2:
+                machine.sweep()
+            machine.invariants_hold()
+        assert [machine._job(j).state for j in machine.jobs] == [JobState.SUCCEEDED] * 10  # noqa: SLF001
+        assert machine.results == dict.fromkeys(machine.jobs, 1)
+        injected = sum(
+            count for injector in machine.h.injectors for count in injector.injected.values()
         )
-
-
-LeaseholdMachine.TestCase.settings = settings(
-    max_examples=20,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-TestLeasehold = LeaseholdMachine.TestCase
+        assert injected > 0
+    finally:
+        machine.mock.stop()

@@ -13,8 +13,14 @@ from typing import Any
 
 import pytest
 
-from leasehold.handlers.settings import ENV_VARIABLES, Settings
-from leasehold.local.stack import create_stack
+from leasehold.handlers.settings import (
+    ENV_VARIABLES,
+    OPTIONAL_ENV_VARIABLES,
+    Settings,
+    safety_margin_seconds,
+)
+from leasehold.local.resources import parameter_defaults, resolved
+from leasehold.local.stack import LOCAL_PARAMETERS, create_stack
 from leasehold.local.template import http_routes, translate
 from tests.support.resources import ROOT, TEMPLATE, template
 
@@ -44,9 +50,12 @@ def test_code_reads_no_environment_variable_outside_settings() -> None:
         if "/local/" in str(path) or path.name == "cli.py":
             continue
         read |= set(re.findall(r'environ(?:\.get)?\(?\[?"([A-Z_]+)"', path.read_text()))
-        read |= set(re.findall(r'_(?:required|int)\(env, "([A-Z_]+)"\)', path.read_text()))
+        read |= set(re.findall(r'_(?:required|int|optional)\(env, "([A-Z_]+)"\)', path.read_text()))
     lambda_provided = {"AWS_LAMBDA_LOG_STREAM_NAME"}
-    assert read - lambda_provided <= set(ENV_VARIABLES)
+    assert read - lambda_provided <= set(ENV_VARIABLES) | set(OPTIONAL_ENV_VARIABLES)
+    assert "LEASEHOLD_FAULTS" in read  # the fault switch is read, and only through Settings
+    globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
+    assert not set(OPTIONAL_ENV_VARIABLES) & set(globals_env)  # never set when deployed
 
 
 @pytest.mark.parametrize("module", ["api", "relay", "worker", "sweeper"])
@@ -108,12 +117,35 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
         assert function["Properties"]["Role"] == {"Fn::GetAtt": [expected_role, "Arn"]}, name
 
 
-def test_queue_visibility_is_at_least_six_times_the_worker_timeout() -> None:
+def test_worker_timeout_lease_steps_and_visibility_fit_together() -> None:
+    # DESIGN §10: a worker claims only when a lease's worth of work fits in its invocation, a
+    # step must fit in one, and SQS must not redeliver while an invocation may still work.
     resources = template()["Resources"]
-    worker_timeout = resources["WorkerFunction"]["Properties"]["Timeout"]
+    defaults = parameter_defaults()
+    worker = resources["WorkerFunction"]["Properties"]
+    timeout = int(resolved(worker["Timeout"]))
     queue = resources["WorkQueue"]["Properties"]
-    assert queue["VisibilityTimeout"] >= 6 * worker_timeout
+    visibility = int(resolved(queue["VisibilityTimeout"]))
+    lease, max_step = int(defaults["LeaseSeconds"]), int(defaults["MaxStepSeconds"])
+    margin = safety_margin_seconds(lease)
+    assert visibility == 6 * timeout
+    assert timeout >= lease + margin and timeout >= max_step + margin
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
+    assert (
+        resolved(worker["Events"]["Wakeups"]["Properties"]["BatchSize"])
+        == defaults["WorkerBatchSize"]
+    )
+    # The function's environment carries the same numbers, which the worker checks at start
+    env = template()["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["WORKER_TIMEOUT_SECONDS"] == {"Ref": "WorkerTimeoutSeconds"}
+    assert worker["Timeout"] == {"Ref": "WorkerTimeoutSeconds"}
+    assert env["VISIBILITY_TIMEOUT_SECONDS"] == queue["VisibilityTimeout"]
+    assert env["MAX_STEP_SECONDS"] == {"Ref": "MaxStepSeconds"}
+    # And so does the local stack's configuration
+    local = {**defaults, **LOCAL_PARAMETERS}
+    local_lease = int(local["LeaseSeconds"])
+    assert int(local["WorkerTimeoutSeconds"]) >= local_lease + safety_margin_seconds(local_lease)
+    assert int(local["QueueVisibilitySeconds"]) >= 6 * int(local["WorkerTimeoutSeconds"])
 
 
 def test_every_route_of_the_contract_is_in_the_template() -> None:

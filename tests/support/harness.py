@@ -1,30 +1,41 @@
-"""A whole leasehold wired over moto with a manual clock: the store, the queue, the services and
-the relay pump, each test naming its own workers."""
+"""A whole leasehold wired over moto with a manual clock: the stores, the queue, the services and
+the relay pump, each test naming its own workers. Faults are injected at the client boundary
+with `faults(spec)` (leasehold.store.faults), as `LEASEHOLD_FAULTS` does in the functions."""
 
 from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold.domain.clock import ManualClock
+import boto3
+
+from leasehold.domain.clock import Clock, ManualClock
+from leasehold.domain.errors import LeaseholdError
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState
+from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.kinds import JobKind, registry
 from leasehold.kinds.synthetic import SyntheticKind
 from leasehold.local.pumps import QueuePoller, StreamPump
 from leasehold.service.jobs import JobService
+from leasehold.service.ops import OpsService
 from leasehold.service.relay import relay_records
 from leasehold.service.sweeper import SweepSettings, sweep
 from leasehold.service.telemetry import CountingTelemetry
-from leasehold.service.worker import WorkerService, WorkerSettings
-from leasehold.store.jobs import JobStore
+from leasehold.service.worker import RemainingMs, WakeupResult, WorkerService, WorkerSettings
+from leasehold.store import Stores, Table
+from leasehold.store.faults import FaultInjector, FaultPlan, install_faults
+from leasehold.store.items import deserialize_item, job_key
 from leasehold.store.queue import Wakeup, WakeupQueue
+from leasehold.store.slots import running_slots
+from leasehold.store.table import TransactionRetry
 from tests.support.resources import (
-    clients,
+    REGION,
     create_queues,
     create_table,
     relay_mapping,
@@ -34,6 +45,7 @@ from tests.support.resources import (
 ALICE = Owner("study-group", "alice")
 BOB = Owner("study-group", "bob")
 CAROL = Owner("other-group", "carol")
+OPS = Owner("study-group", "ops", is_operator=True)
 LEASE_MS = 10_000
 SLOT_LIMIT = 2
 
@@ -56,6 +68,7 @@ class ScriptedKind(SyntheticKind):
     name = "synthetic"
 
     def __init__(self, hook: Callable[[int, int, Callable[[], bool]], None]) -> None:
+        super().__init__()
         self._hook = hook
 
     def run_step(self, payload: dict[str, Any], index: int, attempt: int, tick: Any) -> Any:
@@ -68,6 +81,19 @@ def _counter_ids() -> Callable[[], str]:
     return lambda: f"j_{next(counter):06d}"
 
 
+class StoreReads:
+    """What tests read back: the job, and the per-user slot holders."""
+
+    def __init__(self, stores: Stores) -> None:
+        self._stores = stores
+
+    def get(self, job_id: str) -> Job | None:
+        return self._stores.jobs.get(job_id)
+
+    def running_slots(self, owner: Owner) -> set[str]:
+        return running_slots(self._stores.table, owner)
+
+
 @dataclass
 class Harness:
     clock: ManualClock
@@ -76,16 +102,32 @@ class Harness:
     table: str
     queues: dict[str, str]
     stream_arn: str
-    store: JobStore
+    stores: Stores
     queue: WakeupQueue
+    injectors: list[FaultInjector]
     telemetry: CountingTelemetry = field(default_factory=CountingTelemetry)
     new_id: Callable[[], str] = field(default_factory=_counter_ids)
+    operator: Owner = OPS
 
     @staticmethod
-    def create(slot_limit: int = SLOT_LIMIT) -> Harness:
-        dynamodb, sqs = clients()
+    def create(slot_limit: int = SLOT_LIMIT, seed: int = 7) -> Harness:
+        # The functions' own client configuration (botocore standard retries); the harness's
+        # moto fixture makes botocore's backoff instant.
+        session = boto3.session.Session(region_name=REGION)
+        dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
+        sqs = session.client("sqs", config=CLIENT_CONFIG)
+        rng = random.Random(seed)
+        injectors = [
+            install_faults(dynamodb, FaultPlan(()), rng),
+            install_faults(sqs, FaultPlan(()), rng),
+        ]
         table = create_table(dynamodb)
         queues = create_queues(sqs)
+        store_table = Table(
+            dynamodb,
+            table["TableName"],
+            retry=TransactionRetry(sleep=lambda _: None, rng=random.Random(seed)),
+        )
         return Harness(
             clock=ManualClock(),
             dynamodb=dynamodb,
@@ -93,14 +135,39 @@ class Harness:
             table=table["TableName"],
             queues=queues,
             stream_arn=table["LatestStreamArn"],
-            store=JobStore(dynamodb, table["TableName"], slot_limit),
+            stores=Stores.over(store_table, slot_limit),
             queue=WakeupQueue(sqs, queues["work"], queues["dlq"]),
+            injectors=injectors,
         )
+
+    # ------------------------------------------------------------------ faults
+
+    def faults(self, spec: str) -> None:
+        """Inject faults from now on (`""` switches them off)."""
+        plan = FaultPlan.parse(spec)
+        for injector in self.injectors:
+            injector.use(plan)
+
+    def injected(self, key: str) -> int:
+        return sum(injector.injected.get(key, 0) for injector in self.injectors)
+
+    # ------------------------------------------------------------------ services
+
+    @property
+    def store(self) -> StoreReads:
+        return StoreReads(self.stores)
+
+    @property
+    def leases(self) -> Any:
+        return self.stores.leases
 
     def jobs(self) -> JobService:
         return JobService(
-            self.store, registry(), self.clock, self.new_id, self.telemetry, default_max_attempts=3
+            self.stores, registry(), self.clock, self.new_id, self.telemetry, default_max_attempts=3
         )
+
+    def ops(self) -> OpsService:
+        return OpsService(self.stores, self.queue, self.clock, self.telemetry)
 
     def worker(
         self,
@@ -109,12 +176,15 @@ class Harness:
         kinds: dict[str, JobKind] | None = None,
         lease_ms: int = LEASE_MS,
         heartbeat_every_ms: int = 10**9,
+        clock: Clock | None = None,
+        stores: Stores | None = None,
+        queue: Any = None,
     ) -> WorkerService:
         return WorkerService(
-            store=self.store,
-            queue=self.queue,
+            stores=stores or self.stores,
+            queue=queue or self.queue,
             kinds=kinds or registry(),
-            clock=self.clock,
+            clock=clock or self.clock,
             settings=WorkerSettings(
                 worker_id=name,
                 lease=LeasePolicy(lease_ms=lease_ms, safety_margin_ms=500),
@@ -129,26 +199,41 @@ class Harness:
     def submit(self, owner: Owner = ALICE, key: str | None = None, **body: Any) -> str:
         return self.jobs().accept(owner, make_job(**body), key).job_id
 
-    def claim(self, job_id: str, worker: str, owner: Owner = ALICE) -> Job:
+    def claim(
+        self, job_id: str, worker: str, owner: Owner = ALICE, lease_ms: int = LEASE_MS
+    ) -> Job:
         """Claim as `worker` now, with the standard lease."""
-        return self.store.claim(
-            job_id, owner, worker_id=worker, now=self.clock.now_ms(), lease_ms=LEASE_MS
+        return self.stores.leases.claim(
+            job_id, owner, worker_id=worker, now=self.clock.now_ms(), lease_ms=lease_ms
         )
 
     def complete(self, job: Job, result: Any) -> None:
         """Save `succeeded` under the epoch and lease `job` was claimed with."""
-        self.store.finish(
+        self.stores.leases.finish(
             job,
             JobState.SUCCEEDED,
             now=self.clock.now_ms(),
             checkpoint=job.checkpoint,
             result=result,
+            history={"ev": "succeeded", "t": self.clock.now_ms()},
         )
 
     def wakeup(self, job_id: str) -> Wakeup:
         job = self.store.get(job_id)
         assert job is not None
         return Wakeup(job_id=job_id, owner=job.owner, dispatch_id="test")
+
+    def deliver(
+        self, job_id: str, worker: str = "w1", remaining_ms: RemainingMs | None = None
+    ) -> WakeupResult:
+        return self.worker(worker).handle(self.wakeup(job_id), remaining_ms=remaining_ms)
+
+    def deliver_quietly(self, job_id: str, worker: str = "w1") -> WakeupResult | None:
+        """Deliver, and let a store failure be what it is in production: the message stays."""
+        try:
+            return self.deliver(job_id, worker)
+        except LeaseholdError:
+            return None
 
     def relay_pump(self) -> StreamPump:
         def relay(event: dict[str, Any], _: Any) -> dict[str, Any]:
@@ -161,23 +246,52 @@ class Harness:
         return QueuePoller("", worker_mapping(self.queues["work"]), handler, "worker")
 
     def sweep(self, grace_ms: int = 5_000) -> dict[str, int]:
-        return sweep(self.store, self.clock, SweepSettings(100, grace_ms), self.telemetry)
+        return sweep(self.stores, self.clock, SweepSettings(100, grace_ms), self.telemetry)
+
+    def sweep_quietly(self, grace_ms: int = 5_000) -> dict[str, int]:
+        return self.sweep(grace_ms)
+
+    # ------------------------------------------------------------------ reading the table
 
     def state(self, job_id: str) -> str:
         job = self.store.get(job_id)
         assert job is not None
         return job.state.value
 
-    def receive_all(self) -> list[dict[str, Any]]:
+    def raw(self, job_id: str) -> dict[str, Any]:
+        """The job item as stored (attribute names as in the table)."""
+        item = self.dynamodb.get_item(TableName=self.table, Key=job_key(job_id))["Item"]
+        return deserialize_item(item)
+
+    def outbox(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's outbox items (one per dispatch that went through the relay's path)."""
+        answer = self.dynamodb.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": f"OUTBOX#{job_id}"}},
+        )
+        return [deserialize_item(item) for item in answer["Items"]]
+
+    def receive_all(self, wait_for_delay: bool = False) -> list[dict[str, Any]]:
+        """Every message on the work queue (moto's delays are real time: with `wait_for_delay`
+        it keeps looking for a few seconds for delayed ones)."""
         messages: list[dict[str, Any]] = []
-        for _ in range(20):
+        deadline = time.monotonic() + (6 if wait_for_delay else 0)
+        for _ in range(60):
             batch = self.sqs.receive_message(
                 QueueUrl=self.queues["work"], MaxNumberOfMessages=10, WaitTimeSeconds=0
             ).get("Messages", [])
-            if not batch:
-                break
             messages.extend(batch)
+            if not batch:
+                attrs = self.sqs.get_queue_attributes(
+                    QueueUrl=self.queues["work"],
+                    AttributeNames=["ApproximateNumberOfMessagesDelayed"],
+                )["Attributes"]
+                delayed = int(attrs.get("ApproximateNumberOfMessagesDelayed", 0))
+                if not (wait_for_delay and delayed and time.monotonic() < deadline):
+                    break
+                time.sleep(0.25)
         return messages
 
-    def bodies(self) -> list[dict[str, Any]]:
-        return [json.loads(m["Body"]) for m in self.receive_all()]
+    def bodies(self, wait_for_delay: bool = False) -> list[dict[str, Any]]:
+        return [json.loads(m["Body"]) for m in self.receive_all(wait_for_delay)]

@@ -159,12 +159,37 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "QUEUE_URL": "q",
         "DLQ_URL": "d",
         "POWERTOOLS_METRICS_NAMESPACE": "n",
+        "WORKER_TIMEOUT_SECONDS": "120",
+        "MAX_STEP_SECONDS": "60",
+        "VISIBILITY_TIMEOUT_SECONDS": "720",
     }
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
     )  # moto's numbers work too
     with pytest.raises(SettingsError, match="not a number"):
         Settings.from_env(env | {"LEASE_SECONDS": "soon"})
+    assert Settings.from_env(env).faults == ""  # fault injection is off unless asked for
+
+
+def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() -> None:
+    env = {
+        "TABLE_NAME": "t", "QUEUE_URL": "q", "DLQ_URL": "d", "POWERTOOLS_METRICS_NAMESPACE": "n",
+        "MAX_ATTEMPTS": "3", "BACKOFF_BASE_MS": "1", "BACKOFF_CAP_MS": "1",
+        "USER_CONCURRENCY_LIMIT": "0", "SLOT_WAIT_SECONDS": "1", "SWEEP_BATCH": "1",
+        "LOST_WAKEUP_GRACE_SECONDS": "1",
+        "LEASE_SECONDS": "60", "WORKER_TIMEOUT_SECONDS": "120", "MAX_STEP_SECONDS": "60",
+        "VISIBILITY_TIMEOUT_SECONDS": "720",
+    }  # fmt: skip
+    assert Settings.from_env(env).worker_timeout_seconds == 120
+    # The case: a 60 s timeout with a 60 s lease, or 60 s steps, cannot work on Lambda
+    with pytest.raises(SettingsError, match="LEASE_SECONDS"):
+        Settings.from_env(
+            env | {"WORKER_TIMEOUT_SECONDS": "60", "VISIBILITY_TIMEOUT_SECONDS": "360"}
+        )
+    with pytest.raises(SettingsError, match="MAX_STEP_SECONDS"):
+        Settings.from_env(env | {"MAX_STEP_SECONDS": "118"})
+    with pytest.raises(SettingsError, match="6 x WORKER_TIMEOUT_SECONDS"):
+        Settings.from_env(env | {"VISIBILITY_TIMEOUT_SECONDS": "360"})
 
 
 def test_route_matching() -> None:

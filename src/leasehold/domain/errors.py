@@ -79,13 +79,23 @@ class StoreUnavailableError(LeaseholdError):
     code = "store_unavailable"
 
 
-class TransientStepError(LeaseholdError):
+class StepError(LeaseholdError):
+    """A step failed. In a step with an external effect the engine assumes the effect's outcome
+    is uncertain (the job becomes `unknown`) unless the kind says `effect_settled=True`: it knows
+    the effect did not happen (the provider refused it, nothing was sent)."""
+
+    def __init__(self, message: str, *, effect_settled: bool = False) -> None:
+        super().__init__(message)
+        self.effect_settled = effect_settled
+
+
+class TransientStepError(StepError):
     """A step failed in a way worth retrying with backoff."""
 
     code = "transient_error"
 
 
-class FatalStepError(LeaseholdError):
+class FatalStepError(StepError):
     """A step failed in a way no retry can fix."""
 
     code = "handler_error"
@@ -95,3 +105,16 @@ class StepInterruptedError(LeaseholdError):
     """A running step was told to stop: its lease is gone or a cancel was requested."""
 
     code = "step_interrupted"
+
+
+class RelatedItemChangedError(LeaseholdError):
+    """An item written together with a job's outcome (the bookmark a title job fills in, …)
+    failed its condition: nothing of the transaction was written. `index` is its position among
+    the related items; `old_item` what the item was (None when it is gone)."""
+
+    code = "related_item_changed"
+
+    def __init__(self, index: int, old_item: object | None) -> None:
+        super().__init__(f"related item {index} changed")
+        self.index = index
+        self.old_item = old_item

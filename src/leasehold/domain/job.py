@@ -100,7 +100,10 @@ class Job:
     effect_intent: dict[str, Any] | None = None
     replays: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
-    resolution_note: str | None = None
+    """The last few attempt ends and operator acts, as stored (store/history.py)."""
+    history_dropped: int = 0
+    resolution: dict[str, Any] | None = None
+    """How an operator settled an `unknown` job: outcome, by, at, note, receipt?, operation_id?"""
     last_dispatch_at: int | None = None
 
 

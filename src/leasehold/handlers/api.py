@@ -25,7 +25,6 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
 from leasehold.handlers.wiring import metrics, runtime
-from leasehold.kinds import registry
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 
@@ -126,6 +125,8 @@ def json_body(required: bool = True) -> Any:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError("the body is not valid JSON", code="malformed_json") from exc
+    except RecursionError as exc:  # a body nested thousands deep: not one of ours
+        raise ValidationError("the body is nested too deeply", code="malformed_json") from exc
 
 
 def _header(name: str) -> str | None:
@@ -144,8 +145,8 @@ def _query(name: str) -> str | None:
 def jobs() -> JobService:
     rt = runtime()
     return JobService(
-        rt.store,
-        registry(),
+        rt.stores,
+        rt.kinds,
         rt.clock,
         time_ordered_ids(rt.clock),
         rt.telemetry,
@@ -156,7 +157,7 @@ def jobs() -> JobService:
 @cache
 def ops() -> OpsService:
     rt = runtime()
-    return OpsService(rt.store, rt.queue, rt.clock, rt.telemetry)
+    return OpsService(rt.stores, rt.queue, rt.clock, rt.telemetry)
 
 
 # ------------------------------------------------------------------------- routes
@@ -175,7 +176,7 @@ def submit_job() -> Response:
     logger.info("accepted", extra={"job_id": accepted.job_id, "new_job": accepted.created})
     return _json(
         202,
-        {"job_id": accepted.job_id, "state": "queued", "status_url": location},
+        {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
         headers={"Location": location},
     )
 
@@ -220,14 +221,14 @@ def ops_jobs() -> Response:
 
 @app.post("/ops/jobs/<job_id>/replay")
 def ops_replay(job_id: str) -> Response:
-    operator()
-    return _json(202, ops().replay(job_id))
+    who = operator()
+    return _json(202, ops().replay(job_id, who, json_body(required=False)))
 
 
 @app.post("/ops/jobs/<job_id>/resolve")
 def ops_resolve(job_id: str) -> Response:
-    operator()
-    return _json(200, ops().resolve(job_id, json_body()))
+    who = operator()
+    return _json(200, ops().resolve(job_id, who, json_body()))
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -19,6 +19,12 @@ def _required(env: Mapping[str, object], name: str) -> str:
     return str(value)  # moto may hand numbers back; Lambda always gives strings
 
 
+def _optional(env: Mapping[str, object], name: str) -> str:
+    """A variable that is off when unset (only LEASEHOLD_FAULTS, a test and local switch)."""
+    value = env.get(name)
+    return "" if value is None else str(value)
+
+
 def _int(env: Mapping[str, object], name: str) -> int:
     raw = _required(env, name)
     try:
@@ -42,7 +48,38 @@ class Settings:
     slot_wait_seconds: int
     sweep_batch: int
     lost_wakeup_grace_seconds: int
+    worker_timeout_seconds: int
+    max_step_seconds: int
+    visibility_timeout_seconds: int
     metrics_namespace: str
+    faults: str = ""
+    """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
+
+    def check(self) -> Settings:
+        """The arithmetic that keeps a Lambda invocation, a lease and the queue consistent
+        (DESIGN §10): a worker claims only when a lease's worth of work fits in what remains of
+        its invocation, so the timeout must exceed the lease; a step must fit in an invocation;
+        SQS must not redeliver while an invocation may still be working (6 × timeout)."""
+        margin = safety_margin_seconds(self.lease_seconds)
+        problems = []
+        if self.worker_timeout_seconds < self.lease_seconds + margin:
+            problems.append(
+                f"WORKER_TIMEOUT_SECONDS={self.worker_timeout_seconds} must be at least "
+                f"LEASE_SECONDS + {margin} ({self.lease_seconds + margin})"
+            )
+        if self.worker_timeout_seconds < self.max_step_seconds + margin:
+            problems.append(
+                f"WORKER_TIMEOUT_SECONDS={self.worker_timeout_seconds} must be at least "
+                f"MAX_STEP_SECONDS + {margin} ({self.max_step_seconds + margin})"
+            )
+        if self.visibility_timeout_seconds < 6 * self.worker_timeout_seconds:
+            problems.append(
+                f"VISIBILITY_TIMEOUT_SECONDS={self.visibility_timeout_seconds} must be at least "
+                f"6 x WORKER_TIMEOUT_SECONDS ({6 * self.worker_timeout_seconds})"
+            )
+        if problems:
+            raise SettingsError("; ".join(problems))
+        return self
 
     @staticmethod
     def from_env(env: Mapping[str, object] | None = None) -> Settings:
@@ -59,8 +96,17 @@ class Settings:
             slot_wait_seconds=_int(env, "SLOT_WAIT_SECONDS"),
             sweep_batch=_int(env, "SWEEP_BATCH"),
             lost_wakeup_grace_seconds=_int(env, "LOST_WAKEUP_GRACE_SECONDS"),
+            worker_timeout_seconds=_int(env, "WORKER_TIMEOUT_SECONDS"),
+            max_step_seconds=_int(env, "MAX_STEP_SECONDS"),
+            visibility_timeout_seconds=_int(env, "VISIBILITY_TIMEOUT_SECONDS"),
             metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
-        )
+            faults=_optional(env, "LEASEHOLD_FAULTS"),
+        ).check()
+
+
+def safety_margin_seconds(lease_seconds: int) -> int:
+    """How much of a lease (or an invocation) is kept back: no step starts inside it."""
+    return max(1, lease_seconds // 10)
 
 
 ENV_VARIABLES = (
@@ -75,6 +121,12 @@ ENV_VARIABLES = (
     "SLOT_WAIT_SECONDS",
     "SWEEP_BATCH",
     "LOST_WAKEUP_GRACE_SECONDS",
+    "WORKER_TIMEOUT_SECONDS",
+    "MAX_STEP_SECONDS",
+    "VISIBILITY_TIMEOUT_SECONDS",
     "POWERTOOLS_METRICS_NAMESPACE",
 )
-"""What `Settings.from_env` reads: a test checks the template sets each for every function."""
+"""What `Settings.from_env` requires: a test checks the template sets each for every function."""
+
+OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS",)
+"""Read when set, never set by the template: switches for tests and the local stack."""

@@ -14,7 +14,8 @@ from botocore.config import Config
 
 from leasehold.domain.clock import SystemClock
 from leasehold.handlers.settings import Settings
-from leasehold.store.jobs import JobStore
+from leasehold.kinds import JobKind, KindConfig, registry
+from leasehold.store import Stores, Table
 from leasehold.store.queue import WakeupQueue
 
 # Bounded: a dependency that does not answer gives a 503 in seconds, not a hung request.
@@ -35,10 +36,11 @@ class MetricsTelemetry:
 @dataclass(frozen=True)
 class Runtime:
     settings: Settings
-    store: JobStore
+    stores: Stores
     queue: WakeupQueue
     clock: SystemClock
     telemetry: MetricsTelemetry
+    kinds: dict[str, JobKind]
 
 
 @cache
@@ -48,12 +50,19 @@ def runtime() -> Runtime:
     session = boto3.session.Session()
     dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
     sqs = session.client("sqs", config=CLIENT_CONFIG)
+    if settings.faults:  # tests and `leasehold local up --faults` only (DESIGN §10)
+        from leasehold.store.faults import FaultPlan, install_faults
+
+        plan = FaultPlan.parse(settings.faults)
+        install_faults(dynamodb, plan)
+        install_faults(sqs, plan)
     return Runtime(
         settings=settings,
-        store=JobStore(dynamodb, settings.table_name, settings.user_concurrency_limit),
+        stores=Stores.over(Table(dynamodb, settings.table_name), settings.user_concurrency_limit),
         queue=WakeupQueue(sqs, settings.queue_url, settings.dlq_url),
         clock=SystemClock(),
         telemetry=MetricsTelemetry(),
+        kinds=registry(KindConfig(max_step_ms=settings.max_step_seconds * 1000)),
     )
 
 

@@ -1,5 +1,6 @@
 """Worker Lambda: SQS wake-ups through Powertools' BatchProcessor. A record is reported failed
-(kept by SQS) unless its outcome is saved — Lambda deletes only the others (DESIGN §3.4)."""
+(kept by SQS) unless its outcome is saved — Lambda deletes only the others (DESIGN §3.4). Each
+record is handled with the invocation's remaining time (DESIGN §10)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.handlers.settings import safety_margin_seconds
 from leasehold.handlers.wiring import metrics, runtime, worker_identity
-from leasehold.kinds import registry
 from leasehold.service.worker import Disposition, WorkerService, WorkerSettings
 from leasehold.store.queue import Wakeup
 
@@ -36,13 +37,16 @@ def worker() -> WorkerService:
     rt = runtime()
     lease_ms = rt.settings.lease_seconds * 1000
     return WorkerService(
-        store=rt.store,
+        stores=rt.stores,
         queue=rt.queue,
-        kinds=registry(),
+        kinds=rt.kinds,
         clock=rt.clock,
         settings=WorkerSettings(
             worker_id=worker_identity(),
-            lease=LeasePolicy(lease_ms=lease_ms, safety_margin_ms=max(500, lease_ms // 10)),
+            lease=LeasePolicy(
+                lease_ms=lease_ms,
+                safety_margin_ms=safety_margin_seconds(rt.settings.lease_seconds) * 1000,
+            ),
             retry=RetryPolicy(
                 base_ms=rt.settings.backoff_base_ms, cap_ms=rt.settings.backoff_cap_ms
             ),
@@ -53,13 +57,14 @@ def worker() -> WorkerService:
     )
 
 
-def record_handler(record: SQSRecord) -> str:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
     try:
         wakeup = Wakeup.parse(record.body)
     except (ValueError, KeyError, TypeError):
         logger.error("not a wake-up; dropped", extra={"message_id": record.message_id})
         return "malformed"
-    result = worker().handle(wakeup, record.receipt_handle)
+    remaining = lambda_context.get_remaining_time_in_millis if lambda_context else None
+    result = worker().handle(wakeup, record.receipt_handle, remaining_ms=remaining)
     if result.disposition is Disposition.KEEP:
         raise KeepMessageError(result.outcome)
     return result.outcome

@@ -30,8 +30,16 @@ class JobKind(Protocol):
         """Run step `index` on try `attempt`; `tick()` heartbeats and says whether to stop."""
 
 
-def registry() -> dict[str, JobKind]:
+@dataclass(frozen=True)
+class KindConfig:
+    """What the kinds need from a function's settings (built once per cold start)."""
+
+    max_step_ms: int = 60_000
+
+
+def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
     from leasehold.kinds.synthetic import SyntheticKind
 
-    kinds: list[JobKind] = [SyntheticKind()]
+    config = config or KindConfig()
+    kinds: list[JobKind] = [SyntheticKind(max_step_ms=config.max_step_ms)]
     return {kind.name: kind for kind in kinds}

@@ -22,6 +22,9 @@ _STEP_FIELDS = {"name", "cost", "duration_ms", "approval", "fail_times", "fatal"
 class SyntheticKind:
     name = "synthetic"
 
+    def __init__(self, max_step_ms: int = 60_000) -> None:
+        self.max_step_ms = max_step_ms
+
     def validate(self, payload: dict[str, Any]) -> None:
         if set(payload) - {"steps"}:
             raise ValidationError("synthetic payload takes only 'steps'")
@@ -38,7 +41,8 @@ class SyntheticKind:
             name = step.get("name")
             if not isinstance(name, str) or not 1 <= len(name) <= 64:
                 raise ValidationError(f"'{where}.name' must be a string of 1 to 64 characters")
-            for int_field, high in (("cost", 10**9), ("duration_ms", 60_000), ("fail_times", 10)):
+            limits = (("cost", 10**9), ("duration_ms", self.max_step_ms), ("fail_times", 10))
+            for int_field, high in limits:
                 value = step.get(int_field, 0)
                 if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
                     raise ValidationError(f"'{where}.{int_field}' must be an integer 0–{high}")

@@ -172,11 +172,19 @@ class QueuePoller:
     `batchItemFailures`; if the invocation fails, delete none (they return after the visibility
     timeout, as with Lambda)."""
 
-    def __init__(self, endpoint: str, mapping: QueueMapping, handler: Handler, function_name: str):
+    def __init__(
+        self,
+        endpoint: str,
+        mapping: QueueMapping,
+        handler: Handler,
+        function_name: str,
+        timeout_ms: int = 60_000,
+    ):
         self._sqs = client("sqs", endpoint)
         self._mapping = mapping
         self._handler = handler
         self._function_name = function_name
+        self._timeout_ms = timeout_ms
 
     def poll_once(self, wait_seconds: int = 1) -> tuple[int, int]:
         """One receive + invoke + delete; returns (received, deleted)."""
@@ -193,7 +201,8 @@ class QueuePoller:
     def deliver(self, messages: list[dict[str, Any]]) -> int:
         try:
             answer = self._handler(
-                sqs_event(messages, self._mapping.queue_url), LocalContext(self._function_name)
+                sqs_event(messages, self._mapping.queue_url),
+                LocalContext(self._function_name, timeout_ms=self._timeout_ms),
             )
         except Exception:
             return 0

@@ -28,6 +28,17 @@ def _resource(logical_id: str) -> dict[str, Any]:
     return template()["Resources"][logical_id]["Properties"]
 
 
+def parameter_defaults() -> dict[str, str]:
+    return {name: str(p.get("Default", "")) for name, p in template()["Parameters"].items()}
+
+
+def resolved(value: Any) -> Any:
+    """A property as deployed with the parameters' defaults (`{"Ref": Param}` → its default)."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return parameter_defaults()[value["Ref"]]
+    return value
+
+
 def create_table(dynamodb: Any, name: str = "jobs") -> dict[str, Any]:
     props = _resource("JobsTable")
     answer = dynamodb.create_table(
@@ -55,7 +66,7 @@ def create_queues(sqs: Any) -> dict[str, str]:
     work = sqs.create_queue(
         QueueName="work",
         Attributes={
-            "VisibilityTimeout": str(work_props["VisibilityTimeout"]),
+            "VisibilityTimeout": str(resolved(work_props["VisibilityTimeout"])),
             "RedrivePolicy": json.dumps(
                 {
                     "deadLetterTargetArn": dlq_arn,
@@ -73,7 +84,7 @@ def relay_mapping(stream_arn: str, on_failure_arn: str | None = None) -> StreamM
     return StreamMapping(
         function="RelayFunction",
         stream_arn=stream_arn,
-        batch_size=int(event["BatchSize"]),
+        batch_size=int(resolved(event["BatchSize"])),
         filters=[json.loads(f["Pattern"]) for f in event["FilterCriteria"]["Filters"]],
         report_item_failures="ReportBatchItemFailures" in event["FunctionResponseTypes"],
         max_retries=int(event["MaximumRetryAttempts"]),
@@ -86,7 +97,7 @@ def worker_mapping(queue_url: str) -> QueueMapping:
     return QueueMapping(
         function="WorkerFunction",
         queue_url=queue_url,
-        batch_size=int(event["BatchSize"]),
+        batch_size=int(resolved(event["BatchSize"])),
         report_item_failures="ReportBatchItemFailures" in event["FunctionResponseTypes"],
     )
 
@@ -95,7 +106,7 @@ def template_environment(table: str, queues: dict[str, str], **overrides: str) -
     """The Globals environment of template.yaml with its parameters at their defaults and the
     resources bound to the test's names."""
     tpl = template()
-    params = {name: str(p.get("Default", "")) for name, p in tpl["Parameters"].items()}
+    params = parameter_defaults()
     refs = {
         "JobsTable": table,
         "WorkQueue": queues["work"],

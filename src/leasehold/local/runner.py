@@ -159,7 +159,10 @@ def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None
     mapping = info.queue_mappings[0]
     os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = name
     handler = load_handler(info, mapping.function)
-    poller = QueuePoller(info.endpoint, mapping, handler, info.functions[mapping.function].name)
+    function = info.functions[mapping.function]
+    poller = QueuePoller(
+        info.endpoint, mapping, handler, function.name, timeout_ms=function.timeout_seconds * 1000
+    )
     stopping = False
 
     def stop(*_: object) -> None:

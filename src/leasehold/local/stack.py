@@ -34,6 +34,9 @@ LOCAL_PARAMETERS = {
     "UserConcurrencyLimit": "2",
     "SlotWaitSeconds": "1",
     "LostWakeupGraceSeconds": "5",
+    "WorkerTimeoutSeconds": "30",
+    "QueueVisibilitySeconds": "180",
+    "MaxStepSeconds": "20",
 }
 
 
@@ -47,6 +50,7 @@ class FunctionInfo:
     name: str
     handler: str
     environment: dict[str, str]
+    timeout_seconds: int = 60
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,7 @@ def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
             name=config["FunctionName"],
             handler=config["Handler"],
             environment={k: str(v) for k, v in env.items()},
+            timeout_seconds=int(config.get("Timeout") or 60),
         )
         name_to_logical[config["FunctionArn"]] = logical_id
     streams: list[StreamMapping] = []

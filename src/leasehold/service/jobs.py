@@ -14,22 +14,26 @@ from leasehold.domain.states import JobState
 from leasehold.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view
-from leasehold.store.jobs import JobStore
+from leasehold.store import Stores
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_LIMIT = re.compile(r"^[0-9]{1,3}$")
 MAX_LIST_LIMIT = 100
+MAX_VERSION = 2**53
+"""Versions are counters; anything larger than a JSON-safe integer is not one of ours."""
 
 
 @dataclass(frozen=True)
 class Accepted:
     job_id: str
     created: bool
+    state: str
 
 
 class JobService:
     def __init__(
         self,
-        store: JobStore,
+        stores: Stores,
         kinds: dict[str, JobKind],
         clock: Clock,
         new_id: IdFactory,
@@ -37,7 +41,7 @@ class JobService:
         default_max_attempts: int = 3,
     ) -> None:
         self._default_max_attempts = default_max_attempts
-        self._store = store
+        self._stores = stores
         self._kinds = kinds
         self._clock = clock
         self._new_id = new_id
@@ -73,30 +77,33 @@ class JobService:
             steps_total=len(kind.plan(spec.payload)),
             last_dispatch_at=now,
         )
-        outcome = self._store.accept(
+        outcome = self._stores.jobs.accept(
             job, idempotency=idempotency_key, fingerprint=spec.fingerprint()
         )
         if outcome.created:
             self._telemetry.count("JobsAccepted")
-        else:
-            self._telemetry.count("IdempotentReplays")
-        return Accepted(job_id=outcome.job_id, created=outcome.created)
+            return Accepted(job_id=outcome.job_id, created=True, state=JobState.QUEUED.value)
+        self._telemetry.count("IdempotentReplays")
+        # A repeat answers with what the job is now (it may have run, or been cancelled).
+        existing = self._stores.jobs.get(outcome.job_id)
+        state = existing.state.value if existing else JobState.QUEUED.value
+        return Accepted(job_id=outcome.job_id, created=False, state=state)
 
     def view(self, owner: Owner, job_id: str) -> dict[str, Any]:
-        return job_view(self._store.get_owned(owner, job_id))
+        return job_view(self._stores.jobs.get_owned(owner, job_id))
 
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
     ) -> dict[str, Any]:
         parsed_state = parse_state_filter(state)
         parsed_limit = parse_limit(limit)
-        jobs, next_cursor = self._store.list_for_owner(
+        jobs, next_cursor = self._stores.jobs.list_for_owner(
             owner, state=parsed_state, limit=parsed_limit, cursor=cursor
         )
         return {"jobs": [job_view(job) for job in jobs], "next_cursor": next_cursor}
 
     def cancel(self, owner: Owner, job_id: str) -> dict[str, Any]:
-        job = self._store.cancel(owner, job_id, now=self._clock.now_ms())
+        job = self._stores.controls.cancel(owner, job_id, now=self._clock.now_ms())
         self._telemetry.count(
             "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
         )
@@ -109,9 +116,13 @@ class JobService:
         if decision not in ("approve", "reject"):
             raise ValidationError('\'decision\' must be "approve" or "reject"')
         version = body.get("version")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        if (
+            isinstance(version, bool)
+            or not isinstance(version, int)
+            or not 1 <= version <= MAX_VERSION
+        ):
             raise ValidationError("'version' must be the job's current version (an integer ≥ 1)")
-        job = self._store.decide_approval(
+        job = self._stores.controls.decide_approval(
             owner, job_id, version=version, approve=decision == "approve", now=self._clock.now_ms()
         )
         self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
@@ -131,6 +142,7 @@ def parse_state_filter(state: str | None) -> JobState | None:
 def parse_limit(limit: str | None, default: int = 20) -> int:
     if limit is None or limit == "":
         return default
-    if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST_LIMIT:
+    # Only ASCII digits: str.isdigit() also accepts '²', which int() refuses.
+    if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_LIST_LIMIT:
         raise ValidationError(f"'limit' must be an integer from 1 to {MAX_LIST_LIMIT}")
     return int(limit)

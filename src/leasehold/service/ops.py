@@ -4,21 +4,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools import Logger
+
 from leasehold.domain.clock import Clock, iso
 from leasehold.domain.errors import ValidationError
+from leasehold.domain.job import Owner
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.jobs import parse_limit, parse_state_filter
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view, ops_row
-from leasehold.store.jobs import JobStore
+from leasehold.store import Stores
 from leasehold.store.queue import WakeupQueue
+
+logger = Logger(service="leasehold", child=True)
+
+MAX_NOTE = 500
+
+
+def _note(body: dict[str, Any], *, required: bool) -> str:
+    note = body.get("note")
+    if note is None and not required:
+        return ""
+    if not isinstance(note, str) or not 1 <= len(note) <= MAX_NOTE:
+        raise ValidationError(f"'note' must be a string of 1 to {MAX_NOTE} characters")
+    return note
 
 
 class OpsService:
     def __init__(
-        self, store: JobStore, queue: WakeupQueue, clock: Clock, telemetry: Telemetry
+        self, stores: Stores, queue: WakeupQueue, clock: Clock, telemetry: Telemetry
     ) -> None:
-        self._store = store
+        self._stores = stores
+        self._store = stores.jobs
         self._queue = queue
         self._clock = clock
         self._telemetry = telemetry
@@ -78,22 +95,62 @@ class OpsService:
         now = self._clock.now_ms()
         return {"jobs": [ops_row(job, now) for job in jobs], "next_cursor": next_cursor}
 
-    def replay(self, job_id: str) -> dict[str, Any]:
-        job = self._store.replay(job_id, now=self._clock.now_ms())
+    def replay(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
+        """Body optional: `{"note"?, "checked_provider"?}`; an `unknown` job needs both."""
+        body = {} if body is None else body
+        if not isinstance(body, dict) or set(body) - {"note", "checked_provider"}:
+            raise ValidationError('the body must be {"note"?: ..., "checked_provider"?: true}')
+        checked = body.get("checked_provider", False)
+        if not isinstance(checked, bool):
+            raise ValidationError("'checked_provider' must be true or false")
+        note = _note(body, required=checked)
+        job = self._stores.operator.replay(
+            job_id,
+            operator=operator.user_id,
+            note=note,
+            checked_provider=checked,
+            now=self._clock.now_ms(),
+        )
         self._telemetry.count("JobsReplayed")
+        logger.info(
+            "operator replay",
+            extra={
+                "job_id": job_id,
+                "operator": operator.user_id,
+                "note": note,
+                "checked_provider": checked,
+            },
+        )
         return job_view(job)
 
-    def resolve(self, job_id: str, body: Any) -> dict[str, Any]:
-        if not isinstance(body, dict) or set(body) - {"outcome", "note"}:
-            raise ValidationError('the body must be {"outcome": ..., "note": ...}')
+    def resolve(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
+        """Body `{"outcome": "succeeded"|"failed", "note", "receipt"?}`."""
+        if not isinstance(body, dict) or set(body) - {"outcome", "note", "receipt"}:
+            raise ValidationError('the body must be {"outcome": ..., "note": ..., "receipt"?: ...}')
         outcome = body.get("outcome")
         if outcome not in ("succeeded", "failed"):
             raise ValidationError('\'outcome\' must be "succeeded" or "failed"')
-        note = body.get("note")
-        if not isinstance(note, str) or not 1 <= len(note) <= 500:
-            raise ValidationError("'note' must be a string of 1 to 500 characters")
-        job = self._store.resolve(
-            job_id, succeeded=outcome == "succeeded", note=note, now=self._clock.now_ms()
+        note = _note(body, required=True)
+        receipt = body.get("receipt")
+        if receipt is not None and (not isinstance(receipt, str) or not 1 <= len(receipt) <= 200):
+            raise ValidationError("'receipt' must be a string of 1 to 200 characters")
+        job = self._stores.operator.resolve(
+            job_id,
+            operator=operator.user_id,
+            succeeded=outcome == "succeeded",
+            note=note,
+            receipt=receipt,
+            now=self._clock.now_ms(),
         )
         self._telemetry.count("JobsResolved")
+        logger.info(
+            "operator resolve",
+            extra={
+                "job_id": job_id,
+                "operator": operator.user_id,
+                "outcome": outcome,
+                "note": note,
+                "receipt": receipt,
+            },
+        )
         return job_view(job)

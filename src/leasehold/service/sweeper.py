@@ -3,19 +3,25 @@ deadline. Bounded work per run; every write is conditional, so two sweepers neve
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock
-from leasehold.domain.errors import StaleEpochError
-from leasehold.domain.states import JobState, StopReason
+from leasehold.domain.errors import StaleEpochError, StoreUnavailableError
+from leasehold.domain.policies import RetryPolicy
+from leasehold.domain.states import JobState
+from leasehold.service.outcomes import Outcomes
 from leasehold.service.telemetry import Telemetry
-from leasehold.service.worker import effect_uncertain_error
-from leasehold.store.jobs import JobStore
+from leasehold.store import Stores
+from leasehold.store.history import entry
+from leasehold.store.leases import ClaimRejection
 
 logger = Logger(service="leasehold", child=True)
+
+SWEEPER = "sweeper"
 
 
 @dataclass(frozen=True)
@@ -25,61 +31,70 @@ class SweepSettings:
 
 
 def sweep(
-    store: JobStore, clock: Clock, settings: SweepSettings, telemetry: Telemetry
+    stores: Stores, clock: Clock, settings: SweepSettings, telemetry: Telemetry
 ) -> dict[str, int]:
-    now = clock.now_ms()
+    """One pass. A store that fails mid-pass ends the pass (counted); the next run goes on."""
     report: Counter[str] = Counter()
-    running, _ = store.list_by_state(JobState.RUNNING, limit=settings.batch_limit)
+    try:
+        _sweep(stores, clock, settings, telemetry, report)
+    except StoreUnavailableError as unavailable:
+        report["unavailable"] += 1
+        logger.warning("sweep cut short: store unavailable", extra={"detail": str(unavailable)})
+    for name, value in report.items():
+        telemetry.count(f"Sweeper{name.capitalize()}", value)
+    if report:
+        logger.info("sweep", extra=dict(report))
+    return dict(report)
+
+
+def _sweep(
+    stores: Stores,
+    clock: Clock,
+    settings: SweepSettings,
+    telemetry: Telemetry,
+    report: Counter[str],
+) -> None:
+    now = clock.now_ms()
+    outcomes = Outcomes(stores, clock, telemetry, RetryPolicy(0, 0), random.Random())
+    running, _ = stores.jobs.list_by_state(JobState.RUNNING, limit=settings.batch_limit)
     for job in running:
         if (job.lease_expires_at or 0) >= now:
             continue
+        if job.effect_intent:
+            reason, counted = ClaimRejection.EFFECT_OPEN, "unknown"
+        elif job.deadline_at <= now:
+            reason, counted = ClaimRejection.DEADLINE, "dead"
+        elif job.attempts >= job.max_attempts:
+            reason, counted = ClaimRejection.EXHAUSTED, "dead"
+        else:
+            reason, counted = "rescue", "rescued"
         try:
-            if job.effect_intent:
-                store.settle_expired_lease(
-                    job,
-                    JobState.UNKNOWN,
-                    now=now,
-                    stop_reason=StopReason.EFFECT_UNCERTAIN,
-                    error=effect_uncertain_error(job),
-                )
-                report["unknown"] += 1
-            elif job.deadline_at <= now or job.attempts >= job.max_attempts:
-                deadline = job.deadline_at <= now
-                reason = StopReason.DEADLINE_EXCEEDED if deadline else StopReason.ATTEMPTS_EXHAUSTED
-                store.settle_expired_lease(
-                    job,
-                    JobState.DEAD,
-                    now=now,
-                    stop_reason=reason,
-                    error={"code": reason.value, "message": "lease expired on the last chance"},
-                )
-                report["dead"] += 1
-            else:
-                store.settle_expired_lease(job, JobState.QUEUED, now=now)
-                report["rescued"] += 1
+            outcomes.settle_abandoned(job, reason, now, by=SWEEPER)
+            report[counted] += 1
         except StaleEpochError:
             report["raced"] += 1
-    queued, _ = store.list_by_state(JobState.QUEUED, limit=settings.batch_limit)
+    queued, _ = stores.jobs.list_by_state(JobState.QUEUED, limit=settings.batch_limit)
     grace = settings.lost_wakeup_grace_ms
     for job in queued:
         try:
             if job.deadline_at <= now:
-                store.expire_queued(job, now=now)
+                stores.upkeep.expire_queued(
+                    job,
+                    now=now,
+                    history=entry(
+                        "deadline",
+                        at=now,
+                        state=JobState.DEAD.value,
+                        reason="deadline_exceeded",
+                        by=SWEEPER,
+                    ),
+                )
+                telemetry.count("JobsDead")
                 report["dead"] += 1
             elif (job.next_attempt_at or 0) <= now - grace and (
                 job.last_dispatch_at or 0
             ) <= now - grace:
-                store.redispatch(job, now=now)
+                stores.upkeep.redispatch(job, now=now)
                 report["redispatched"] += 1
         except StaleEpochError:
             report["raced"] += 1
-    for name, value in report.items():
-        telemetry.count(f"Sweeper{name.capitalize()}", value)
-    # The outcome metrics count a job however it got there (worker or sweeper).
-    if report["unknown"]:
-        telemetry.count("JobsUnknown", report["unknown"])
-    if report["dead"]:
-        telemetry.count("JobsDead", report["dead"])
-    if report:
-        logger.info("sweep", extra=dict(report))
-    return dict(report)

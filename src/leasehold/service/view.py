@@ -7,6 +7,28 @@ from typing import Any
 from leasehold.domain.clock import iso
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
+from leasehold.store.history import expand
+
+
+def history_view(job: Job) -> list[dict[str, Any]]:
+    """The stored history spelled out, times as ISO 8601 UTC."""
+    entries = []
+    for stored in job.history:
+        entry = expand(stored)
+        entry["at"] = iso(entry.get("at"))
+        entries.append(entry)
+    return entries
+
+
+def effect_view(job: Job) -> dict[str, Any] | None:
+    if not job.effect_intent:
+        return None
+    return {
+        "operation_id": job.effect_intent.get("operation_id"),
+        "idempotency_key": job.effect_intent.get("idempotency_key"),
+        "step": job.effect_intent.get("step"),
+        "started_at": iso(job.effect_intent.get("started_at")),
+    }
 
 
 def job_view(job: Job) -> dict[str, Any]:
@@ -39,21 +61,18 @@ def job_view(job: Job) -> dict[str, Any]:
             "step_name": job.approval.get("step_name"),
             "requested_at": iso(job.approval.get("requested_at")),
         }
-    if job.effect_intent:
+    effect = effect_view(job)
+    if effect:
         # An external effect is in progress: said plainly, so nobody mistakes it for done.
-        view["effect"] = {
-            "operation_id": job.effect_intent.get("operation_id"),
-            "step": job.effect_intent.get("step"),
-            "started_at": iso(job.effect_intent.get("started_at")),
-        }
+        view["effect"] = effect
     if job.state is JobState.SUCCEEDED and job.result is not None:
         view["result"] = job.result
     if job.error:
         view["error"] = {"code": job.error.get("code", ""), "message": job.error.get("message", "")}
     if job.stop_reason:
         view["stop_reason"] = job.stop_reason
-    if job.resolution_note:
-        view["resolution_note"] = job.resolution_note
+    if job.resolution:
+        view["resolution"] = {**job.resolution, "at": iso(job.resolution.get("at"))}
     return view
 
 
@@ -74,7 +93,7 @@ def ops_row(job: Job, now: int) -> dict[str, Any]:
         "next_attempt_at": iso(job.next_attempt_at) if job.state is JobState.QUEUED else None,
         "lease_owner": job.lease_owner,
         "lease_expires_at": iso(job.lease_expires_at),
-        "effect_intent": job.effect_intent,
+        "effect": effect_view(job),
         "replays": job.replays,
-        "history": job.history,
+        "history": history_view(job),
     }

@@ -1,10 +1,19 @@
 """The worker's use case: claim a job from a wake-up, run its steps from the checkpoint under the
-lease, save the outcome under the fence — and only then let the message go (DESIGN §3.2–3.6)."""
+lease, save the outcome under the fence — and only then let the message go (DESIGN §3.2–3.6).
+
+What the store and the invocation may do to it (DESIGN §10) is part of the contract:
+- a store that stays unavailable (after the store's bounded retries) never turns into a step
+  failure: the message is kept (or re-sent) and the lease, if any, runs out for the sweeper;
+- a record is claimed only when a lease's worth of work fits in the invocation's remaining time,
+  and a step that would not fit is handed back (checkpoint kept, attempt not burned);
+- an open external effect is never erased by anything but the completion of its own step: an
+  error, a cancel or a lost lease in an effect step leaves the job `unknown`."""
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -18,17 +27,22 @@ from leasehold.domain.errors import (
     SlotsFullError,
     StaleEpochError,
     StepInterruptedError,
+    StoreUnavailableError,
     TransientStepError,
 )
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.policies import MAX_RESULT_BYTES, LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState, StopReason
 from leasehold.kinds import JobKind, StepPlan
+from leasehold.service.outcomes import Outcomes, effect_uncertain_error
 from leasehold.service.telemetry import Telemetry
-from leasehold.store.jobs import ClaimRejection, JobStore
+from leasehold.store import Stores
+from leasehold.store.leases import ClaimRejection
 from leasehold.store.queue import Wakeup, WakeupQueue
 
 logger = Logger(service="leasehold", child=True)
+
+RemainingMs = Callable[[], int]
 
 
 class Disposition(StrEnum):
@@ -51,16 +65,19 @@ class WorkerSettings:
     retry: RetryPolicy
     slot_wait_ms: int
     heartbeat_every_ms: int
+    resend_delay_s: tuple[int, int] = (2, 5)
+    """A wake-up the store could not serve goes back to SQS this many seconds out (jittered)."""
 
 
 @dataclass
-class _Attempt:
-    """The state of one claimed attempt as this worker last saw it."""
+class Attempt:
+    """One claimed attempt as this worker last saw it."""
 
     job: Job
     plan: list[StepPlan]
     checkpoint: Checkpoint
     last_beat: int
+    remaining_ms: RemainingMs | None
     lease_lost: bool = False
     log_keys: dict[str, Any] = field(default_factory=dict)
 
@@ -68,7 +85,7 @@ class _Attempt:
 class WorkerService:
     def __init__(
         self,
-        store: JobStore,
+        stores: Stores,
         queue: WakeupQueue,
         kinds: dict[str, JobKind],
         clock: Clock,
@@ -76,46 +93,74 @@ class WorkerService:
         telemetry: Telemetry,
         rng: random.Random | None = None,
     ) -> None:
-        self._store = store
+        self._leases = stores.leases
         self._queue = queue
         self._kinds = kinds
         self._clock = clock
         self._settings = settings
         self._telemetry = telemetry
         self._rng = rng or random.Random()
+        self._outcomes = Outcomes(stores, clock, telemetry, settings.retry, self._rng)
 
     # ------------------------------------------------------------------ claim
 
-    def handle(self, wakeup: Wakeup, receipt_handle: str | None = None) -> WakeupResult:
+    def handle(
+        self,
+        wakeup: Wakeup,
+        receipt_handle: str | None = None,
+        remaining_ms: RemainingMs | None = None,
+    ) -> WakeupResult:
         """Handle one wake-up. Safe for any message: duplicate, late, early or for a job that is
-        long finished. StoreUnavailableError propagates: the caller keeps the message."""
+        long finished. `remaining_ms` is the invocation's time left (Lambda's context)."""
+        lease_ms = self._settings.lease.lease_ms
+        if remaining_ms is not None and remaining_ms() < lease_ms + self._margin():
+            return self._hand_off(wakeup, "no_time", delay_s=0)
         now = self._clock.now_ms()
         try:
-            job = self._store.claim(
+            job = self._leases.claim(
                 wakeup.job_id,
                 wakeup.owner,
                 worker_id=self._settings.worker_id,
                 now=now,
-                lease_ms=self._settings.lease.lease_ms,
+                lease_ms=lease_ms,
             )
         except SlotsFullError:
-            # Wait for a free slot without burning an attempt or spinning on this message.
-            delay_s = max(1, self._settings.slot_wait_ms // 1000)
-            self._queue.send(replace(wakeup, delay_seconds=delay_s))
+            # Wait for a free slot without burning an attempt or spinning on this message; say
+            # so on the job, or the sweeper would take the wait for a lost wake-up (D5).
             self._telemetry.count("SlotWaits")
-            logger.info("per-user limit reached; wake-up re-sent", extra={"job_id": wakeup.job_id})
-            return WakeupResult(Disposition.ACK, "slots_full")
+            try:
+                self._leases.note_dispatch(wakeup.job_id, now=now)
+            except StoreUnavailableError:
+                pass  # the re-sent wake-up still goes out; at worst the sweeper adds a copy
+            delay_s = max(1, self._settings.slot_wait_ms // 1000)
+            return self._hand_off(wakeup, "slots_full", delay_s=delay_s)
         except ClaimRejectedError as rejected:
             return self._on_rejected_claim(wakeup, rejected, receipt_handle, now)
+        except StoreUnavailableError as unavailable:
+            logger.warning(
+                "claim: store unavailable",
+                extra={"job_id": wakeup.job_id, "detail": str(unavailable)},
+            )
+            low, high = self._settings.resend_delay_s
+            return self._hand_off(wakeup, "store_unavailable", delay_s=self._rng.randint(low, high))
         self._telemetry.count("JobsClaimed")
-        return self._run(job)
+        return self._run(job, remaining_ms)
+
+    def _margin(self) -> int:
+        return self._settings.lease.safety_margin_ms
+
+    def _hand_off(self, wakeup: Wakeup, outcome: str, *, delay_s: int) -> WakeupResult:
+        """Put the wake-up back on the queue as a new message `delay_s` out and let this one go
+        (its receive count does not grow); if even SQS refuses, keep this one."""
+        try:
+            self._queue.send(replace(wakeup, delay_seconds=delay_s))
+        except StoreUnavailableError:
+            return WakeupResult(Disposition.KEEP, outcome)
+        logger.info("wake-up handed off", extra={"job_id": wakeup.job_id, "why": outcome})
+        return WakeupResult(Disposition.ACK, outcome)
 
     def _on_rejected_claim(
-        self,
-        wakeup: Wakeup,
-        rejected: ClaimRejectedError,
-        receipt_handle: str | None,
-        now: int,
+        self, wakeup: Wakeup, rejected: ClaimRejectedError, receipt_handle: str | None, now: int
     ) -> WakeupResult:
         job = rejected.job if isinstance(rejected.job, Job) else None
         reason = rejected.reason
@@ -136,49 +181,25 @@ class WorkerService:
             if receipt_handle is not None:
                 self._queue.delay(receipt_handle, due_in_s)
                 return WakeupResult(Disposition.KEEP, reason)
-            self._queue.send(replace(wakeup, delay_seconds=min(900, due_in_s)))
-            return WakeupResult(Disposition.ACK, reason)
+            return self._hand_off(wakeup, reason, delay_s=min(900, due_in_s))
         try:
-            if reason == ClaimRejection.EFFECT_OPEN:
-                self._store.settle_expired_lease(
-                    job,
-                    JobState.UNKNOWN,
-                    now=now,
-                    stop_reason=StopReason.EFFECT_UNCERTAIN,
-                    error=effect_uncertain_error(job),
-                )
-                self._telemetry.count("JobsUnknown")
-            elif reason == ClaimRejection.DEADLINE and job.state is JobState.QUEUED:
-                self._store.expire_queued(job, now=now)
-                self._telemetry.count("JobsDead")
-            elif reason in {ClaimRejection.DEADLINE, ClaimRejection.EXHAUSTED}:
-                deadline = reason == ClaimRejection.DEADLINE
-                self._store.settle_expired_lease(
-                    job,
-                    JobState.DEAD,
-                    now=now,
-                    stop_reason=StopReason.DEADLINE_EXCEEDED
-                    if deadline
-                    else StopReason.ATTEMPTS_EXHAUSTED,
-                    error={
-                        "code": "deadline_exceeded" if deadline else "attempts_exhausted",
-                        "message": "the last attempt's lease expired without an outcome",
-                    },
-                )
-                self._telemetry.count("JobsDead")
+            self._outcomes.settle_abandoned(job, reason, now, by=self._settings.worker_id)
         except StaleEpochError:
             self._telemetry.count("StaleWritesRejected")
+        except StoreUnavailableError:
+            return WakeupResult(Disposition.KEEP, "store_unavailable")
         return WakeupResult(Disposition.ACK, reason)
 
     # ------------------------------------------------------------------ run
 
-    def _run(self, job: Job) -> WakeupResult:
+    def _run(self, job: Job, remaining_ms: RemainingMs | None) -> WakeupResult:
         kind = self._kinds[job.kind]
-        attempt = _Attempt(
+        attempt = Attempt(
             job=job,
             plan=kind.plan(job.payload),
             checkpoint=replace(job.checkpoint, outputs=list(job.checkpoint.outputs)),
             last_beat=self._clock.now_ms(),
+            remaining_ms=remaining_ms,
             log_keys={"job_id": job.job_id, "epoch": job.epoch, "attempt": job.attempts},
         )
         logger.info("claimed", extra=attempt.log_keys | {"step": attempt.checkpoint.next_step})
@@ -188,8 +209,17 @@ class WorkerService:
             self._telemetry.count("StaleWritesRejected")
             logger.warning("stale write rejected", extra=attempt.log_keys | {"detail": str(stale)})
             return WakeupResult(Disposition.ACK, "stale")
+        except StoreUnavailableError as unavailable:
+            # Nothing could be saved: keep the message. The lease runs out and the sweeper (or a
+            # redelivery) takes the job on from its last checkpoint — or to `unknown` if an
+            # effect was open.
+            logger.warning(
+                "store unavailable; message kept",
+                extra=attempt.log_keys | {"detail": str(unavailable)},
+            )
+            return WakeupResult(Disposition.KEEP, "store_unavailable")
 
-    def _run_steps(self, kind: JobKind, attempt: _Attempt) -> WakeupResult:
+    def _run_steps(self, kind: JobKind, attempt: Attempt) -> WakeupResult:
         total = len(attempt.plan)
         while attempt.checkpoint.next_step < total:
             index = attempt.checkpoint.next_step
@@ -210,7 +240,7 @@ class WorkerService:
                 step_failures=0,
             )
             if index + 1 < total:
-                attempt.job = self._store.save_checkpoint(
+                attempt.job = self._leases.save_checkpoint(
                     attempt.job,
                     attempt.checkpoint,
                     now=self._clock.now_ms(),
@@ -221,115 +251,142 @@ class WorkerService:
         return self._succeed(attempt)
 
     def _check_before_step(
-        self, attempt: _Attempt, step: StepPlan, index: int
+        self, attempt: Attempt, step: StepPlan, index: int
     ) -> WakeupResult | None:
-        """Cancellation, deadline, remaining lease and budget, then approval (DESIGN §5)."""
+        """Cancellation, deadline, the invocation's time, the lease, budget, then approval
+        (DESIGN §5, §10)."""
         job, checkpoint, now = attempt.job, attempt.checkpoint, self._clock.now_ms()
         if job.cancel_requested:
-            return self._stop(attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None)
+            return self._outcomes.stop(
+                attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None
+            )
         if now >= job.deadline_at:
-            return self._stop(
+            return self._outcomes.stop(
                 attempt,
                 JobState.DEAD,
                 StopReason.DEADLINE_EXCEEDED,
-                {"code": "deadline_exceeded", "message": f"deadline passed before step {index}"},
+                {
+                    "code": "deadline_exceeded",
+                    "message": f"the deadline passed before step {index}",
+                },
+            )
+        if attempt.remaining_ms is not None and (
+            attempt.remaining_ms() < step.duration_ms + self._margin()
+        ):
+            return self._outcomes.hand_back(
+                attempt, f"step {index} would not fit in the invocation"
             )
         if not self._settings.lease.may_start_step(
             now, job.lease_expires_at or 0, step.duration_ms
         ):
-            attempt.job = self._store.heartbeat(
+            attempt.job = self._leases.heartbeat(
                 job, now=now, lease_ms=self._settings.lease.lease_ms
             )
             attempt.last_beat = now
             if attempt.job.cancel_requested:
-                return self._stop(attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None)
+                return self._outcomes.stop(
+                    attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None
+                )
         budget = job.budget
         if budget.max_steps is not None and checkpoint.steps_used + 1 > budget.max_steps:
-            return self._budget_stop(
+            return self._outcomes.budget_stop(
                 attempt, f"step {index} would pass max_steps {budget.max_steps}"
             )
         if budget.max_cost is not None and checkpoint.cost_used + step.cost > budget.max_cost:
-            return self._budget_stop(
+            return self._outcomes.budget_stop(
                 attempt,
                 f"step {index} costs {step.cost}; {checkpoint.cost_used} of {budget.max_cost} used",
             )
         if step.needs_approval and checkpoint.approved_step != index:
-            self._store.finish(
-                job,
-                JobState.WAITING_APPROVAL,
-                now=now,
-                checkpoint=checkpoint,
-                approval={"step": index, "step_name": step.name, "requested_at": now},
-            )
-            self._telemetry.count("JobsPaused")
-            logger.info("waiting for approval", extra=attempt.log_keys | {"step": index})
-            return WakeupResult(Disposition.ACK, JobState.WAITING_APPROVAL.value)
+            return self._outcomes.pause(attempt, step, index)
         return None
 
-    def _run_one(
-        self, kind: JobKind, attempt: _Attempt, step: StepPlan, index: int
-    ) -> Any | WakeupResult:
+    def _run_one(self, kind: JobKind, attempt: Attempt, step: StepPlan, index: int) -> Any:
         if step.has_effect:
-            operation_id = f"{attempt.job.job_id}:{attempt.job.epoch}:{index}"
-            attempt.job = self._store.record_effect_intent(
+            now = self._clock.now_ms()
+            # Stable across attempts, workers and replays of the same work (DESIGN §8).
+            operation_id = f"{attempt.job.job_id}:{index}"
+            attempt.job = self._leases.record_effect_intent(
                 attempt.job,
                 {
                     "operation_id": operation_id,
-                    "idempotency_key": f"{attempt.job.job_id}:step:{index}",
+                    "idempotency_key": operation_id,
                     "step": index,
-                    "started_at": self._clock.now_ms(),
+                    "started_at": now,
                 },
-                now=self._clock.now_ms(),
+                now=now,
             )
+            self._telemetry.count("EffectsSubmitted")
             logger.info(
                 "effect intent recorded", extra=attempt.log_keys | {"operation_id": operation_id}
             )
         try_number = attempt.checkpoint.step_failures + 1
+        effect_open = step.has_effect
         try:
             return kind.run_step(
                 attempt.job.payload, index, try_number, lambda: self._tick(attempt)
             )
+        except (StoreUnavailableError, StaleEpochError):
+            raise
         except StepInterruptedError:
             if attempt.lease_lost:
-                raise StaleEpochError("the lease was lost during the step") from None
-            return self._stop(attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None)
+                logger.warning("lease lost during the step", extra=attempt.log_keys)
+                return WakeupResult(Disposition.ACK, "lease_lost")
+            if effect_open:
+                return self._outcomes.uncertain(attempt, "a cancel interrupted the effect step")
+            return self._outcomes.stop(
+                attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None
+            )
         except FatalStepError as fatal:
-            return self._stop(
+            if effect_open and not fatal.effect_settled:
+                return self._outcomes.uncertain(attempt, f"the effect step failed: {fatal}")
+            return self._outcomes.stop(
                 attempt,
                 JobState.FAILED,
                 StopReason.HANDLER_ERROR,
                 {"code": "handler_error", "message": str(fatal)[:500]},
             )
         except TransientStepError as transient:
-            return self._retry_or_dead(
+            if effect_open and not transient.effect_settled:
+                return self._outcomes.uncertain(attempt, f"the effect step failed: {transient}")
+            return self._outcomes.retry_or_dead(
                 attempt, {"code": "transient_error", "message": str(transient)[:500]}
             )
         except Exception as unexpected:  # a bug in a kind is retried, never lost
             logger.exception("step raised", extra=attempt.log_keys)
-            return self._retry_or_dead(
+            if effect_open:
+                return self._outcomes.uncertain(
+                    attempt, f"the effect step raised {type(unexpected).__name__}"
+                )
+            return self._outcomes.retry_or_dead(
                 attempt, {"code": "unexpected_error", "message": f"{type(unexpected).__name__}"}
             )
 
-    def _tick(self, attempt: _Attempt) -> bool:
-        """Heartbeat while a step runs; False tells the step to stop (lease lost or cancel)."""
+    def _tick(self, attempt: Attempt) -> bool:
+        """Heartbeat while a step runs; False tells the step to stop (lease lost or cancel). A
+        heartbeat the store could not take is tried again at the next tick while the lease
+        still holds — the step goes on; it is never counted as the step failing."""
         now = self._clock.now_ms()
         if now - attempt.last_beat >= self._settings.heartbeat_every_ms:
             try:
-                attempt.job = self._store.heartbeat(
+                attempt.job = self._leases.heartbeat(
                     attempt.job, now=now, lease_ms=self._settings.lease.lease_ms
                 )
+                attempt.last_beat = now
             except StaleEpochError:
                 attempt.lease_lost = True
                 return False
-            attempt.last_beat = now
-        if (attempt.job.lease_expires_at or 0) <= now:
+            except StoreUnavailableError:
+                self._telemetry.count("HeartbeatsFailed")
+                logger.warning(
+                    "heartbeat failed; retrying while the lease holds", extra=attempt.log_keys
+                )
+        if (attempt.job.lease_expires_at or 0) <= now + self._margin() // 2:
             attempt.lease_lost = True
             return False
         return not attempt.job.cancel_requested
 
-    # ------------------------------------------------------------------ outcomes
-
-    def _succeed(self, attempt: _Attempt) -> WakeupResult:
+    def _succeed(self, attempt: Attempt) -> WakeupResult:
         checkpoint = attempt.checkpoint
         result = {
             "steps_completed": checkpoint.steps_used,
@@ -337,97 +394,20 @@ class WorkerService:
             "outputs": checkpoint.outputs,
         }
         if len(json.dumps(result, separators=(",", ":")).encode()) > MAX_RESULT_BYTES:
-            return self._stop(
+            return self._outcomes.stop(
                 attempt,
                 JobState.FAILED,
                 StopReason.HANDLER_ERROR,
                 {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
             )
-        self._store.finish(
-            attempt.job,
-            JobState.SUCCEEDED,
-            now=self._clock.now_ms(),
-            checkpoint=checkpoint,
-            result=result,
-        )
-        self._telemetry.count("JobsSucceeded")
-        logger.info("succeeded", extra=attempt.log_keys)
-        return WakeupResult(Disposition.ACK, JobState.SUCCEEDED.value)
-
-    def _budget_stop(self, attempt: _Attempt, message: str) -> WakeupResult:
-        self._telemetry.count("BudgetExhausted")
-        return self._stop(
-            attempt,
-            JobState.FAILED,
-            StopReason.BUDGET_EXHAUSTED,
-            {"code": "budget_exhausted", "message": message},
-        )
-
-    def _stop(
-        self,
-        attempt: _Attempt,
-        target: JobState,
-        reason: StopReason,
-        error: dict[str, str] | None,
-    ) -> WakeupResult:
-        now = self._clock.now_ms()
-        self._store.finish(
-            attempt.job,
-            target,
-            now=now,
-            checkpoint=attempt.checkpoint,
-            error=error,
-            stop_reason=reason,
-            history_entry=_history(attempt.job, target, reason.value, now),
-        )
-        self._telemetry.count(
-            {
-                JobState.FAILED: "JobsFailed",
-                JobState.DEAD: "JobsDead",
-                JobState.CANCELLED: "JobsCancelled",
-            }.get(target, "JobsStopped")
-        )
-        logger.info(
-            "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": reason.value}
-        )
-        return WakeupResult(Disposition.ACK, target.value)
-
-    def _retry_or_dead(self, attempt: _Attempt, error: dict[str, str]) -> WakeupResult:
-        job = attempt.job
-        if job.attempts >= job.max_attempts:
-            return self._stop(attempt, JobState.DEAD, StopReason.ATTEMPTS_EXHAUSTED, error)
-        now = self._clock.now_ms()
-        retry_at = now + self._settings.retry.delay_ms(job.attempts, self._rng)
-        checkpoint = replace(attempt.checkpoint, step_failures=attempt.checkpoint.step_failures + 1)
-        self._store.finish(
-            job,
-            JobState.QUEUED,
-            now=now,
-            checkpoint=checkpoint,
-            error=error,
-            retry_at=retry_at,
-            history_entry=_history(job, JobState.QUEUED, error["code"], now),
-        )
-        self._telemetry.count("JobsRetried")
-        logger.info("retry scheduled", extra=attempt.log_keys | {"retry_in_ms": retry_at - now})
-        return WakeupResult(Disposition.ACK, "retry_scheduled")
+        return self._outcomes.succeed(attempt, result)
 
 
-def effect_uncertain_error(job: Job) -> dict[str, str]:
-    """Why a job is `unknown`: names the operation an operator must reconcile."""
-    operation = (job.effect_intent or {}).get("operation_id", "?")
-    return {
-        "code": "effect_uncertain",
-        "message": f"the lease expired while external effect {operation} was in progress; "
-        "whether it happened is unknown — reconcile, then resolve or replay",
-    }
-
-
-def _history(job: Job, target: JobState, why: str, now: int) -> dict[str, Any]:
-    return {
-        "attempt": job.attempts,
-        "epoch": job.epoch,
-        "outcome": target.value,
-        "why": why,
-        "at": now,
-    }
+__all__ = [
+    "Attempt",
+    "Disposition",
+    "WakeupResult",
+    "WorkerService",
+    "WorkerSettings",
+    "effect_uncertain_error",
+]

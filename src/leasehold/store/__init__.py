@@ -1,1 +1,41 @@
-"""The only place that knows DynamoDB and SQS: keys, items, conditions, transactions."""
+"""The only place that knows DynamoDB and SQS: keys, items, conditions, transactions.
+
+One `Table` (the door every request goes through, store/table.py) is shared by the stores of the
+job's room, each owning one kind of write: `JobStore` (accept and reads), `LeaseStore` (the
+worker's fenced writes), `UpkeepStore` (the sweeper's), `ControlStore` (the caller's controls)
+and `OperatorStore` (replay, resolve)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from leasehold.store.controls import ControlStore
+from leasehold.store.jobs import JobStore
+from leasehold.store.leases import LeaseStore
+from leasehold.store.operator import OperatorStore
+from leasehold.store.table import Table
+from leasehold.store.upkeep import UpkeepStore
+
+
+@dataclass(frozen=True)
+class Stores:
+    table: Table
+    jobs: JobStore
+    leases: LeaseStore
+    upkeep: UpkeepStore
+    controls: ControlStore
+    operator: OperatorStore
+
+    @staticmethod
+    def over(table: Table, slot_limit: int = 0) -> Stores:
+        return Stores(
+            table=table,
+            jobs=JobStore(table),
+            leases=LeaseStore(table, slot_limit),
+            upkeep=UpkeepStore(table, slot_limit),
+            controls=ControlStore(table),
+            operator=OperatorStore(table),
+        )
+
+
+__all__ = ["Stores", "Table"]

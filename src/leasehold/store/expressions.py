@@ -74,9 +74,9 @@ class Expression:
     def condition_expression(self) -> str | None:
         return " AND ".join(self._conditions) or None
 
-    def update_params(self, table: str, key: dict[str, Any]) -> dict[str, Any]:
+    def update_params(self, key: dict[str, Any]) -> dict[str, Any]:
+        """UpdateItem parameters for `key` (the Table adds its name)."""
         params: dict[str, Any] = {
-            "TableName": table,
             "Key": key,
             "UpdateExpression": self.update_expression(),
         }

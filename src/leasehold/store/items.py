@@ -170,6 +170,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         effect_intent=doc.get("effect_intent"),
         replays=doc.get("replays", 0),
         history=doc.get("history", []),
-        resolution_note=doc.get("resolution_note"),
+        history_dropped=doc.get("history_dropped", 0),
+        resolution=doc.get("resolution"),
         last_dispatch_at=doc.get("last_dispatch_at"),
     )

@@ -1,0 +1,268 @@
+"""LeaseStore: the worker's writes. A claim makes one worker the only valid holder (epoch + 1, a
+lease); every later write is fenced by that epoch, the state and the lease (DESIGN §3.2–3.5)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from leasehold.domain.errors import (
+    ClaimRejectedError,
+    LeaseholdError,
+    RelatedItemChangedError,
+    SlotsFullError,
+    StaleEpochError,
+)
+from leasehold.domain.job import Checkpoint, Job, Owner
+from leasehold.domain.states import JobState, StopReason, is_terminal
+from leasehold.store.expressions import Expression
+from leasehold.store.guards import fenced, keep_for_operators, outbox_put, owned, set_history
+from leasehold.store.items import job_from_item, job_key, state_partition
+from leasehold.store.slots import release_slot, take_slot
+from leasehold.store.table import ConditionFailed, Table
+
+
+class ClaimRejection:
+    """Why a claim's condition failed, read from the item DynamoDB returned with the failure."""
+
+    NOT_FOUND = "not_found"
+    TERMINAL = "terminal"
+    PAUSED = "paused"
+    UNCERTAIN = "uncertain"
+    LEASED = "leased"
+    NOT_DUE = "not_due"
+    EFFECT_OPEN = "effect_open"
+    DEADLINE = "deadline"
+    EXHAUSTED = "exhausted"
+
+
+def classify_claim(job: Job | None, now: int) -> ClaimRejectedError:
+    if job is None:
+        return ClaimRejectedError(ClaimRejection.NOT_FOUND)
+    if is_terminal(job.state):
+        return ClaimRejectedError(ClaimRejection.TERMINAL, job)
+    if job.state is JobState.WAITING_APPROVAL:
+        return ClaimRejectedError(ClaimRejection.PAUSED, job)
+    if job.state is JobState.UNKNOWN:
+        return ClaimRejectedError(ClaimRejection.UNCERTAIN, job)
+    if job.state is JobState.RUNNING and (job.lease_expires_at or 0) >= now:
+        return ClaimRejectedError(ClaimRejection.LEASED, job)
+    if job.state is JobState.RUNNING and job.effect_intent:
+        return ClaimRejectedError(ClaimRejection.EFFECT_OPEN, job)
+    if job.deadline_at <= now:
+        return ClaimRejectedError(ClaimRejection.DEADLINE, job)
+    if job.attempts >= job.max_attempts:
+        return ClaimRejectedError(ClaimRejection.EXHAUSTED, job)
+    return ClaimRejectedError(ClaimRejection.NOT_DUE, job)
+
+
+def _set_checkpoint(expr: Expression, checkpoint: Checkpoint) -> None:
+    expr.set("next_step", checkpoint.next_step).set("cost_used", checkpoint.cost_used)
+    expr.set("steps_used", checkpoint.steps_used).set("step_failures", checkpoint.step_failures)
+    expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
+
+
+class LeaseStore:
+    """`slot_limit` is the per-user concurrency limit (0 = none): with a limit, taking and
+    releasing a slot share a transaction with the job's own write."""
+
+    def __init__(self, table: Table, slot_limit: int = 0) -> None:
+        self._table = table
+        self._slot_limit = slot_limit
+
+    def claim(self, job_id: str, owner: Owner, *, worker_id: str, now: int, lease_ms: int) -> Job:
+        """One conditional write (with a per-user limit: one transaction with the slot take)
+        that makes this worker the only valid holder: epoch + 1, attempts + 1, a new lease
+        (DESIGN §3.2). Raises ClaimRejectedError with the reason read from the failed item, or
+        SlotsFullError."""
+        expr = owned(Expression(), owner)
+        state, attempts = expr.name("state"), expr.name("attempts")
+        lease, deadline = expr.name("lease_expires_at"), expr.name("deadline_at")
+        max_attempts, effect = expr.name("max_attempts"), expr.name("effect_intent")
+        queued, running = expr.value(JobState.QUEUED.value), expr.value(JobState.RUNNING.value)
+        now_v = expr.value(now)
+        expr.condition(
+            f"({state} = {queued} AND {expr.name('next_attempt_at')} <= {now_v}"
+            f" AND {deadline} > {now_v} AND {attempts} < {max_attempts})"
+            f" OR ({state} = {running} AND {lease} < {now_v} AND {deadline} > {now_v}"
+            f" AND {attempts} < {max_attempts} AND attribute_not_exists({effect}))"
+        )
+        expr.set("state", JobState.RUNNING.value).increment("epoch").increment("attempts")
+        expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
+        expr.set("gsi1pk", state_partition(JobState.RUNNING)).set("updated_at", now)
+        expr.increment("version").remove("next_attempt_at")
+        update = expr.update_params(job_key(job_id))
+        try:
+            if self._slot_limit <= 0:
+                item = self._table.update(update)
+                assert item is not None
+                return job_from_item(item)
+            self._table.transact(
+                [
+                    {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                    take_slot(job_id, owner, self._slot_limit),
+                ]
+            )
+        except ConditionFailed as failed:
+            if failed.failed_at(1):
+                raise SlotsFullError(
+                    f"per-user limit of {self._slot_limit} running jobs reached"
+                ) from failed
+            old = failed.old_item(0)
+            raise classify_claim(job_from_item(old) if old else None, now) from failed
+        # A transaction returns no attributes; the claimed item is read once, strongly.
+        item = self._table.get(job_key(job_id))
+        if item is None:  # pragma: no cover - the transaction just wrote it
+            raise ClaimRejectedError(ClaimRejection.NOT_FOUND)
+        return job_from_item(item)
+
+    def _fenced_update(self, expr: Expression, job: Job, *, stale_message: str) -> Job:
+        try:
+            item = self._table.update(expr.update_params(job_key(job.job_id)))
+        except ConditionFailed as failed:
+            raise StaleEpochError(stale_message) from failed
+        assert item is not None
+        return job_from_item(item)
+
+    def heartbeat(self, job: Job, *, now: int, lease_ms: int) -> Job:
+        """Extend my lease; returns the item so the worker sees `cancel_requested`."""
+        expr = fenced(job, now).set("lease_expires_at", now + lease_ms)
+        return self._fenced_update(expr, job, stale_message="heartbeat under a lost lease")
+
+    def save_checkpoint(self, job: Job, checkpoint: Checkpoint, *, now: int, lease_ms: int) -> Job:
+        """Progress after a finished step, under the lease, extending it. A finished step also
+        settles the effect it opened, so the intent goes with it."""
+        expr = fenced(job, now)
+        _set_checkpoint(expr, checkpoint)
+        expr.set("lease_expires_at", now + lease_ms).remove("effect_intent")
+        return self._fenced_update(expr, job, stale_message="checkpoint under a lost lease")
+
+    def record_effect_intent(self, job: Job, intent: dict[str, Any], *, now: int) -> Job:
+        """The ledger entry written before an external effect (DESIGN §3.6): while it is open, no
+        outcome but the step's own completion removes it, and an expired lease makes the job
+        `unknown`, never an automatic retry."""
+        expr = fenced(job, now).set("effect_intent", intent)
+        return self._fenced_update(expr, job, stale_message="effect intent under a lost lease")
+
+    def finish(
+        self,
+        job: Job,
+        target: JobState,
+        *,
+        now: int,
+        checkpoint: Checkpoint,
+        history: dict[str, Any],
+        result: Any = None,
+        error: dict[str, str] | None = None,
+        stop_reason: StopReason | None = None,
+        retry_at: int | None = None,
+        approval: dict[str, Any] | None = None,
+        settle_effect: bool = False,
+        also: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """The outcome of this worker's attempt, under the fence (DESIGN §3.3–3.5), in one
+        transaction with the per-user slot release, a retry's delayed wake-up and any `also`
+        items (a kind's own writes that must land with the outcome, or not at all).
+
+        An open effect intent is kept unless `settle_effect` (the step that opened it ran to
+        its end). Raises StaleEpochError when the fence fails, RelatedItemChangedError (with
+        the item's index in `also`) when one of `also`'s conditions fails."""
+        expr = fenced(job, now, require_deadline=target is not JobState.DEAD)
+        _set_checkpoint(expr, checkpoint)
+        expr.set("state", target.value).set("gsi1pk", state_partition(target))
+        expr.remove("lease_owner", "lease_expires_at")
+        if settle_effect:
+            expr.remove("effect_intent")
+        keep_for_operators(expr, target, now)
+        set_history(expr, job, history)
+        if result is not None:
+            expr.set("result", json.dumps(result, separators=(",", ":")))
+        if error is not None:
+            expr.set("error", error)
+        if stop_reason is not None:
+            expr.set("stop_reason", stop_reason.value)
+        extra: list[dict[str, Any]] = list(also or [])
+        first_related = 1
+        if target is JobState.QUEUED:
+            assert retry_at is not None, "a retry needs retry_at"
+            expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
+            extra.insert(
+                0,
+                outbox_put(
+                    job.job_id, job.owner, version=job.version + 1, deliver_at=retry_at, now=now
+                ),
+            )
+            first_related = 2
+        if target is JobState.WAITING_APPROVAL:
+            assert approval is not None, "a pause needs the approval request"
+            # A pause is not a failed try: the attempt it used is given back.
+            expr.set("approval", approval).increment("attempts", -1)
+        self._write(
+            expr,
+            job,
+            extra,
+            stale_message=f"{target} under a lost lease",
+            first_related=first_related,
+            related=len(also or []),
+        )
+
+    def hand_back(
+        self, job: Job, *, now: int, checkpoint: Checkpoint, retry_at: int, history: dict[str, Any]
+    ) -> None:
+        """Give the job back unfinished (not enough time left in this invocation for its next
+        step): `queued` again at `retry_at` with a wake-up, checkpoint kept, the attempt given
+        back — it was not a failed try. Never used while an effect is open."""
+        expr = fenced(job, now)
+        _set_checkpoint(expr, checkpoint)
+        expr.set("state", JobState.QUEUED.value).set("gsi1pk", state_partition(JobState.QUEUED))
+        expr.remove("lease_owner", "lease_expires_at").increment("attempts", -1)
+        expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
+        set_history(expr, job, history)
+        wakeup = outbox_put(
+            job.job_id, job.owner, version=job.version + 1, deliver_at=retry_at, now=now
+        )
+        self._write(expr, job, [wakeup], stale_message="hand-back under a lost lease")
+
+    def note_dispatch(self, job_id: str, *, now: int) -> None:
+        """Record that a wake-up for this queued job was just sent straight to SQS (a slot wait,
+        a hand-off), so the sweeper does not mistake it for lost and add another copy."""
+        expr = Expression()
+        expr.condition(f"{expr.name('state')} = {expr.value(JobState.QUEUED.value)}")
+        expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
+        try:
+            self._table.update(expr.update_params(job_key(job_id)), return_new=False)
+        except ConditionFailed:
+            pass  # no longer queued: nothing to guard
+
+    def _write(
+        self,
+        expr: Expression,
+        job: Job,
+        extra: list[dict[str, Any]],
+        *,
+        stale_message: str,
+        first_related: int = 1,
+        related: int = 0,
+    ) -> None:
+        """One UpdateItem when it alone gives the guarantee; a transaction when the slot release
+        or a wake-up must commit with it."""
+        update = expr.update_params(job_key(job.job_id))
+        items = list(extra)
+        if self._slot_limit > 0:
+            items.append(release_slot(job))
+        try:
+            if not items:
+                self._table.update(update, return_new=False)
+                return
+            self._table.transact(
+                [{"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}, *items]
+            )
+        except ConditionFailed as failed:
+            if not failed.reasons or failed.failed_at(0):
+                raise StaleEpochError(stale_message) from failed
+            for index in range(related):
+                if failed.failed_at(first_related + index):
+                    raise RelatedItemChangedError(
+                        index, failed.old_item(first_related + index)
+                    ) from failed
+            raise LeaseholdError("a worker write failed a condition it cannot explain") from failed
