@@ -22,6 +22,7 @@ import socket
 from collections.abc import Callable, Iterable
 
 from leasehold.titles.errors import TitleFetchError
+from leasehold.titles.urls import HttpUrl, parse_fetch_url
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -132,6 +133,24 @@ def resolve_and_vet(
         vet_address(address, host, allow_test_loopback=allow_test_loopback)
         addresses.append(address)
     return addresses
+
+
+def vet_url(
+    url: str, resolver: Resolver, *, allow_test_loopback: bool = False
+) -> tuple[HttpUrl, list[IPAddress]]:
+    """The whole policy for one hop (the first URL or a redirect), before any connection:
+    the URL rules of `parse_fetch_url`, then the address rule for an IP literal (no lookup) or
+    for every address the name resolves to (one lookup). Returns the parsed URL and the
+    addresses the fetcher may connect to; raises a non-retryable `TitleFetchError` otherwise
+    (`dns_failure` may be retryable)."""
+    target = parse_fetch_url(url, allow_any_port=allow_test_loopback)
+    if target.ip is not None:
+        vet_address(target.ip, target.host, allow_test_loopback=allow_test_loopback)
+        return target, [target.ip]
+    addresses = resolve_and_vet(
+        target.host, target.port, resolver, allow_test_loopback=allow_test_loopback
+    )
+    return target, addresses
 
 
 def system_resolver(host: str, port: int) -> list[str]:

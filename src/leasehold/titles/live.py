@@ -30,7 +30,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import urllib3
 from aws_lambda_powertools import Logger
@@ -44,18 +44,12 @@ from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util.ssl_match_hostname import CertificateError
 
 from leasehold.domain.errors import StepInterruptedError
-from leasehold.titles.addresses import (
-    IPAddress,
-    Resolver,
-    resolve_and_vet,
-    system_resolver,
-    vet_address,
-)
+from leasehold.titles.addresses import IPAddress, Resolver, system_resolver, vet_url
 from leasehold.titles.answer import REDIRECT_STATUSES, BodyDecoder, check_answer, request_headers
 from leasehold.titles.errors import TitleFetchError, timeout_error
 from leasehold.titles.fetch_run import FetchRun
 from leasehold.titles.page import decode_html, extract_title
-from leasehold.titles.urls import HttpUrl, parse_fetch_url
+from leasehold.titles.urls import HttpUrl
 
 logger = Logger(service="leasehold", child=True)
 
@@ -159,9 +153,11 @@ class LiveFetcher:
     def _fetch_title(self, url: str, run: FetchRun) -> str:
         current = url
         while True:
-            target = parse_fetch_url(current, allow_any_port=self._test_loopback)
-            run.hosts.append(target.host)
-            addresses = self._vetted_addresses(target)
+            run.hosts.append(_host_for_log(current))
+            target, addresses = vet_url(
+                current, self._resolver, allow_test_loopback=self._test_loopback
+            )
+            run.hosts[-1] = target.host
             pool, response = self._open(target, addresses, run)
             try:
                 run.status = response.status
@@ -175,14 +171,6 @@ class LiveFetcher:
                 response.close()
                 pool.close()
             return _title_from(target, body, content_type, complete=complete, broken=broken)
-
-    def _vetted_addresses(self, target: HttpUrl) -> list[IPAddress]:
-        if target.ip is not None:
-            vet_address(target.ip, target.host, allow_test_loopback=self._test_loopback)
-            return [target.ip]
-        return resolve_and_vet(
-            target.host, target.port, self._resolver, allow_test_loopback=self._test_loopback
-        )
 
     def _open(
         self, target: HttpUrl, addresses: list[IPAddress], run: FetchRun
@@ -354,3 +342,11 @@ def _translate(exc: Exception, host: str) -> TitleFetchError:
     return TitleFetchError(
         "connection_failed", f"{host}: the connection failed ({type(exc).__name__})", retryable=True
     )
+
+
+def _host_for_log(url: str) -> str:
+    """The host part of a URL that may not parse, for the log line only: never the path."""
+    try:
+        return (urlsplit(url).hostname or "?")[:253]
+    except ValueError:
+        return "?"

@@ -101,6 +101,7 @@ def _is_control(char: str) -> bool:
 def _known_encoding(label: str, *, from_meta: bool) -> str | None:
     try:
         name = codecs.lookup(label).name
+        b"a".decode(name, "replace")  # LookupError for bytes-to-bytes codecs (base64, rot13, zlib…)
     except LookupError:
         return None
     if name in _WINDOWS_1252_ALIASES:
@@ -111,10 +112,7 @@ def _known_encoding(label: str, *, from_meta: bool) -> str | None:
 
 
 def _decode(body: bytes, encoding: str, *, complete: bool) -> str:
-    try:
-        decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-    except LookupError:  # a label that names a bytes-to-bytes codec (base64, rot13…)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
     return str(decoder.decode(body, final=complete))
 
 
