@@ -60,6 +60,8 @@ class FetchRun:
             return self._title
 
     def attach(self, response: urllib3.BaseHTTPResponse) -> None:
+        """Register the answer being read, so `abort()` can shut its socket; raises if the
+        fetch was already aborted (nobody would shut it then)."""
         with self._lock:
             self._response = response
             stopped = self._stopped

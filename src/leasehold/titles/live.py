@@ -206,7 +206,12 @@ class LiveFetcher:
             except (HTTPError, OSError) as exc:
                 pool.close()
                 raise _translate(exc, target.host) from exc
-            run.attach(response)
+            try:
+                run.attach(response)
+            except StepInterruptedError:  # the caller gave up while the answer was on its way
+                response.close()
+                pool.close()
+                raise
             return pool, response
         if failure is None:  # resolve_and_vet never returns an empty list
             raise TitleFetchError("dns_failure", f"{target.host}: no address", retryable=False)
