@@ -259,6 +259,7 @@ def _parse_enrichment(body: bytes) -> tuple[str, str | None]:
 
 class _ProviderHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 64  # the default 5 drops a burst's SYNs: a 1 s connect retry each
     block_on_close = True  # server_close() waits for every request thread
     provider: ProviderServer
 
