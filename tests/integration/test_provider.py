@@ -82,34 +82,38 @@ def test_without_idempotent_keys_a_repeat_is_a_second_charge(
 def test_concurrent_requests_with_one_idempotent_key_charge_exactly_once(
     start_provider: StartProvider,
 ) -> None:
-    # Given eight clients released at once, all with the same key
+    # Given eight clients released at once on each of five keys in turn (five chances to race)
     server = start_provider("idempotent")
-    threads_count = 8
+    threads_count, keys = 8, [f"race-{round_}" for round_ in range(5)]
     start_line = threading.Barrier(threads_count, timeout=10)
-    receipts: list[str] = []
+    receipts: dict[str, list[str]] = {key: [] for key in keys}
     errors: list[BaseException] = []
     lock = threading.Lock()
 
-    def submit() -> None:
+    def submit_each_key() -> None:
         client = client_for(server)  # its own connection pool, so the requests truly overlap
         try:
-            start_line.wait()
-            receipt = client.submit("race-key", url=PAGE).receipt
-            with lock:
-                receipts.append(receipt)
+            for key in keys:
+                start_line.wait()
+                receipt = client.submit(key, url=PAGE).receipt
+                with lock:
+                    receipts[key].append(receipt)
         except BaseException as exc:  # surfaced by the assertion below
             with lock:
                 errors.append(exc)
+            start_line.abort()
 
-    threads = [threading.Thread(target=submit) for _ in range(threads_count)]
+    threads = [threading.Thread(target=submit_each_key) for _ in range(threads_count)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=20)
-    # Then every caller got the one receipt and the ledger holds one charge
-    assert not errors and len(receipts) == threads_count
-    assert len(set(receipts)) == 1
-    assert charges(server)["count"] == 1
+        thread.join(timeout=30)
+    # Then every caller of a key got that key's one receipt, and each key was charged once
+    assert not errors
+    for key in keys:
+        assert len(receipts[key]) == threads_count and len(set(receipts[key])) == 1, key
+        assert charges(server, key)["count"] == 1, key
+    assert charges(server)["count"] == len(keys)
 
 
 # --- lost answers, failures, slowness, nobody listening ---------------------------------------
