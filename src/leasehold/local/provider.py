@@ -111,7 +111,10 @@ class ProviderServer:
         server.provider = self
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="provider"
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="provider",
+            daemon=True,  # a host that forgets stop() can still exit
         )
         self._thread.start()
         return self
