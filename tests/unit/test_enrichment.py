@@ -91,6 +91,7 @@ def test_a_summary_without_text_comes_from_the_url() -> None:
     assert summary == "A page on example.org about blog durable background jobs."
     assert tags == ["blog", "durable", "background", "jobs", "example"]
     assert summarize("https://example.org/", "  ")[0] == "The home page of example.org."
+    assert summarize("https://example.org/x/1", None)[0] == "A page on example.org."
 
 
 def test_summaries_are_deterministic_and_bounded() -> None:

@@ -33,7 +33,12 @@ def summarize(url: str, text: str | None) -> tuple[str, list[str]]:
     topic = " ".join(
         word.lower() for word in path_words if len(word) > 1 and word.lower() not in _STOPWORDS
     )
-    summary = f"A page on {host} about {topic}." if topic else f"The home page of {host}."
+    if topic:
+        summary = f"A page on {host} about {topic}."
+    elif parts.path.strip("/"):
+        summary = f"A page on {host}."
+    else:
+        summary = f"The home page of {host}."
     host_words = " ".join(host.split(".")[:-1])  # the site's own name, not its TLD
     return _clip(summary), _top_words(" ".join(path_words) + " " + host_words)
 
