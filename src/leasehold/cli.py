@@ -156,7 +156,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.template), port=args.port)
 
 
+def _cmd_provider_serve(args: argparse.Namespace) -> int:
+    import sqlite3
+
+    from leasehold.local.provider import serve_provider
+
+    if not 0 <= args.port <= 65535:
+        raise CliError("--port must be between 0 and 65535")
+    try:
+        return serve_provider(args.port, args.capability, Path(args.db))
+    except (OSError, sqlite3.Error) as exc:
+        raise CliError(f"cannot serve the provider (port {args.port}, {args.db}): {exc}") from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from leasehold.providers.enrichment import PROVIDER_MODES
+
     parser = argparse.ArgumentParser(prog="leasehold", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     local = commands.add_parser("local", help="the embedded local stack").add_subparsers(
@@ -197,6 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     redrive.add_argument("--dlq-url")
     redrive.add_argument("--max", type=int, default=1000)
     ops.set_defaults(run=_cmd_ops)
+    provider = commands.add_parser("provider", help="the local billable enrichment provider")
+    provider_commands = provider.add_subparsers(dest="provider_command", required=True)
+    serve = provider_commands.add_parser("serve", help="serve it on 127.0.0.1 until Ctrl-C")
+    serve.add_argument("--port", type=int, default=8090)
+    serve.add_argument("--capability", choices=PROVIDER_MODES, required=True)
+    serve.add_argument("--db", default=".leasehold/provider.sqlite3", help="the charge ledger")
+    serve.set_defaults(run=_cmd_provider_serve)
     demo = commands.add_parser("demo", help="the ten-task demo on the local stack")
     demo.add_argument("--port", type=int, default=0)
     demo.add_argument("--template", default="template.yaml")
