@@ -16,7 +16,13 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from leasehold.agent.formats import CURRENCY_SYMBOLS, DATE_SEARCH, IBAN_LENGTHS, compact_code
+from leasehold.agent.formats import (
+    CURRENCY_SYMBOLS,
+    DATE_SEARCH,
+    IBAN_LENGTHS,
+    ISO_CURRENCIES,
+    compact_code,
+)
 from leasehold.agent.vocabulary import FIELD_MAX_JSON_BYTES, KNOWN_FIELDS, clip_json
 
 MAX_TEXT_CHARS: Final = 32 * 1024
@@ -107,6 +113,8 @@ _AMOUNT: Final = re.compile(
     r"(?:\s?(?P<after>[€£$¥]|\b[A-Z]{3}\b))?"
 )
 _CURRENCY_TOKEN: Final = re.compile(r"\b[A-Z]{3}\b|[€£$¥]")
+_AMOUNT_LIKE: Final = re.compile(r"\d[.,]\d{2}(?!\d)")  # "80.00": a table row, not a name
+_OTHER_LABEL: Final = re.compile(r"[^:\d]{1,30}:(?:\s|$)")  # "Notes: …", "Bill to:" in a block
 _INVOICE_NUMBER_TOKEN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9/_.\-]{0,47}")
 
 
@@ -132,7 +140,7 @@ def extract(text: str) -> dict[str, str]:
             label, value = labelled
             if not value:
                 value = _value_after(segmented, index, position)
-            for hit in _interpret(label, value):
+            for hit in _interpret(label, value, segment):
                 if _better(hit, best.get(hit.field)):
                     best[hit.field] = hit
                     if hit.field == "supplier_name":
@@ -196,8 +204,9 @@ def _value_after(segmented: list[list[str]], index: int, position: int) -> str:
     return ""
 
 
-def _interpret(label: _Label, value: str) -> list[_Hit]:
-    """The field value(s) a labelled `value` gives; [] when it holds nothing of that kind."""
+def _interpret(label: _Label, value: str, segment: str) -> list[_Hit]:
+    """The field value(s) a labelled `value` gives; [] when it holds nothing of that kind.
+    `segment` is the whole column, label included ("Total (EUR): …" names the currency)."""
     field, rank = label.field, label.rank
     if field == "iban":
         iban = _iban_run(value)
@@ -212,28 +221,35 @@ def _interpret(label: _Label, value: str) -> list[_Hit]:
         found = DATE_SEARCH.search(value)
         return [_Hit(field, found.group() if found else value, rank)] if value else []
     if field == "total":
-        return _total_hits(value, rank)
+        return _total_hits(value, rank, segment)
     if field == "currency":
-        token = _CURRENCY_TOKEN.search(value)
+        token = _CURRENCY_TOKEN.match(value)
         return (
             [_Hit(field, CURRENCY_SYMBOLS.get(token.group(), token.group()), rank)] if token else []
         )
     return [_Hit(field, value, rank)] if value else []
 
 
-def _total_hits(value: str, rank: int) -> list[_Hit]:
+def _total_hits(value: str, rank: int, segment: str) -> list[_Hit]:
     match = _AMOUNT.search(value)
     if match is None:
         # "Total: to be confirmed" is worth showing Alice: validate reports it unparsed.
         return [_Hit("total_amount", value, rank)] if value else []
     hits = [_Hit("total_amount", match.group("number").rstrip(".,' "), rank)]
-    currency = match.group("before") or match.group("after")
-    if currency is None:
-        token = _CURRENCY_TOKEN.search(value)
-        currency = token.group() if token else None
+    # A code or symbol next to the number is taken as written (validate judges it); one
+    # elsewhere in the column counts only if it is a real ISO code ("incl. VAT" is not).
+    currency = match.group("before") or match.group("after") or _known_currency_in(segment)
     if currency:
         hits.append(_Hit("currency", CURRENCY_SYMBOLS.get(currency, currency), rank))
     return hits
+
+
+def _known_currency_in(text: str) -> str | None:
+    for token in _CURRENCY_TOKEN.finditer(text):
+        code = CURRENCY_SYMBOLS.get(token.group(), token.group())
+        if code in ISO_CURRENCIES:
+            return code
+    return None
 
 
 def _better(hit: _Hit, current: _Hit | None) -> bool:
@@ -304,7 +320,13 @@ def _letterhead(segmented: list[list[str]]) -> tuple[str, str]:
     if index == len(segmented):
         return "", ""
     first = segmented[index][0]
-    if _match_label(first) or _RECIPIENT_LINE.match(first) or _CONTACT_LINE.search(first):
+    if (
+        _match_label(first)
+        or _RECIPIENT_LINE.match(first)
+        or _CONTACT_LINE.search(first)
+        or _AMOUNT_LIKE.search(first)
+        or _OTHER_LABEL.match(first)
+    ):
         return "", ""
     return first, _address_block(segmented, index + 1)
 
@@ -317,7 +339,7 @@ def _address_block(segmented: list[list[str]], start: int) -> str:
         first = segments[0]
         if _match_label(first) or _CONTACT_LINE.search(first) or _TITLE_LINE.fullmatch(first):
             break
-        if _RECIPIENT_LINE.match(first):
+        if _RECIPIENT_LINE.match(first) or _OTHER_LABEL.match(first):
             break
         parts.append(first)
     return ", ".join(parts)
