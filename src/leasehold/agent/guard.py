@@ -22,7 +22,8 @@ and every unit test rather than the first doc_prep job, and the cost is about a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -45,9 +46,21 @@ EMPTY_ARGS_SCHEMA: Final = {
     "additionalProperties": False,
 }
 TOOL_ARGS_SCHEMAS: Final = dict.fromkeys(TOOL_ORDER, EMPTY_ARGS_SCHEMA)
-_ARGS_VALIDATORS: Final = {
-    tool: fastjsonschema.compile(schema) for tool, schema in TOOL_ARGS_SCHEMAS.items()
-}
+
+
+def _compile_each_once(schemas: Mapping[str, Mapping[str, Any]]) -> dict[str, Callable[[Any], Any]]:
+    """One compiled validator per distinct schema (today the three tools share one)."""
+    compiled: dict[str, Callable[[Any], Any]] = {}
+    validators: dict[str, Callable[[Any], Any]] = {}
+    for tool, schema in schemas.items():
+        text = json.dumps(schema, sort_keys=True)
+        if text not in compiled:
+            compiled[text] = fastjsonschema.compile(dict(schema))
+        validators[tool] = compiled[text]
+    return validators
+
+
+_ARGS_VALIDATORS: Final = _compile_each_once(TOOL_ARGS_SCHEMAS)
 _MAX_ARG_NODES: Final = 256
 
 
