@@ -15,9 +15,10 @@
    or before the lease expiry. Not a rejection: the engine hands the job back unspent.
 Rejections and budget stops end the job (`failed` / `tool_rejected` or `budget_exhausted`).
 
-The arg schemas are compiled with fastjsonschema *at import*: a bad schema fails the cold start
-and every unit test rather than the first doc_prep job, and the cost is about a millisecond
-(measured in the report of the change that added this module).
+The arg schemas are compiled with fastjsonschema *at import*, once per distinct schema: a bad
+schema then fails the cold start and every unit test rather than the first doc_prep job, and the
+cost is small (one compile ≈ 1-2 ms; importing fastjsonschema after boto3 ≈ 4-8 ms; jsonschema
+would add ≈ 65-120 ms; measured on the shared dev machine, see docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from leasehold.agent.vocabulary import MAX_TOOL_STEPS, TOOL_ORDER, clip_json
 from leasehold.domain.errors import LeaseholdError
 
 # Upper bounds of one run of each tool on a 16 KiB document, with room for a slow cold CPU
-# (measured: extract ≈ 10 ms on a 16 KiB adversarial document, validate and draft < 1 ms).
+# (measured on a loaded 2-core machine: extract ≤ 40 ms on 16 KiB adversarial documents,
+# validate and draft < 1 ms).
 TOOL_BOUND_MS: Final = {"extract": 2_000, "validate": 1_000, "draft": 1_000}
 SAFETY_MARGIN_MS: Final = 2_000
 EMPTY_ARGS_SCHEMA: Final = {
