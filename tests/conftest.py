@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from tests.support.api import Call, call_fixture
 from tests.support.atomic import serialise_dynamodb
 from tests.support.harness import Harness
 
@@ -61,3 +62,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker in ("unit", "integration", "e2e"):
             if f"/tests/{marker}/" in str(item.path):
                 item.add_marker(getattr(pytest.mark, marker))
+
+
+@pytest.fixture
+def call(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call]:
+    """The Api handler with the template's environment (the live title fetcher, as deployed)."""
+    yield from call_fixture(monkeypatch)
+
+
+@pytest.fixture
+def local_call(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call]:
+    """The Api handler configured as the local stack is (the fixture title fetcher)."""
+    yield from call_fixture(monkeypatch, TITLE_FETCHER="fixture")

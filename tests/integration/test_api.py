@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,62 +12,7 @@ from botocore.stub import Stubber
 from leasehold.handlers import api, wiring
 from leasehold.local.invoke import LocalContext
 from tests.conftest import load_event
-from tests.support.resources import clients, create_queues, create_table, template_environment
-
-Call = Callable[..., tuple[int, dict[str, Any], dict[str, str]]]
-
-
-@pytest.fixture
-def call(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call]:
-    dynamodb, sqs = clients()
-    table = create_table(dynamodb)["TableName"]
-    queues = create_queues(sqs)
-    for name, value in template_environment(table, queues).items():
-        monkeypatch.setenv(name, value)
-    for cached in (wiring.runtime, api.jobs, api.ops):
-        cached.cache_clear()
-
-    def invoke(
-        event_name: str,
-        *,
-        body: Any = None,
-        raw_body: str | None = None,
-        user: str | None = "alice",
-        path_id: str | None = None,
-        query: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        event = copy.deepcopy(load_event(event_name))
-        event["headers"].pop("idempotency-key", None)  # only where a test gives one
-        if body is not None:
-            event["body"] = json.dumps(body)
-        if raw_body is not None:
-            event["body"] = raw_body
-        if user is None:
-            event["requestContext"].pop("authorizer", None)
-        elif user != "keep":
-            claims = {
-                "sub": user,
-                "custom:tenant": "other-group" if user == "carol" else "study-group",
-            }
-            if user == "ops":
-                claims["cognito:groups"] = "[operators]"
-            event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
-        if path_id is not None:
-            event["pathParameters"] = {"job_id": path_id}
-            event["rawPath"] = event["rawPath"].replace("j_000000000000example", path_id)
-            event["requestContext"]["http"]["path"] = event["rawPath"]
-        if query is not None:
-            event["queryStringParameters"] = query
-        if headers is not None:
-            event["headers"] = {**event["headers"], **headers}
-        answer = api.handler(event, LocalContext("api"))
-        return answer["statusCode"], json.loads(answer["body"] or "{}"), answer.get("headers") or {}
-
-    yield invoke
-    for cached in (wiring.runtime, api.jobs, api.ops):
-        cached.cache_clear()
-
+from tests.support.api import CACHED, Call
 
 SUBMIT = {"kind": "synthetic", "payload": {"steps": [{"name": "a", "cost": 1}]}}
 
@@ -236,3 +179,118 @@ def test_malformed_ids_and_foreign_cursors_are_4xx_not_500(call: Call) -> None:
     forged = base64.urlsafe_b64encode(json.dumps({"pk": {"S": "nope"}}).encode()).decode()
     status, body, _ = call("api-list-jobs.json", query={"cursor": forged})
     assert status == 400 and "cursor" in body["error"]["message"]
+
+
+# ------------------------------------------------------------------ DESIGN §10 at the API
+
+
+def _with_faults(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:
+    """The functions read LEASEHOLD_FAULTS once at cold start: set it, then start cold."""
+    monkeypatch.setenv("LEASEHOLD_FAULTS", spec)
+    for cached in CACHED:
+        cached.cache_clear()
+
+
+def test_keyed_submit_and_approval_under_transaction_conflicts_are_503_not_500(
+    call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paused = {"kind": "synthetic", "payload": {"steps": [{"name": "a", "approval": True}]}}
+    status, accepted, _ = call("api-submit-job.json", body=paused)
+    assert status == 202
+    _with_faults(monkeypatch, "dynamodb.TransactWriteItems:TransactionConflict=1")
+    # A keyed submission whose transaction keeps being cancelled for contention
+    status, body, headers = call(
+        "api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "k-conflict"}
+    )
+    assert status == 503 and body["error"]["code"] == "store_unavailable"
+    assert headers.get("Retry-After") == "2"
+    # And once the store is quiet the same key is simply accepted (nothing half-written)
+    _with_faults(monkeypatch, "")
+    status, body, _ = call(
+        "api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "k-conflict"}
+    )
+    assert status == 202
+    # An approval under contention is a 503 too, never a 500, and works afterwards
+    from leasehold.handlers.worker import worker
+
+    job_id = accepted["job_id"]
+    wakeup_owner = {"tenant": "study-group", "user_id": "alice"}
+    from leasehold.domain.job import Owner
+    from leasehold.store.queue import Wakeup
+
+    worker.cache_clear()
+    worker().handle(Wakeup(job_id, Owner(**wakeup_owner), "test"))
+    status, view, _ = call("api-get-job.json", path_id=job_id)
+    assert view["state"] == "waiting_approval"
+    _with_faults(monkeypatch, "dynamodb.TransactWriteItems:TransactionConflict=1")
+    decision = {"decision": "approve", "version": view["version"]}
+    status, body, _ = call("api-decide-approval.json", path_id=job_id, body=decision)
+    assert status == 503 and body["error"]["code"] == "store_unavailable"
+    _with_faults(monkeypatch, "")
+    status, body, _ = call("api-decide-approval.json", path_id=job_id, body=decision)
+    assert status == 200 and body["state"] == "queued"
+    worker.cache_clear()
+
+
+def test_a_commit_whose_answer_was_lost_is_503_and_the_key_finds_the_job(
+    call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with_faults(monkeypatch, "dynamodb.TransactWriteItems:ReadTimeout=1")
+    status, body, _ = call(
+        "api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "k-lost"}
+    )
+    # The commit happened; its answer did not arrive: nothing is promised, but the retry with
+    # the same key finds the job the first try made
+    assert status == 503 and "Idempotency-Key" in body["error"]["message"]
+    _with_faults(monkeypatch, "")
+    status, again, _ = call(
+        "api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "k-lost"}
+    )
+    assert status == 202
+    items = wiring.runtime().stores.table.client.scan(
+        TableName=wiring.runtime().settings.table_name
+    )["Items"]
+    jobs = [i for i in items if i["pk"]["S"].startswith("JOB#")]
+    assert [j["job_id"]["S"] for j in jobs] == [again["job_id"]]
+
+
+def test_an_idempotent_repeat_answers_the_jobs_current_state(call: Call) -> None:
+    headers = {"idempotency-key": "k-cancel"}
+    status, first, _ = call("api-submit-job.json", body=SUBMIT, headers=headers)
+    assert status == 202 and first["state"] == "queued"
+    assert call("api-cancel-job.json", path_id=first["job_id"])[0] == 202
+    status, again, _ = call("api-submit-job.json", body=SUBMIT, headers=headers)
+    assert status == 202 and again["job_id"] == first["job_id"]
+    assert again["state"] == "cancelled"
+
+
+def test_malformed_input_is_400_never_500(call: Call) -> None:
+    # A body nested thousands deep (json.loads raises RecursionError)
+    status, body, _ = call("api-submit-job.json", raw_body="[" * 30_000 + "]" * 30_000)
+    assert status == 400 and body["error"]["code"] == "malformed_json"
+    # A limit of non-ASCII digits ('²'.isdigit() is True, int('²') fails)
+    for limit in ("²", "٣", "1e2", "-1", "0", "101", " 5"):
+        status, body, _ = call("api-list-jobs.json", query={"limit": limit})
+        assert status == 400 and "limit" in body["error"]["message"], limit
+    # An approval version far beyond any counter (a Decimal that DynamoDB cannot take)
+    paused = {"kind": "synthetic", "payload": {"steps": [{"name": "a", "approval": True}]}}
+    job_id = call("api-submit-job.json", body=paused)[1]["job_id"]
+    for version in (10**38, 2**53 + 1, 1.5, "1", True, 0):
+        decision = {"decision": "approve", "version": version}
+        status, body, _ = call("api-decide-approval.json", path_id=job_id, body=decision)
+        assert status == 400 and "version" in body["error"]["message"], version
+
+
+def test_a_cursor_from_another_owners_list_is_400(call: Call) -> None:
+    import base64
+
+    for _ in range(3):
+        call("api-submit-job.json", body=SUBMIT, user="bob")
+    status, page, _ = call("api-list-jobs.json", user="bob", query={"limit": "1"})
+    assert status == 200 and page["next_cursor"]
+    # Alice presents Bob's cursor: on DynamoDB that start key is in another partition
+    # (a ValidationException, a 500); here it is refused before the query
+    status, body, _ = call("api-list-jobs.json", query={"cursor": page["next_cursor"]})
+    assert status == 400 and "cursor" in body["error"]["message"]
+    key = json.loads(base64.urlsafe_b64decode(page["next_cursor"]))
+    assert key["gsi2pk"]["S"].endswith("#bob")

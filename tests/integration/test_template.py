@@ -161,6 +161,12 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("GET", "/ops/jobs"),
         ("POST", "/ops/jobs/{job_id}/replay"),
         ("POST", "/ops/jobs/{job_id}/resolve"),
+        ("POST", "/bookmarks"),
+        ("GET", "/bookmarks"),
+        ("GET", "/bookmarks/{bookmark_id}"),
+        ("PATCH", "/bookmarks/{bookmark_id}"),
+        ("DELETE", "/bookmarks/{bookmark_id}"),
+        ("PATCH", "/bookmarks/{bookmark_id}/read"),
     }
     health = [r for r in http_routes(template()) if r.path == "/health"][0]
     assert not health.needs_identity
@@ -197,7 +203,7 @@ def test_local_stack_is_created_from_the_template_in_moto(moto: None) -> None:
         queue.function == "WorkerFunction" and queue.batch_size == 5 and queue.report_item_failures
     )
     assert info.schedules == {"SweeperFunction": "rate(1 minute)"}
-    assert len(info.routes) == 10
+    assert len(info.routes) == len(http_routes(template()))
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

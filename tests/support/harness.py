@@ -15,13 +15,16 @@ import boto3
 
 from leasehold.domain.clock import Clock, ManualClock
 from leasehold.domain.errors import LeaseholdError
+from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState
 from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.kinds import JobKind, registry
 from leasehold.kinds.synthetic import SyntheticKind
+from leasehold.kinds.title import TitleKind
 from leasehold.local.pumps import QueuePoller, StreamPump
+from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 from leasehold.service.relay import relay_records
@@ -29,11 +32,13 @@ from leasehold.service.sweeper import SweepSettings, sweep
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.worker import RemainingMs, WakeupResult, WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
+from leasehold.store.bookmarks import BookmarkStore
 from leasehold.store.faults import FaultInjector, FaultPlan, install_faults
 from leasehold.store.items import deserialize_item, job_key
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.slots import running_slots
 from leasehold.store.table import TransactionRetry
+from leasehold.titles.fixture import FixtureFetcher
 from tests.support.resources import (
     REGION,
     create_queues,
@@ -79,6 +84,18 @@ class ScriptedKind(SyntheticKind):
 def _counter_ids() -> Callable[[], str]:
     counter = iter(range(1, 10**9))
     return lambda: f"j_{next(counter):06d}"
+
+
+class HookedFetcher:
+    """The fixture fetcher with a test hook inside the fetch."""
+
+    def __init__(self, hook: Callable[..., str | None]) -> None:
+        self._hook = hook
+        self._fixture = FixtureFetcher(slow_seconds=0)
+
+    def fetch(self, url: str, *, mode: str | None, attempt: int, tick: Any) -> str:
+        title = self._hook(url, mode, attempt, tick)
+        return title or self._fixture.fetch(url, mode=mode, attempt=attempt, tick=tick)
 
 
 class StoreReads:
@@ -166,6 +183,27 @@ class Harness:
             self.stores, registry(), self.clock, self.new_id, self.telemetry, default_max_attempts=3
         )
 
+    def title_kind(self, hook: Callable[..., str | None] | None = None) -> TitleKind:
+        """The title kind with the fixture fetcher; `hook(url, mode, attempt, tick)` runs inside
+        the fetch (act while a fetch is in flight) and may return the title to use."""
+        kind = TitleKind("fixture", slow_seconds=0)
+        if hook is not None:
+            kind._fetcher = HookedFetcher(hook)  # noqa: SLF001 - the test's own fetcher
+        return kind
+
+    def bookmarks(self) -> BookmarkService:
+        return BookmarkService(
+            BookmarkStore(self.stores.table),
+            self.title_kind(),
+            self.clock,
+            time_ordered_ids(self.clock, "b"),
+            self.new_id,
+            self.telemetry,
+        )
+
+    def kinds_with_title(self, hook: Callable[..., str | None]) -> dict[str, JobKind]:
+        return {**registry(), "title": self.title_kind(hook)}
+
     def ops(self) -> OpsService:
         return OpsService(self.stores, self.queue, self.clock, self.telemetry)
 
@@ -246,7 +284,9 @@ class Harness:
         return QueuePoller("", worker_mapping(self.queues["work"]), handler, "worker")
 
     def sweep(self, grace_ms: int = 5_000) -> dict[str, int]:
-        return sweep(self.stores, self.clock, SweepSettings(100, grace_ms), self.telemetry)
+        return sweep(
+            self.stores, self.clock, SweepSettings(100, grace_ms), self.telemetry, registry()
+        )
 
     def sweep_quietly(self, grace_ms: int = 5_000) -> dict[str, int]:
         return self.sweep(grace_ms)

@@ -162,6 +162,7 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "WORKER_TIMEOUT_SECONDS": "120",
         "MAX_STEP_SECONDS": "60",
         "VISIBILITY_TIMEOUT_SECONDS": "720",
+        "TITLE_FETCHER": "live",
     }
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
@@ -178,7 +179,7 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() ->
         "USER_CONCURRENCY_LIMIT": "0", "SLOT_WAIT_SECONDS": "1", "SWEEP_BATCH": "1",
         "LOST_WAKEUP_GRACE_SECONDS": "1",
         "LEASE_SECONDS": "60", "WORKER_TIMEOUT_SECONDS": "120", "MAX_STEP_SECONDS": "60",
-        "VISIBILITY_TIMEOUT_SECONDS": "720",
+        "VISIBILITY_TIMEOUT_SECONDS": "720", "TITLE_FETCHER": "fixture",
     }  # fmt: skip
     assert Settings.from_env(env).worker_timeout_seconds == 120
     # The case: a 60 s timeout with a 60 s lease, or 60 s steps, cannot work on Lambda
@@ -190,6 +191,8 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() ->
         Settings.from_env(env | {"MAX_STEP_SECONDS": "118"})
     with pytest.raises(SettingsError, match="6 x WORKER_TIMEOUT_SECONDS"):
         Settings.from_env(env | {"VISIBILITY_TIMEOUT_SECONDS": "360"})
+    with pytest.raises(SettingsError, match="TITLE_FETCHER"):
+        Settings.from_env(env | {"TITLE_FETCHER": "curl"})
 
 
 def test_route_matching() -> None:

@@ -33,6 +33,10 @@ class JobNotFoundError(LeaseholdError):
     code = "not_found"
 
 
+class BookmarkNotFoundError(JobNotFoundError):
+    """Unknown bookmark, another tenant's, or (for edits) another member's: one answer, 404."""
+
+
 class ConflictError(LeaseholdError):
     """The request is well-formed but the job's state does not allow it now (HTTP 409)."""
 
@@ -84,9 +88,13 @@ class StepError(LeaseholdError):
     is uncertain (the job becomes `unknown`) unless the kind says `effect_settled=True`: it knows
     the effect did not happen (the provider refused it, nothing was sent)."""
 
-    def __init__(self, message: str, *, effect_settled: bool = False) -> None:
+    def __init__(
+        self, message: str, *, effect_settled: bool = False, error_code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.effect_settled = effect_settled
+        self.error_code = error_code or self.code
+        """What the job's `error.code` says (a kind may be more precise than the class)."""
 
 
 class TransientStepError(StepError):

@@ -162,3 +162,37 @@ def parse_job_request(
     return JobSpec(
         kind=kind, payload=payload, budget=budget, deadline_seconds=deadline, max_attempts=attempts
     )
+
+
+def new_job(
+    job_id: str,
+    kind: str,
+    owner: Owner,
+    payload: dict[str, Any],
+    *,
+    now: int,
+    steps_total: int,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
+    budget: Budget | None = None,
+) -> Job:
+    """A job as accepted: queued, due now, no attempt made yet."""
+    return Job(
+        job_id=job_id,
+        kind=kind,
+        owner=owner,
+        state=JobState.QUEUED,
+        payload=payload,
+        attempts=0,
+        max_attempts=max_attempts,
+        epoch=0,
+        version=1,
+        created_at=now,
+        updated_at=now,
+        deadline_at=now + deadline_seconds * 1000,
+        next_attempt_at=now,
+        budget=budget or Budget(),
+        checkpoint=Checkpoint(),
+        steps_total=steps_total,
+        last_dispatch_at=now,
+    )

@@ -66,6 +66,10 @@ class StopReason(StrEnum):
     DEADLINE_EXCEEDED = "deadline_exceeded"
     EFFECT_UNCERTAIN = "effect_uncertain"
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
+    SOURCE_DELETED = "source_deleted"
+    """The bookmark a title (or enrich) job works for was deleted."""
+    SUPERSEDED = "superseded"
+    """The bookmark's URL changed: a newer job works for the new source."""
 
 
 TERMINAL_STATES: frozenset[JobState] = frozenset(

@@ -25,8 +25,11 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
 from leasehold.handlers.wiring import metrics, runtime
+from leasehold.kinds.title import TitleKind
+from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
+from leasehold.store.bookmarks import BookmarkStore
 
 logger = Logger(service="leasehold")
 app = APIGatewayHttpResolver()
@@ -155,6 +158,22 @@ def jobs() -> JobService:
 
 
 @cache
+def bookmarks() -> BookmarkService:
+    rt = runtime()
+    title = rt.kinds["title"]
+    assert isinstance(title, TitleKind)
+    return BookmarkService(
+        BookmarkStore(rt.stores.table),
+        title,
+        rt.clock,
+        time_ordered_ids(rt.clock, "b"),
+        time_ordered_ids(rt.clock),
+        rt.telemetry,
+        default_max_attempts=rt.settings.default_max_attempts,
+    )
+
+
+@cache
 def ops() -> OpsService:
     rt = runtime()
     return OpsService(rt.stores, rt.queue, rt.clock, rt.telemetry)
@@ -205,6 +224,44 @@ def cancel_job(job_id: str) -> Response:
 def decide_approval(job_id: str) -> Response:
     owner = caller()
     return _json(200, jobs().decide_approval(owner, job_id, json_body()))
+
+
+@app.post("/bookmarks")
+def create_bookmark() -> Response:
+    owner = caller()
+    view, created = bookmarks().create(owner, json_body(), _header("Idempotency-Key"))
+    location = f"/bookmarks/{view['id']}"
+    logger.info("bookmark saved", extra={"bookmark_id": view["id"], "new_bookmark": created,
+                                         "job_id": view["title_job"]["job_id"]})  # fmt: skip
+    return _json(201, view, headers={"Location": location})
+
+
+@app.get("/bookmarks")
+def list_bookmarks() -> Response:
+    return _json(200, bookmarks().list(caller(), limit=_query("limit"), cursor=_query("cursor")))
+
+
+@app.get("/bookmarks/<bookmark_id>")
+def get_bookmark(bookmark_id: str) -> Response:
+    return _json(200, bookmarks().view(caller(), bookmark_id))
+
+
+@app.patch("/bookmarks/<bookmark_id>")
+def edit_bookmark(bookmark_id: str) -> Response:
+    owner = caller()
+    return _json(200, bookmarks().edit(owner, bookmark_id, json_body()))
+
+
+@app.patch("/bookmarks/<bookmark_id>/read")
+def mark_bookmark_read(bookmark_id: str) -> Response:
+    owner = caller()
+    return _json(200, bookmarks().mark_read(owner, bookmark_id, json_body()))
+
+
+@app.delete("/bookmarks/<bookmark_id>")
+def delete_bookmark(bookmark_id: str) -> Response:
+    bookmarks().delete(caller(), bookmark_id)
+    return Response(status_code=204, body="")
 
 
 @app.get("/ops/summary")

@@ -52,6 +52,8 @@ class Settings:
     max_step_seconds: int
     visibility_timeout_seconds: int
     metrics_namespace: str
+    title_fetcher: str = "live"
+    """TITLE_FETCHER: `live` (deployed) or `fixture` (local stack: no network)."""
     faults: str = ""
     """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
 
@@ -77,6 +79,8 @@ class Settings:
                 f"VISIBILITY_TIMEOUT_SECONDS={self.visibility_timeout_seconds} must be at least "
                 f"6 x WORKER_TIMEOUT_SECONDS ({6 * self.worker_timeout_seconds})"
             )
+        if self.title_fetcher not in {"live", "fixture"}:
+            problems.append(f"TITLE_FETCHER={self.title_fetcher!r} must be 'live' or 'fixture'")
         if problems:
             raise SettingsError("; ".join(problems))
         return self
@@ -100,6 +104,7 @@ class Settings:
             max_step_seconds=_int(env, "MAX_STEP_SECONDS"),
             visibility_timeout_seconds=_int(env, "VISIBILITY_TIMEOUT_SECONDS"),
             metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
+            title_fetcher=_required(env, "TITLE_FETCHER"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
         ).check()
 
@@ -125,6 +130,7 @@ ENV_VARIABLES = (
     "MAX_STEP_SECONDS",
     "VISIBILITY_TIMEOUT_SECONDS",
     "POWERTOOLS_METRICS_NAMESPACE",
+    "TITLE_FETCHER",
 )
 """What `Settings.from_env` requires: a test checks the template sets each for every function."""
 

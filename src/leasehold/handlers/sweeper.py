@@ -21,4 +21,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         batch_limit=rt.settings.sweep_batch,
         lost_wakeup_grace_ms=rt.settings.lost_wakeup_grace_seconds * 1000,
     )
-    return sweep(rt.stores, rt.clock, settings, rt.telemetry)
+    return sweep(rt.stores, rt.clock, settings, rt.telemetry, rt.kinds)

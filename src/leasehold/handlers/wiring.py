@@ -62,7 +62,12 @@ def runtime() -> Runtime:
         queue=WakeupQueue(sqs, settings.queue_url, settings.dlq_url),
         clock=SystemClock(),
         telemetry=MetricsTelemetry(),
-        kinds=registry(KindConfig(max_step_ms=settings.max_step_seconds * 1000)),
+        kinds=registry(
+            KindConfig(
+                max_step_ms=settings.max_step_seconds * 1000,
+                title_fetcher=settings.title_fetcher,
+            )
+        ),
     )
 
 

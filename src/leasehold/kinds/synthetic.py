@@ -14,12 +14,12 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.policies import MAX_STEPS
-from leasehold.kinds import StepPlan
+from leasehold.kinds import KindBase, StepPlan
 
 _STEP_FIELDS = {"name", "cost", "duration_ms", "approval", "fail_times", "fatal", "effect"}
 
 
-class SyntheticKind:
+class SyntheticKind(KindBase):
     name = "synthetic"
 
     def __init__(self, max_step_ms: int = 60_000) -> None:

@@ -117,7 +117,15 @@ class Gateway:
 
     def serve(self, request: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(request.path)
-        length = int(request.headers.get("Content-Length") or 0)
+        raw_length = request.headers.get("Content-Length") or "0"
+        if not raw_length.isascii() or not raw_length.isdigit():
+            bad = json.dumps(
+                {"error": {"code": "invalid_request", "message": "Content-Length is not a number"}}
+            )
+            request.close_connection = True
+            self._reply(request, 400, {"Content-Type": "application/json"}, bad.encode())
+            return
+        length = int(raw_length)
         if length > MAX_REQUEST_BYTES:
             too_large = json.dumps({"error": {"code": "too_large", "message": "request too large"}})
             self._reply(request, 413, {"Content-Type": "application/json"}, too_large.encode())

@@ -37,6 +37,7 @@ LOCAL_PARAMETERS = {
     "WorkerTimeoutSeconds": "30",
     "QueueVisibilitySeconds": "180",
     "MaxStepSeconds": "20",
+    "TitleFetcher": "fixture",
 }
 
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasehold.domain.clock import Clock
-from leasehold.domain.errors import ValidationError
+from leasehold.domain.errors import StoreUnavailableError, ValidationError
 from leasehold.domain.ids import IdFactory
-from leasehold.domain.job import Checkpoint, Job, Owner, parse_job_request
+from leasehold.domain.job import Owner, new_job, parse_job_request
 from leasehold.domain.states import JobState
 from leasehold.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
@@ -49,37 +49,33 @@ class JobService:
 
     def accept(self, owner: Owner, body: Any, idempotency_key: str | None) -> Accepted:
         """Validate, then commit job + outbox (+ key) together; only a commit returns."""
-        if idempotency_key is not None and not _IDEMPOTENCY_KEY.fullmatch(idempotency_key):
-            raise ValidationError(
-                "Idempotency-Key must be 1–128 characters of A-Z a-z 0-9 . _ : -",
-                code="invalid_idempotency_key",
-            )
-        spec = parse_job_request(body, set(self._kinds), self._default_max_attempts)
+        check_idempotency_key(idempotency_key)
+        submittable = {name for name, kind in self._kinds.items() if kind.submittable}
+        spec = parse_job_request(body, submittable, self._default_max_attempts)
         kind = self._kinds[spec.kind]
         kind.validate(spec.payload)
-        now = self._clock.now_ms()
-        job = Job(
-            job_id=self._new_id(),
-            kind=spec.kind,
-            owner=owner,
-            state=JobState.QUEUED,
-            payload=spec.payload,
-            attempts=0,
-            max_attempts=spec.max_attempts,
-            epoch=0,
-            version=1,
-            created_at=now,
-            updated_at=now,
-            deadline_at=now + spec.deadline_seconds * 1000,
-            next_attempt_at=now,
-            budget=spec.budget,
-            checkpoint=Checkpoint(),
+        job = new_job(
+            self._new_id(),
+            spec.kind,
+            owner,
+            spec.payload,
+            now=self._clock.now_ms(),
             steps_total=len(kind.plan(spec.payload)),
-            last_dispatch_at=now,
+            max_attempts=spec.max_attempts,
+            deadline_seconds=spec.deadline_seconds,
+            budget=spec.budget,
         )
-        outcome = self._stores.jobs.accept(
-            job, idempotency=idempotency_key, fingerprint=spec.fingerprint()
-        )
+        try:
+            outcome = self._stores.jobs.accept(
+                job, idempotency=idempotency_key, fingerprint=spec.fingerprint()
+            )
+        except StoreUnavailableError as unavailable:
+            # The commit may have happened with its answer lost: say so, and how to find out.
+            raise StoreUnavailableError(
+                f"{unavailable} — the job may or may not have been accepted; retry with the "
+                "same Idempotency-Key to get the same job (without a key a retry may create "
+                "a second one)"
+            ) from unavailable
         if outcome.created:
             self._telemetry.count("JobsAccepted")
             return Accepted(job_id=outcome.job_id, created=True, state=JobState.QUEUED.value)
@@ -127,6 +123,14 @@ class JobService:
         )
         self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
         return job_view(job)
+
+
+def check_idempotency_key(key: str | None) -> None:
+    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise ValidationError(
+            "Idempotency-Key must be 1–128 characters of A-Z a-z 0-9 . _ : -",
+            code="invalid_idempotency_key",
+        )
 
 
 def parse_state_filter(state: str | None) -> JobState | None:

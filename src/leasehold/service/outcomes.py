@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock
+from leasehold.domain.errors import RelatedItemChangedError
 from leasehold.domain.job import Job
 from leasehold.domain.policies import RetryPolicy
 from leasehold.domain.states import JobState, StopReason
-from leasehold.kinds import StepPlan
+from leasehold.kinds import JobKind, StepPlan
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
@@ -50,7 +51,9 @@ class Outcomes:
         telemetry: Telemetry,
         retry: RetryPolicy,
         rng: random.Random,
+        kinds: dict[str, JobKind] | None = None,
     ) -> None:
+        self._kinds = kinds or {}
         self._leases = stores.leases
         self._upkeep = stores.upkeep
         self._clock = clock
@@ -79,18 +82,34 @@ class Outcomes:
         return WakeupResult(Disposition.ACK, disposition_ack)
 
     def succeed(self, attempt: Attempt, result: Any) -> WakeupResult:
-        self._leases.finish(
-            attempt.job,
-            JobState.SUCCEEDED,
-            now=self._clock.now_ms(),
-            checkpoint=attempt.checkpoint,
-            result=result,
-            settle_effect=True,
-            history=self._ended(attempt, "succeeded", JobState.SUCCEEDED, None),
-        )
+        now = self._clock.now_ms()
+        try:
+            self._leases.finish(
+                attempt.job,
+                JobState.SUCCEEDED,
+                now=now,
+                checkpoint=attempt.checkpoint,
+                result=result,
+                settle_effect=True,
+                history=self._ended(attempt, "succeeded", JobState.SUCCEEDED, None),
+                also=attempt.kind.outcome_writes(
+                    attempt.job, JobState.SUCCEEDED, result, None, now
+                ),
+            )
+        except RelatedItemChangedError as changed:
+            return self._related_changed(attempt, changed)
         self._telemetry.count("JobsSucceeded")
         logger.info("succeeded", extra=attempt.log_keys)
         return self._result(JobState.SUCCEEDED.value)
+
+    def _related_changed(self, attempt: Attempt, changed: RelatedItemChangedError) -> WakeupResult:
+        """An item that had to change with the outcome moved on (a bookmark deleted or given a
+        new URL): nothing was written; the job ends `cancelled` with the kind's reason."""
+        reason, error = attempt.kind.when_related_changed(attempt.job, changed)
+        logger.info(
+            "outcome refused by a related item", extra=attempt.log_keys | {"why": reason.value}
+        )
+        return self.stop(attempt, JobState.CANCELLED, reason, error, related=False)
 
     def stop(
         self,
@@ -98,16 +117,24 @@ class Outcomes:
         target: JobState,
         reason: StopReason,
         error: dict[str, str] | None,
+        *,
+        related: bool = True,
     ) -> WakeupResult:
-        self._leases.finish(
-            attempt.job,
-            target,
-            now=self._clock.now_ms(),
-            checkpoint=attempt.checkpoint,
-            error=error,
-            stop_reason=reason,
-            history=self._ended(attempt, "stopped", target, reason.value),
-        )
+        now = self._clock.now_ms()
+        also = attempt.kind.outcome_writes(attempt.job, target, None, error, now) if related else []
+        try:
+            self._leases.finish(
+                attempt.job,
+                target,
+                now=now,
+                checkpoint=attempt.checkpoint,
+                error=error,
+                stop_reason=reason,
+                history=self._ended(attempt, "stopped", target, reason.value),
+                also=also,
+            )
+        except RelatedItemChangedError as changed:
+            return self._related_changed(attempt, changed)
         self._telemetry.count(_METRIC.get(target, "JobsStopped"))
         logger.info(
             "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": reason.value}
@@ -230,14 +257,21 @@ class Outcomes:
                 if deadline
                 else "the last attempt's lease expired without an outcome"
             )
-            self._upkeep.settle_expired_lease(
-                job,
-                JobState.DEAD,
-                now=now,
-                stop_reason=stop,
-                error={"code": stop.value, "message": message},
-                history=ended("lease_expired", JobState.DEAD, stop.value),
-            )
+            error = {"code": stop.value, "message": message}
+            kind = self._kinds.get(job.kind)
+            also = kind.outcome_writes(job, JobState.DEAD, None, error, now) if kind else []
+            try:
+                self._upkeep.settle_expired_lease(
+                    job, JobState.DEAD, now=now, stop_reason=stop, error=error, also=also,
+                    history=ended("lease_expired", JobState.DEAD, stop.value),
+                )  # fmt: skip
+            except RelatedItemChangedError as changed:
+                assert kind is not None
+                why, why_error = kind.when_related_changed(job, changed)
+                self._upkeep.settle_expired_lease(
+                    job, JobState.CANCELLED, now=now, stop_reason=why, error=why_error,
+                    history=ended("lease_expired", JobState.CANCELLED, why.value),
+                )  # fmt: skip
             self._telemetry.count("JobsDead")
         elif reason == "rescue":
             self._upkeep.settle_expired_lease(

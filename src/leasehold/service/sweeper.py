@@ -13,6 +13,7 @@ from leasehold.domain.clock import Clock
 from leasehold.domain.errors import StaleEpochError, StoreUnavailableError
 from leasehold.domain.policies import RetryPolicy
 from leasehold.domain.states import JobState
+from leasehold.kinds import JobKind
 from leasehold.service.outcomes import Outcomes
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
@@ -31,12 +32,16 @@ class SweepSettings:
 
 
 def sweep(
-    stores: Stores, clock: Clock, settings: SweepSettings, telemetry: Telemetry
+    stores: Stores,
+    clock: Clock,
+    settings: SweepSettings,
+    telemetry: Telemetry,
+    kinds: dict[str, JobKind] | None = None,
 ) -> dict[str, int]:
     """One pass. A store that fails mid-pass ends the pass (counted); the next run goes on."""
     report: Counter[str] = Counter()
     try:
-        _sweep(stores, clock, settings, telemetry, report)
+        _sweep(stores, clock, settings, telemetry, report, kinds or {})
     except StoreUnavailableError as unavailable:
         report["unavailable"] += 1
         logger.warning("sweep cut short: store unavailable", extra={"detail": str(unavailable)})
@@ -53,9 +58,10 @@ def _sweep(
     settings: SweepSettings,
     telemetry: Telemetry,
     report: Counter[str],
+    kinds: dict[str, JobKind],
 ) -> None:
     now = clock.now_ms()
-    outcomes = Outcomes(stores, clock, telemetry, RetryPolicy(0, 0), random.Random())
+    outcomes = Outcomes(stores, clock, telemetry, RetryPolicy(0, 0), random.Random(), kinds)
     running, _ = stores.jobs.list_by_state(JobState.RUNNING, limit=settings.batch_limit)
     for job in running:
         if (job.lease_expires_at or 0) >= now:

@@ -74,6 +74,7 @@ class Attempt:
     """One claimed attempt as this worker last saw it."""
 
     job: Job
+    kind: JobKind
     plan: list[StepPlan]
     checkpoint: Checkpoint
     last_beat: int
@@ -100,7 +101,7 @@ class WorkerService:
         self._settings = settings
         self._telemetry = telemetry
         self._rng = rng or random.Random()
-        self._outcomes = Outcomes(stores, clock, telemetry, settings.retry, self._rng)
+        self._outcomes = Outcomes(stores, clock, telemetry, settings.retry, self._rng, kinds)
 
     # ------------------------------------------------------------------ claim
 
@@ -196,6 +197,7 @@ class WorkerService:
         kind = self._kinds[job.kind]
         attempt = Attempt(
             job=job,
+            kind=kind,
             plan=kind.plan(job.payload),
             checkpoint=replace(job.checkpoint, outputs=list(job.checkpoint.outputs)),
             last_beat=self._clock.now_ms(),
@@ -344,13 +346,13 @@ class WorkerService:
                 attempt,
                 JobState.FAILED,
                 StopReason.HANDLER_ERROR,
-                {"code": "handler_error", "message": str(fatal)[:500]},
+                {"code": fatal.error_code, "message": str(fatal)[:500]},
             )
         except TransientStepError as transient:
             if effect_open and not transient.effect_settled:
                 return self._outcomes.uncertain(attempt, f"the effect step failed: {transient}")
             return self._outcomes.retry_or_dead(
-                attempt, {"code": "transient_error", "message": str(transient)[:500]}
+                attempt, {"code": transient.error_code, "message": str(transient)[:500]}
             )
         except Exception as unexpected:  # a bug in a kind is retried, never lost
             logger.exception("step raised", extra=attempt.log_keys)
@@ -387,12 +389,7 @@ class WorkerService:
         return not attempt.job.cancel_requested
 
     def _succeed(self, attempt: Attempt) -> WakeupResult:
-        checkpoint = attempt.checkpoint
-        result = {
-            "steps_completed": checkpoint.steps_used,
-            "cost_used": checkpoint.cost_used,
-            "outputs": checkpoint.outputs,
-        }
+        result = attempt.kind.result(attempt.job, attempt.checkpoint)
         if len(json.dumps(result, separators=(",", ":")).encode()) > MAX_RESULT_BYTES:
             return self._outcomes.stop(
                 attempt,

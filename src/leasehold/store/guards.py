@@ -9,7 +9,48 @@ from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.store.expressions import Expression
 from leasehold.store.history import appended
-from leasehold.store.items import JOB_TTL_SECONDS, outbox_item
+from leasehold.store.items import (
+    IDEMPOTENCY_TTL_SECONDS,
+    JOB_TTL_SECONDS,
+    idempotency_key,
+    new_job_item,
+    outbox_item,
+    serialize,
+)
+
+
+def new_job_writes(job: Job) -> list[dict[str, Any]]:
+    """A new job and its first wake-up: the two Puts every creation commits together
+    (DESIGN §3.1), each conditional on not existing."""
+    return [
+        {"Put": {"Item": new_job_item(job), "ConditionExpression": "attribute_not_exists(pk)"}},
+        outbox_put(
+            job.job_id,
+            job.owner,
+            version=job.version,
+            deliver_at=job.created_at,
+            now=job.created_at,
+        ),
+    ]
+
+
+def idempotency_put(
+    owner: Owner, key: str, *, fingerprint_hash: str, created_at: int, answer: dict[str, str]
+) -> dict[str, Any]:
+    """The key item of an idempotent creation: what the first request made (`answer`: ids) and
+    the hash of its body. Conditional on not existing; a repeat reads it from the failure."""
+    return {
+        "Put": {
+            "Item": {
+                **idempotency_key(owner, key),
+                **{name: serialize(value) for name, value in answer.items()},
+                "fingerprint": {"S": fingerprint_hash},
+                "expires_at": {"N": str(created_at // 1000 + IDEMPOTENCY_TTL_SECONDS)},
+            },
+            "ConditionExpression": "attribute_not_exists(pk)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
 
 
 def fenced(job: Job, now: int, *, require_deadline: bool = True) -> Expression:

@@ -17,16 +17,14 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
-from leasehold.store.guards import outbox_put
+from leasehold.store.guards import idempotency_put, new_job_writes
 from leasehold.store.items import (
-    IDEMPOTENCY_TTL_SECONDS,
     OWNER_INDEX,
     STATE_INDEX,
     deserialize_item,
     idempotency_key,
     job_from_item,
     job_key,
-    new_job_item,
     owner_partition,
     state_partition,
 )
@@ -39,8 +37,29 @@ class AcceptResult:
     created: bool
 
 
-def _fingerprint_hash(fingerprint: str) -> str:
+def fingerprint_hash(fingerprint: str) -> str:
     return hashlib.sha256(fingerprint.encode()).hexdigest()
+
+
+def request_token(owner: Owner, idempotency: str, fp_hash: str) -> str:
+    """Same key and body → same ClientRequestToken: an SDK retry of a commit whose answer was
+    lost succeeds on DynamoDB instead of failing its own condition."""
+    source = f"{owner.tenant}|{owner.user_id}|{idempotency}|{fp_hash}"
+    return hashlib.sha256(source.encode()).hexdigest()[:36]
+
+
+def repeated_request(
+    table: Table, failed: ConditionFailed, index: int, owner: Owner, idempotency: str, fp_hash: str
+) -> dict[str, Any]:
+    """The key item a repeat met (from the failure, else read): the same body answers what the
+    first request made; another body is IdempotencyConflictError."""
+    item = failed.old_item(index) or table.get(idempotency_key(owner, idempotency))
+    if not item:
+        raise LeaseholdError("the idempotency key vanished while it was being read")
+    existing = deserialize_item(item)
+    if existing["fingerprint"] != fp_hash:
+        raise IdempotencyConflictError() from failed
+    return existing
 
 
 def encode_cursor(key: dict[str, Any] | None) -> str | None:
@@ -50,7 +69,12 @@ def encode_cursor(key: dict[str, Any] | None) -> str | None:
 
 
 def decode_cursor(
-    cursor: str | None, *, partition_attribute: str, partition: str, sort_attribute: str
+    cursor: str | None,
+    *,
+    partition_attribute: str,
+    partition: str,
+    sort_attribute: str,
+    index_keys: bool = True,
 ) -> dict[str, Any] | None:
     """A cursor is the LastEvaluatedKey of the same query: the table key and the index key, each
     a string, in the partition being queried (DynamoDB refuses a start key from another
@@ -61,7 +85,7 @@ def decode_cursor(
         key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError("'cursor' is not a cursor this API returned") from exc
-    expected = {"pk", "sk", partition_attribute, sort_attribute}
+    expected = {"pk", "sk", partition_attribute, sort_attribute} if index_keys else {"pk", "sk"}
     if (
         not isinstance(key, dict)
         or set(key) != expected
@@ -80,46 +104,25 @@ class JobStore:
         """Job + outbox wake-up (+ idempotency key) in one transaction, each Put conditional on
         `attribute_not_exists`. Returns only after the commit (DESIGN §3.1). The same key with
         the same body answers the first job; with another body, IdempotencyConflictError."""
-        items: list[dict[str, Any]] = [
-            {"Put": {"Item": new_job_item(job), "ConditionExpression": "attribute_not_exists(pk)"}},
-            outbox_put(
-                job.job_id,
-                job.owner,
-                version=job.version,
-                deliver_at=job.created_at,
-                now=job.created_at,
-            ),
-        ]
-        fp_hash = _fingerprint_hash(fingerprint)
+        items = new_job_writes(job)
+        fp_hash = fingerprint_hash(fingerprint)
         token = None
         if idempotency is not None:
             items.append(
-                {
-                    "Put": {
-                        "Item": {
-                            **idempotency_key(job.owner, idempotency),
-                            "job_id": {"S": job.job_id},
-                            "fingerprint": {"S": fp_hash},
-                            "expires_at": {
-                                "N": str(job.created_at // 1000 + IDEMPOTENCY_TTL_SECONDS)
-                            },
-                        },
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                }
+                idempotency_put(
+                    job.owner,
+                    idempotency,
+                    fingerprint_hash=fp_hash,
+                    created_at=job.created_at,
+                    answer={"job_id": job.job_id},
+                )
             )
-            # Same key and body → same token: an SDK retry of a commit whose answer was lost
-            # succeeds instead of failing its own condition.
-            source = f"{job.owner.tenant}|{job.owner.user_id}|{idempotency}|{fp_hash}"
-            token = hashlib.sha256(source.encode()).hexdigest()[:36]
+            token = request_token(job.owner, idempotency, fp_hash)
         try:
             self._table.transact(items, token=token)
         except ConditionFailed as failed:
             if idempotency is not None and failed.failed_at(2):
-                existing = self._idempotency_item(failed, job.owner, idempotency)
-                if existing["fingerprint"] != fp_hash:
-                    raise IdempotencyConflictError() from failed
+                existing = repeated_request(self._table, failed, 2, job.owner, idempotency, fp_hash)
                 return AcceptResult(job_id=existing["job_id"], created=False)
             if failed.failed_at(0):
                 # Our own fresh id already exists: an earlier try of this very call committed
@@ -127,14 +130,6 @@ class JobStore:
                 return AcceptResult(job_id=job.job_id, created=True)
             raise LeaseholdError("accept failed a condition it cannot explain") from failed
         return AcceptResult(job_id=job.job_id, created=True)
-
-    def _idempotency_item(
-        self, failed: ConditionFailed, owner: Owner, idempotency: str
-    ) -> dict[str, Any]:
-        item = failed.old_item(2) or self._table.get(idempotency_key(owner, idempotency))
-        if not item:
-            raise LeaseholdError("the idempotency key vanished while it was being read")
-        return deserialize_item(item)
 
     def get(self, job_id: str) -> Job | None:
         item = self._table.get(job_key(job_id))

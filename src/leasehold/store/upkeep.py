@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold.domain.errors import StaleEpochError
+from leasehold.domain.errors import RelatedItemChangedError, StaleEpochError
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, StopReason
 from leasehold.store.expressions import Expression
@@ -30,6 +30,7 @@ class UpkeepStore:
         history: dict[str, Any],
         stop_reason: StopReason | None = None,
         error: dict[str, str] | None = None,
+        also: list[dict[str, Any]] | None = None,
     ) -> None:
         """A `running` job whose lease (as last seen, `job.epoch`) expired: back to `queued` with a
         fresh wake-up (rescue), or to `unknown` (an effect was open) or `dead`. Conditional on
@@ -55,9 +56,12 @@ class UpkeepStore:
             extra.append(
                 outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
             )
+        related = list(also or [])
+        extra.extend(related)
         if self._slot_limit > 0:
             extra.append(release_slot(job))
-        self._apply(expr, job, extra, stale_message="lease no longer expired")
+        self._apply(expr, job, extra, stale_message="lease no longer expired",
+                    related=(len(extra) - len(related) - (self._slot_limit > 0), len(related)))  # fmt: skip
 
     def expire_queued(self, job: Job, *, now: int, history: dict[str, Any]) -> None:
         """A `queued` job whose deadline passed becomes `dead` / `deadline_exceeded`."""
@@ -90,13 +94,29 @@ class UpkeepStore:
         self._apply(expr, job, [wakeup], stale_message="job changed meanwhile")
 
     def _apply(
-        self, expr: Expression, job: Job, extra: list[dict[str, Any]], *, stale_message: str
+        self,
+        expr: Expression,
+        job: Job,
+        extra: list[dict[str, Any]],
+        *,
+        stale_message: str,
+        related: tuple[int, int] = (0, 0),
     ) -> None:
+        """`related` = (index of the first related item among `extra`, how many)."""
         update = expr.update_params(job_key(job.job_id))
         try:
             if not extra:
                 self._table.update(update, return_new=False)
             else:
-                self._table.transact([{"Update": update}, *extra])
+                self._table.transact(
+                    [{"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                     *extra]
+                )  # fmt: skip
         except ConditionFailed as failed:
+            first, count = related
+            for index in range(count):
+                if failed.failed_at(1 + first + index):
+                    raise RelatedItemChangedError(
+                        index, failed.old_item(1 + first + index)
+                    ) from failed
             raise StaleEpochError(stale_message) from failed

@@ -1,0 +1,196 @@
+"""Title jobs (DESIGN §7) on moto with a manual clock: the title lands once, under the bookmark's
+`source_version`; an edit or a delete racing the fetch wins; a dead fetch says why; a replay
+can still fill the title. And the strict lease rule of the reading list's seed, generation by
+generation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from leasehold.domain.errors import StaleEpochError
+from leasehold.domain.states import JobState
+from leasehold.store.items import bookmark_key, deserialize_item
+from tests.support.harness import ALICE, Harness
+
+URL = "https://example.org/articles/durable-jobs"
+
+
+def _save(harness: Harness, url: str = URL, **extra: Any) -> dict[str, Any]:
+    view, created = harness.bookmarks().create(ALICE, {"url": url, **extra}, None)
+    assert created
+    return view
+
+
+def _bookmark(harness: Harness, bookmark_id: str) -> dict[str, Any]:
+    item = harness.dynamodb.get_item(
+        TableName=harness.table, Key=bookmark_key(ALICE.tenant, bookmark_id)
+    ).get("Item")
+    return deserialize_item(item) if item else {}
+
+
+def _fetch(harness: Harness, job_id: str, hook: Any = None, worker: str = "w1") -> str:
+    kinds = harness.kinds_with_title(hook or (lambda *_: None))
+    return harness.worker(worker, kinds=kinds).handle(harness.wakeup(job_id)).outcome
+
+
+def test_the_title_lands_without_moving_the_version(harness: Harness) -> None:
+    view = _save(harness)
+    assert _fetch(harness, view["title_job"]["job_id"]) == "succeeded"
+    stored = _bookmark(harness, view["id"])
+    assert stored["title"] == "durable-jobs · example.org" and stored["title_status"] == "ready"
+    assert stored["version"] == 1 and stored["source_version"] == 1
+    job = harness.store.get(view["title_job"]["job_id"])
+    assert job is not None and job.result == {
+        "bookmark_id": view["id"], "source_version": 1, "title": "durable-jobs · example.org",
+    }  # fmt: skip
+
+
+def test_a_redelivered_message_after_success_writes_nothing_again(harness: Harness) -> None:
+    view = _save(harness)
+    job_id = view["title_job"]["job_id"]
+    assert _fetch(harness, job_id) == "succeeded"
+    before = _bookmark(harness, view["id"])
+    harness.clock.advance(5_000)
+    assert _fetch(harness, job_id, worker="w2") == "terminal"
+    after = _bookmark(harness, view["id"])
+    assert after == before  # version and updated_at unchanged
+
+
+def test_a_delete_between_the_fetch_and_the_write_wins(harness: Harness) -> None:
+    view = _save(harness)
+
+    def delete_meanwhile(url: str, mode: Any, attempt: int, tick: Any) -> None:
+        harness.bookmarks().delete(ALICE, view["id"])
+
+    assert _fetch(harness, view["title_job"]["job_id"], delete_meanwhile) == "cancelled"
+    job = harness.store.get(view["title_job"]["job_id"])
+    assert job is not None and job.state is JobState.CANCELLED
+    assert job.stop_reason == "source_deleted"
+    assert _bookmark(harness, view["id"]) == {}  # never brought back
+
+
+def test_an_edit_between_the_fetch_and_the_write_wins_and_the_new_title_lands(
+    harness: Harness,
+) -> None:
+    view = _save(harness)
+    old_job = view["title_job"]["job_id"]
+    edited: dict[str, Any] = {}
+
+    def edit_meanwhile(url: str, mode: Any, attempt: int, tick: Any) -> None:
+        edited.update(
+            harness.bookmarks().edit(
+                ALICE, view["id"], {"version": 1, "url": "https://example.org/articles/leases"}
+            )
+        )
+
+    assert _fetch(harness, old_job, edit_meanwhile) == "cancelled"
+    job = harness.store.get(old_job)
+    assert job is not None and job.stop_reason == "superseded"
+    assert _bookmark(harness, view["id"])["title_status"] == "pending"  # the old title refused
+    assert _fetch(harness, edited["title_job"]["job_id"]) == "succeeded"
+    stored = _bookmark(harness, view["id"])
+    assert stored["title"] == "leases · example.org" and stored["source_version"] == 2
+
+
+def test_two_edits_in_a_row_only_the_last_sources_title_lands(harness: Harness) -> None:
+    view = _save(harness)
+    first = harness.bookmarks().edit(ALICE, view["id"], {"version": 1, "url": URL + "/one"})
+    second = harness.bookmarks().edit(ALICE, view["id"], {"version": 2, "url": URL + "/two"})
+    # Every title job runs (as duplicates and late messages would make them), in any order
+    outcomes = {
+        job_id: _fetch(harness, job_id)
+        for job_id in (second["title_job"]["job_id"], view["title_job"]["job_id"],
+                       first["title_job"]["job_id"])
+    }  # fmt: skip
+    assert outcomes[second["title_job"]["job_id"]] == "succeeded"
+    assert outcomes[view["title_job"]["job_id"]] == "terminal"  # cancelled while queued
+    assert outcomes[first["title_job"]["job_id"]] == "terminal"
+    stored = _bookmark(harness, view["id"])
+    assert stored["title"] == "two · example.org" and stored["source_version"] == 3
+
+
+def test_a_fetch_that_keeps_timing_out_ends_dead_and_the_bookmark_says_why(
+    harness: Harness,
+) -> None:
+    view = _save(harness, title_mode="timeout")
+    job_id = view["title_job"]["job_id"]
+    for _ in range(3):
+        outcome = _fetch(harness, job_id)
+        harness.clock.advance(60_000)
+    assert outcome == "dead"
+    stored = _bookmark(harness, view["id"])
+    assert stored["title_status"] == "failed" and stored["title_error"]["code"] == "timeout"
+    # An operator replays it under the same id; this time the page answers
+    harness.ops().replay(job_id, harness.operator, {"note": "the site is back"})
+    assert _fetch(harness, job_id, lambda *_: "Durable jobs, explained") == "succeeded"
+    stored = _bookmark(harness, view["id"])
+    assert stored["title"] == "Durable jobs, explained" and stored["title_status"] == "ready"
+    assert "title_error" not in stored
+    job = harness.store.get(job_id)
+    assert job is not None and [e["ev"] for e in job.history][-2:] == ["replayed", "succeeded"]
+
+
+def test_a_refused_address_fails_the_title_at_once(harness: Harness) -> None:
+    from leasehold.titles import TitleFetchError
+
+    view = _save(harness)
+
+    def refused(*_: Any) -> None:
+        raise TitleFetchError(
+            "blocked_address", "example.org resolves to 10.0.0.1", retryable=False
+        )
+
+    assert _fetch(harness, view["title_job"]["job_id"], refused) == "failed"
+    stored = _bookmark(harness, view["id"])
+    assert stored["title_status"] == "failed"
+    assert stored["title_error"]["code"] == "blocked_address"
+
+
+# ------------------------------------------------------------------ strict lease expiry
+
+
+def _at_epoch(harness: Harness, job_id: str, epoch: int) -> None:
+    """Bring a job to `epoch` claims so far, queued and due (setup for the seed's example)."""
+    harness.dynamodb.update_item(
+        TableName=harness.table,
+        Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}},
+        UpdateExpression="SET epoch = :e",
+        ExpressionAttributeValues={":e": {"N": str(epoch)}},
+    )
+
+
+@pytest.mark.parametrize("order", ["a_reclaims", "b_claims_first"])
+def test_strict_lease_expiry_generation_by_generation(harness: Harness, order: str) -> None:
+    # Worker A owns generation 7 until t=100 (a lease of 100 ms from t=0)
+    view = _save(harness)
+    job_id = view["title_job"]["job_id"]
+    _at_epoch(harness, job_id, 6)
+    t0 = harness.clock.now_ms()
+    a7 = harness.leases.claim(job_id, ALICE, worker_id="A", now=t0, lease_ms=100)
+    assert a7.epoch == 7 and a7.lease_expires_at == t0 + 100
+    harness.clock.advance(101)  # t=101: nobody has reclaimed yet
+    with pytest.raises(StaleEpochError):
+        harness.complete(a7, {"title": "by A at generation 7"})
+    if order == "a_reclaims":
+        # A reacquires generation 8 and completes under 8
+        a8 = harness.leases.claim(job_id, ALICE, worker_id="A", now=harness.clock.now_ms(),
+                                  lease_ms=10_000)  # fmt: skip
+        assert a8.epoch == 8
+        harness.complete(a8, {"title": "by A at generation 8"})
+        final = harness.store.get(job_id)
+        assert final is not None and final.result == {"title": "by A at generation 8"}
+    else:
+        # B acquires generation 8 first; A, still holding 7, can never overwrite it
+        b8 = harness.leases.claim(job_id, ALICE, worker_id="B", now=harness.clock.now_ms(),
+                                  lease_ms=10_000)  # fmt: skip
+        assert b8.epoch == 8
+        with pytest.raises(StaleEpochError):
+            harness.complete(a7, {"title": "by A, late"})
+        harness.complete(b8, {"title": "by B at generation 8"})
+        with pytest.raises(StaleEpochError):
+            harness.complete(a7, {"title": "by A, later still"})
+        final = harness.store.get(job_id)
+        assert final is not None and final.epoch == 8
+        assert final.result == {"title": "by B at generation 8"}

@@ -1,0 +1,81 @@
+"""Calls the real Api handler with the sample events of events/, as API Gateway would."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leasehold.handlers import api, wiring
+from leasehold.local.invoke import LocalContext
+from tests.support.resources import clients, create_queues, create_table, template_environment
+
+SAMPLE_IDS = ("j_000000000000example", "b_019d2a7f3c00a1b2c3d4e5")
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+CACHED = (wiring.runtime, api.jobs, api.ops, api.bookmarks)
+
+
+Call = Callable[..., tuple[int, dict[str, Any], dict[str, str]]]
+
+
+def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Iterator[Call]:
+    dynamodb, sqs = clients()
+    table = create_table(dynamodb)["TableName"]
+    queues = create_queues(sqs)
+    for name, value in template_environment(table, queues, **env_overrides).items():
+        monkeypatch.setenv(name, value)
+    for cached in CACHED:
+        cached.cache_clear()
+
+    def invoke(
+        event_name: str,
+        *,
+        body: Any = None,
+        raw_body: str | None = None,
+        user: str | None = "alice",
+        path_id: str | None = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        event = copy.deepcopy(load_event(event_name))
+        event["headers"].pop("idempotency-key", None)  # only where a test gives one
+        if body is not None:
+            event["body"] = json.dumps(body)
+        if raw_body is not None:
+            event["body"] = raw_body
+        if user is None:
+            event["requestContext"].pop("authorizer", None)
+        elif user != "keep":
+            claims = {
+                "sub": user,
+                "custom:tenant": "other-group" if user == "carol" else "study-group",
+            }
+            if user == "ops":
+                claims["cognito:groups"] = "[operators]"
+            event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
+        if path_id is not None:
+            (name,) = event["pathParameters"]
+            event["pathParameters"] = {name: path_id}
+            for sample in SAMPLE_IDS:
+                event["rawPath"] = event["rawPath"].replace(sample, path_id)
+            event["requestContext"]["http"]["path"] = event["rawPath"]
+        if query is not None:
+            event["queryStringParameters"] = query
+        if headers is not None:
+            event["headers"] = {**event["headers"], **headers}
+        answer = api.handler(event, LocalContext("api"))
+        return answer["statusCode"], json.loads(answer["body"] or "{}"), answer.get("headers") or {}
+
+    yield invoke
+    for cached in CACHED:
+        cached.cache_clear()
