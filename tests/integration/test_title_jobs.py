@@ -122,6 +122,12 @@ def test_a_fetch_that_keeps_timing_out_ends_dead_and_the_bookmark_says_why(
     assert outcome == "dead"
     stored = _bookmark(harness, view["id"])
     assert stored["title_status"] == "failed" and stored["title_error"]["code"] == "timeout"
+    # The operator's view lists the dead title job with the bookmark it belongs to
+    rows = harness.ops().jobs("dead", None, None)["jobs"]
+    assert [(r["job_id"], r["kind"], r["bookmark_id"]) for r in rows] == [
+        (job_id, "title", view["id"])
+    ]
+    assert rows[0]["last_error"]["code"] == "timeout" and rows[0]["tenant"] == "study-group"
     # An operator replays it under the same id; this time the page answers
     harness.ops().replay(job_id, harness.operator, {"note": "the site is back"})
     assert _fetch(harness, job_id, lambda *_: "Durable jobs, explained") == "succeeded"
@@ -130,6 +136,19 @@ def test_a_fetch_that_keeps_timing_out_ends_dead_and_the_bookmark_says_why(
     assert "title_error" not in stored
     job = harness.store.get(job_id)
     assert job is not None and [e["ev"] for e in job.history][-2:] == ["replayed", "succeeded"]
+
+
+def test_the_summary_shows_the_oldest_queued_job_of_each_kind(harness: Harness) -> None:
+    harness.submit(payload={"steps": [{"name": "s"}]})
+    harness.clock.advance(1_000)
+    view = _save(harness)
+    harness.clock.advance(1_000)
+    _save(harness, "https://example.org/later")
+    harness.clock.advance(3_000)
+    by_kind = harness.ops().summary()["oldest_queued_by_kind"]
+    assert set(by_kind) == {"synthetic", "title"}
+    assert by_kind["title"]["job_id"] == view["title_job"]["job_id"]
+    assert by_kind["title"]["age_seconds"] == 4.0 and by_kind["title"]["attempts"] == 0
 
 
 def test_a_refused_address_fails_the_title_at_once(harness: Harness) -> None:

@@ -98,6 +98,11 @@ class Job:
     error: dict[str, str] | None = None
     stop_reason: str | None = None
     effect_intent: dict[str, Any] | None = None
+    """The external effect in flight, if any (DESIGN §3.6): its operation id, key, provider and
+    capability. While it is set the job cannot be retried blindly."""
+    operations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The operation ledger (DESIGN §8): operation id → {provider, key, fingerprint, state
+    submitted | confirmed | failed | released, submitted_at, settled_at?, receipt?, error?}."""
     replays: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     """The last few attempt ends and operator acts, as stored (store/history.py)."""

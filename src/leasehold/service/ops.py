@@ -30,6 +30,18 @@ def _note(body: dict[str, Any], *, required: bool) -> str:
     return note
 
 
+def _oldest(job: Any, now: int) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "kind": job.kind,
+        "tenant": job.owner.tenant,
+        "age_seconds": round((now - job.created_at) / 1000, 1),
+        "attempts": job.attempts,
+        "last_error": job.error,
+        "next_attempt_at": iso(job.next_attempt_at),
+    }
+
+
 class OpsService:
     def __init__(
         self, stores: Stores, queue: WakeupQueue, clock: Clock, telemetry: Telemetry
@@ -43,17 +55,11 @@ class OpsService:
     def summary(self) -> dict[str, Any]:
         now = self._clock.now_ms()
         counts = {state.value: self._store.count_by_state(state) for state in JobState}
-        oldest_jobs, _ = self._store.list_by_state(JobState.QUEUED, limit=1)
-        oldest = None
-        if oldest_jobs:
-            job = oldest_jobs[0]
-            oldest = {
-                "job_id": job.job_id,
-                "age_seconds": round((now - job.created_at) / 1000, 1),
-                "attempts": job.attempts,
-                "last_error": job.error,
-                "next_attempt_at": iso(job.next_attempt_at),
-            }
+        queued, _ = self._store.list_by_state(JobState.QUEUED, limit=100)
+        oldest = _oldest(queued[0], now) if queued else None
+        oldest_by_kind: dict[str, Any] = {}
+        for job in queued:  # oldest first: the first of each kind is its oldest
+            oldest_by_kind.setdefault(job.kind, _oldest(job, now))
         failed, _ = self._store.list_by_state(JobState.FAILED, limit=100)
         recent: list[Any] = []
         for state in (JobState.QUEUED, JobState.RUNNING, JobState.DEAD, JobState.UNKNOWN):
@@ -64,6 +70,7 @@ class OpsService:
             "counts": counts,
             "queue_depth": counts[JobState.QUEUED.value],
             "oldest_queued": oldest,
+            "oldest_queued_by_kind": oldest_by_kind,
             "sqs": {
                 "visible": stats.visible,
                 "in_flight": stats.in_flight,

@@ -18,7 +18,7 @@ from leasehold.service.outcomes import Outcomes
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
-from leasehold.store.leases import ClaimRejection
+from leasehold.store.leases import ClaimRejection, reconcilable
 
 logger = Logger(service="leasehold", child=True)
 
@@ -66,7 +66,7 @@ def _sweep(
     for job in running:
         if (job.lease_expires_at or 0) >= now:
             continue
-        if job.effect_intent:
+        if job.effect_intent and not reconcilable(job):
             reason, counted = ClaimRejection.EFFECT_OPEN, "unknown"
         elif job.deadline_at <= now:
             reason, counted = ClaimRejection.DEADLINE, "dead"

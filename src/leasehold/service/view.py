@@ -9,6 +9,8 @@ from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
 from leasehold.store.history import expand
 
+BOOKMARK_KINDS = frozenset({"title", "enrich"})
+
 
 def history_view(job: Job) -> list[dict[str, Any]]:
     """The stored history spelled out, times as ISO 8601 UTC."""
@@ -96,4 +98,6 @@ def ops_row(job: Job, now: int) -> dict[str, Any]:
         "effect": effect_view(job),
         "replays": job.replays,
         "history": history_view(job),
+        # The reading list's jobs name their bookmark, so a dead title job leads to it
+        "bookmark_id": job.payload.get("bookmark_id") if job.kind in BOOKMARK_KINDS else None,
     }

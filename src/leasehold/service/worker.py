@@ -26,6 +26,7 @@ from leasehold.domain.errors import (
     FatalStepError,
     SlotsFullError,
     StaleEpochError,
+    StepError,
     StepInterruptedError,
     StoreUnavailableError,
     TransientStepError,
@@ -37,7 +38,8 @@ from leasehold.kinds import JobKind, StepPlan
 from leasehold.service.outcomes import Outcomes, effect_uncertain_error
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
-from leasehold.store.leases import ClaimRejection
+from leasehold.service.steps import OperationLedger, StepContext
+from leasehold.store.leases import ClaimRejection, reconcilable
 from leasehold.store.queue import Wakeup, WakeupQueue
 
 logger = Logger(service="leasehold", child=True)
@@ -95,6 +97,7 @@ class WorkerService:
         rng: random.Random | None = None,
     ) -> None:
         self._leases = stores.leases
+        self._ledger = stores.ledger
         self._queue = queue
         self._kinds = kinds
         self._clock = clock
@@ -323,46 +326,50 @@ class WorkerService:
                 "effect intent recorded", extra=attempt.log_keys | {"operation_id": operation_id}
             )
         try_number = attempt.checkpoint.step_failures + 1
-        effect_open = step.has_effect
+        context = StepContext(
+            attempt,
+            lambda: self._tick(attempt),
+            OperationLedger(attempt, self._ledger, self._clock, self._telemetry),
+            self._clock,
+            self._telemetry,
+        )
         try:
-            return kind.run_step(
-                attempt.job.payload, index, try_number, lambda: self._tick(attempt)
-            )
+            return kind.run_step(attempt.job.payload, index, try_number, context)
         except (StoreUnavailableError, StaleEpochError):
             raise
         except StepInterruptedError:
             if attempt.lease_lost:
                 logger.warning("lease lost during the step", extra=attempt.log_keys)
                 return WakeupResult(Disposition.ACK, "lease_lost")
-            if effect_open:
+            if attempt.job.effect_intent:
                 return self._outcomes.uncertain(attempt, "a cancel interrupted the effect step")
             return self._outcomes.stop(
                 attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None
             )
-        except FatalStepError as fatal:
-            if effect_open and not fatal.effect_settled:
-                return self._outcomes.uncertain(attempt, f"the effect step failed: {fatal}")
-            return self._outcomes.stop(
-                attempt,
-                JobState.FAILED,
-                StopReason.HANDLER_ERROR,
-                {"code": fatal.error_code, "message": str(fatal)[:500]},
-            )
-        except TransientStepError as transient:
-            if effect_open and not transient.effect_settled:
-                return self._outcomes.uncertain(attempt, f"the effect step failed: {transient}")
-            return self._outcomes.retry_or_dead(
-                attempt, {"code": transient.error_code, "message": str(transient)[:500]}
-            )
+        except StepError as failed:
+            return self._step_failed(attempt, failed)
         except Exception as unexpected:  # a bug in a kind is retried, never lost
             logger.exception("step raised", extra=attempt.log_keys)
-            if effect_open:
-                return self._outcomes.uncertain(
-                    attempt, f"the effect step raised {type(unexpected).__name__}"
-                )
-            return self._outcomes.retry_or_dead(
-                attempt, {"code": "unexpected_error", "message": f"{type(unexpected).__name__}"}
+            return self._step_failed(
+                attempt,
+                TransientStepError(
+                    f"the step raised {type(unexpected).__name__}", error_code="unexpected_error"
+                ),
             )
+
+    def _step_failed(self, attempt: Attempt, failed: StepError) -> WakeupResult:
+        """A step raised. With an effect open (and not declared settled by the kind), its
+        outcome is uncertain: a provider that can be asked (idempotent key, status lookup)
+        lets the next attempt reconcile it — the retry keeps the operation open; any other
+        makes the job `unknown`."""
+        error = {"code": failed.error_code, "message": str(failed)[:500]}
+        if attempt.job.effect_intent and not failed.effect_settled:
+            if not reconcilable(attempt.job):
+                return self._outcomes.uncertain(attempt, f"the effect step failed: {failed}")
+            return self._outcomes.retry_or_dead(attempt, error)
+        if isinstance(failed, FatalStepError):
+            return self._outcomes.stop(attempt, JobState.FAILED, StopReason.HANDLER_ERROR, error)
+        return self._outcomes.retry_or_dead(attempt, error)
 
     def _tick(self, attempt: Attempt) -> bool:
         """Heartbeat while a step runs; False tells the step to stop (lease lost or cancel). A

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from leasehold.store.controls import ControlStore
 from leasehold.store.jobs import JobStore
-from leasehold.store.leases import LeaseStore
+from leasehold.store.leases import LeaseStore, LedgerStore
 from leasehold.store.operator import OperatorStore
 from leasehold.store.table import Table
 from leasehold.store.upkeep import UpkeepStore
@@ -22,6 +22,7 @@ class Stores:
     table: Table
     jobs: JobStore
     leases: LeaseStore
+    ledger: LedgerStore
     upkeep: UpkeepStore
     controls: ControlStore
     operator: OperatorStore
@@ -32,6 +33,7 @@ class Stores:
             table=table,
             jobs=JobStore(table),
             leases=LeaseStore(table, slot_limit),
+            ledger=LedgerStore(table),
             upkeep=UpkeepStore(table, slot_limit),
             controls=ControlStore(table),
             operator=OperatorStore(table),

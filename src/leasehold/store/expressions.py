@@ -34,6 +34,20 @@ class Expression:
         self._sets.append(f"{self.name(attribute)} = {self.value(value)}")
         return self
 
+    def key(self, map_key: str) -> str:
+        """A placeholder for a map key that is not an attribute name (an operation id)."""
+        for placeholder, name in self.names.items():
+            if name == map_key and placeholder.startswith("#k"):
+                return placeholder
+        placeholder = f"#k{len(self.names)}"
+        self.names[placeholder] = map_key
+        return placeholder
+
+    def set_entry(self, attribute: str, map_key: str, value: Any) -> Expression:
+        """SET attribute.key = value (the map must exist)."""
+        self._sets.append(f"{self.name(attribute)}.{self.key(map_key)} = {self.value(value)}")
+        return self
+
     def set_raw(self, attribute: str, expression: str) -> Expression:
         """SET attribute = <expression>; `{x}` in the expression is the attribute's placeholder."""
         self._sets.append(f"{self.name(attribute)} = {expression.format(x=self.name(attribute))}")

@@ -126,6 +126,7 @@ def new_job_item(job: Job) -> dict[str, Any]:
         "outputs": "[]",
         "cancel_requested": False,
         "replays": 0,
+        "operations": {},
         "expires_at": job.deadline_at // 1000 + JOB_TTL_SECONDS,
     }
     if job.budget.max_cost is not None:
@@ -169,6 +170,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         error=doc.get("error"),
         stop_reason=doc.get("stop_reason"),
         effect_intent=doc.get("effect_intent"),
+        operations=doc.get("operations") or {},
         replays=doc.get("replays", 0),
         history=doc.get("history", []),
         history_dropped=doc.get("history_dropped", 0),

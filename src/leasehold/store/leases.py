@@ -22,6 +22,11 @@ from leasehold.store.slots import release_slot, take_slot
 from leasehold.store.table import ConditionFailed, Table
 
 
+RECONCILABLE = ("idempotent_key", "status_lookup")
+"""Capabilities whose open operation a new worker can settle by asking the provider (DESIGN §8):
+a job left with one is claimable again; any other open effect makes it `unknown`."""
+
+
 class ClaimRejection:
     """Why a claim's condition failed, read from the item DynamoDB returned with the failure."""
 
@@ -47,13 +52,18 @@ def classify_claim(job: Job | None, now: int) -> ClaimRejectedError:
         return ClaimRejectedError(ClaimRejection.UNCERTAIN, job)
     if job.state is JobState.RUNNING and (job.lease_expires_at or 0) >= now:
         return ClaimRejectedError(ClaimRejection.LEASED, job)
-    if job.state is JobState.RUNNING and job.effect_intent:
+    if job.state is JobState.RUNNING and job.effect_intent and not reconcilable(job):
         return ClaimRejectedError(ClaimRejection.EFFECT_OPEN, job)
     if job.deadline_at <= now:
         return ClaimRejectedError(ClaimRejection.DEADLINE, job)
     if job.attempts >= job.max_attempts:
         return ClaimRejectedError(ClaimRejection.EXHAUSTED, job)
     return ClaimRejectedError(ClaimRejection.NOT_DUE, job)
+
+
+def reconcilable(job: Job) -> bool:
+    """Whether the job's open effect can be settled by asking its provider (DESIGN §8)."""
+    return (job.effect_intent or {}).get("capability") in RECONCILABLE
 
 
 def _set_checkpoint(expr: Expression, checkpoint: Checkpoint) -> None:
@@ -85,7 +95,9 @@ class LeaseStore:
             f"({state} = {queued} AND {expr.name('next_attempt_at')} <= {now_v}"
             f" AND {deadline} > {now_v} AND {attempts} < {max_attempts})"
             f" OR ({state} = {running} AND {lease} < {now_v} AND {deadline} > {now_v}"
-            f" AND {attempts} < {max_attempts} AND attribute_not_exists({effect}))"
+            f" AND {attempts} < {max_attempts} AND (attribute_not_exists({effect})"
+            f" OR {effect}.{expr.name('capability')} IN"
+            f" ({', '.join(expr.value(c) for c in RECONCILABLE)})))"
         )
         expr.set("state", JobState.RUNNING.value).increment("epoch").increment("attempts")
         expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
@@ -266,3 +278,30 @@ class LeaseStore:
                         index, failed.old_item(first_related + index)
                     ) from failed
             raise LeaseholdError("a worker write failed a condition it cannot explain") from failed
+
+
+class LedgerStore:
+    """The operation ledger on the job item (DESIGN §8), written under the worker's fence: an
+    entry is `submitted` before the provider is called, then `confirmed` with the receipt or
+    `failed` with the error. While one is submitted, `effect_intent` names it."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def _write(self, expr: Expression, job: Job, what: str) -> Job:
+        try:
+            item = self._table.update(expr.update_params(job_key(job.job_id)))
+        except ConditionFailed as failed:
+            raise StaleEpochError(f"{what} under a lost lease") from failed
+        assert item is not None
+        return job_from_item(item)
+
+    def submit(self, job: Job, entry: dict[str, Any], intent: dict[str, Any], *, now: int) -> Job:
+        expr = fenced(job, now).set_entry("operations", intent["operation_id"], entry)
+        expr.set("effect_intent", intent)
+        return self._write(expr, job, "operation submitted")
+
+    def settle(self, job: Job, operation_id: str, entry: dict[str, Any], *, now: int) -> Job:
+        expr = fenced(job, now).set_entry("operations", operation_id, entry)
+        expr.remove("effect_intent")
+        return self._write(expr, job, "operation settled")

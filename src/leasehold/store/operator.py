@@ -70,6 +70,16 @@ class OperatorStore:
             ),
         )
         expr.remove("error", "stop_reason", "result", "effect_intent", "approval", "resolution")
+        open_operation = (job.effect_intent or {}).get("operation_id")
+        if open_operation and open_operation in job.operations:
+            # The operator checked the provider: the next try calls again with the same key
+            # (an idempotent provider still deduplicates it).
+            expr.set_entry(
+                "operations",
+                open_operation,
+                {**job.operations[open_operation], "state": "released", "settled_at": now,
+                 "released_by": operator, "note": note},
+            )  # fmt: skip
         wakeup = outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
         try:
             self._table.transact([{"Update": expr.update_params(job_key(job_id))}, wakeup])
@@ -129,6 +139,12 @@ class OperatorStore:
                 operation_id=operation_id,
             ),
         )
+        if operation_id and operation_id in job.operations:
+            settled = {**job.operations[operation_id], "settled_at": now, "resolved_by": operator,
+                       "state": "confirmed" if succeeded else "failed"}  # fmt: skip
+            if receipt:
+                settled["receipt"] = {"receipt": receipt}
+            expr.set_entry("operations", operation_id, settled)
         if succeeded:
             expr.remove("effect_intent", "error")
         else:
