@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.domain.errors import ValidationError
+from leasehold.domain.job import Budget
 from leasehold.titles import FIXTURE_MODES, validate_bookmark_url
 
 MAX_NOTE_CHARS = 4000
@@ -106,6 +107,40 @@ def parse_edit(body: Any) -> BookmarkEdit:
     if note is None and url is None:
         raise ValidationError("nothing to change: give 'note' and/or 'url'")
     return BookmarkEdit(version=version, note=note, url=url)
+
+
+@dataclass(frozen=True)
+class EnrichRequest:
+    budget: Budget
+    local: dict[str, str]
+    """`provider_mode` / `fault`: only on the local stack's own providers."""
+
+
+def parse_enrich_request(body: Any, *, local_modes: tuple[str, ...]) -> EnrichRequest:
+    """`{"budget"?: {"max_cost"}}`, and locally `provider_mode`/`fault` to try the recovery
+    rules against a provider of each capability."""
+    body = {} if body is None else body
+    allowed = {"budget", "provider_mode", "fault"} if local_modes else {"budget"}
+    body = _only(body, allowed, '{"budget"?: {"max_cost": ...}}')
+    budget = Budget()
+    raw = body.get("budget")
+    if raw is not None:
+        if not isinstance(raw, dict) or set(raw) - {"max_cost"}:
+            raise ValidationError("'budget' must be {\"max_cost\": <integer ≥ 0>}")
+        cost = raw.get("max_cost")
+        if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= 10**12:
+            raise ValidationError("'budget.max_cost' must be an integer ≥ 0")
+        budget = Budget(max_cost=cost)
+    local: dict[str, str] = {}
+    if "provider_mode" in body:
+        if body["provider_mode"] not in local_modes:
+            raise ValidationError(f"'provider_mode' must be one of: {', '.join(local_modes)}")
+        local["provider_mode"] = body["provider_mode"]
+    if "fault" in body:
+        if body["fault"] not in ("lose_response", "fail", "slow"):
+            raise ValidationError("'fault' must be one of: lose_response, fail, slow")
+        local["fault"] = body["fault"]
+    return EnrichRequest(budget=budget, local=local)
 
 
 def parse_read_mark(body: Any) -> bool:

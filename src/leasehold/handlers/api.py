@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -25,6 +25,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
 from leasehold.handlers.wiring import metrics, runtime
+from leasehold.kinds.enrich import EnrichKind
 from leasehold.kinds.title import TitleKind
 from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.jobs import JobService
@@ -170,6 +171,8 @@ def bookmarks() -> BookmarkService:
         time_ordered_ids(rt.clock),
         rt.telemetry,
         default_max_attempts=rt.settings.default_max_attempts,
+        jobs=rt.stores.jobs,
+        enrich=cast(EnrichKind, rt.kinds["enrich"]),
     )
 
 
@@ -250,6 +253,20 @@ def get_bookmark(bookmark_id: str) -> Response:
 def edit_bookmark(bookmark_id: str) -> Response:
     owner = caller()
     return _json(200, bookmarks().edit(owner, bookmark_id, json_body()))
+
+
+@app.post("/bookmarks/<bookmark_id>/enrich")
+def enrich_bookmark(bookmark_id: str) -> Response:
+    owner = caller()
+    accepted = bookmarks().enrich(
+        owner, bookmark_id, json_body(required=False), _header("Idempotency-Key")
+    )
+    location = f"/jobs/{accepted.job_id}"
+    return _json(
+        202,
+        {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
+        headers={"Location": location},
+    )
 
 
 @app.patch("/bookmarks/<bookmark_id>/read")

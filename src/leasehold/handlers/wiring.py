@@ -3,6 +3,7 @@ start). boto3 honours AWS_ENDPOINT_URL, which is how the local stack points thes
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -66,6 +67,11 @@ def runtime() -> Runtime:
             KindConfig(
                 max_step_ms=settings.max_step_seconds * 1000,
                 title_fetcher=settings.title_fetcher,
+                enrichment_provider_url=settings.enrichment_provider_url,
+                enrichment_provider_capability=settings.enrichment_provider_capability,
+                local_providers=json.loads(settings.local_providers)
+                if settings.local_providers
+                else None,
             )
         ),
     )

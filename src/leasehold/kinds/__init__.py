@@ -86,9 +86,15 @@ class KindConfig:
     max_step_ms: int = 60_000
     title_fetcher: str = "fixture"
     fixture_slow_seconds: float = 3.0
+    enrichment_provider_url: str = ""
+    enrichment_provider_capability: str = "none"
+    local_providers: dict[str, str] | None = None
+    """The local stack's own providers by mode (idempotent, lookup, none): a request may pick one
+    and ask it for a fault. Never set when deployed."""
 
 
 def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
+    from leasehold.kinds.enrich import EnrichKind
     from leasehold.kinds.synthetic import SyntheticKind
     from leasehold.kinds.title import TitleKind
 
@@ -96,5 +102,10 @@ def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
     kinds: list[JobKind] = [
         SyntheticKind(max_step_ms=config.max_step_ms),
         TitleKind(config.title_fetcher, slow_seconds=config.fixture_slow_seconds),
+        EnrichKind(
+            config.enrichment_provider_url,
+            config.enrichment_provider_capability,
+            local_providers=config.local_providers,
+        ),
     ]
     return {kind.name: kind for kind in kinds}

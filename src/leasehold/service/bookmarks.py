@@ -4,23 +4,27 @@ owner edits or deletes (another member gets the same 404 as an unknown id)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from leasehold.domain.bookmark import (
     Bookmark,
     TitleStatus,
     parse_edit,
+    parse_enrich_request,
     parse_new_bookmark,
     parse_read_mark,
 )
 from leasehold.domain.clock import Clock, iso
-from leasehold.domain.errors import BookmarkNotFoundError, StoreUnavailableError
+from leasehold.domain.errors import BookmarkNotFoundError, StoreUnavailableError, ValidationError
 from leasehold.domain.ids import IdFactory
 from leasehold.domain.job import Job, Owner, new_job
+from leasehold.kinds.enrich import EnrichKind
 from leasehold.kinds.title import TitleKind
-from leasehold.service.jobs import check_idempotency_key, parse_limit
+from leasehold.service.jobs import Accepted, check_idempotency_key, parse_limit
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.bookmarks import BookmarkStore
+from leasehold.store.jobs import JobStore
 
 
 def bookmark_view(bookmark: Bookmark, caller: Owner, job_state: str | None) -> dict[str, Any]:
@@ -61,7 +65,12 @@ class BookmarkService:
         new_job_id: IdFactory,
         telemetry: Telemetry,
         default_max_attempts: int = 3,
+        *,
+        jobs: JobStore | None = None,
+        enrich: EnrichKind | None = None,
     ) -> None:
+        self._jobs = jobs
+        self._enrich = enrich
         self._store = store
         self._title = title_kind
         self._clock = clock
@@ -165,6 +174,44 @@ class BookmarkService:
             self._telemetry.count("JobsAccepted")
             self._telemetry.count("BookmarkSourcesChanged")
         return self.view(owner, bookmark_id)
+
+    def enrich(
+        self, owner: Owner, bookmark_id: str, body: Any, idempotency_key: str | None
+    ) -> Accepted:
+        """An `enrich` job for the owner's bookmark (DESIGN §8): one enrichment costs 1 budget
+        unit. Refused (400) when no provider is configured."""
+        check_idempotency_key(idempotency_key)
+        if self._enrich is None or not self._enrich.configured:
+            raise ValidationError(
+                "no enrichment provider is configured (EnrichmentProviderUrl)",
+                code="provider_not_configured",
+            )
+        request = parse_enrich_request(body, local_modes=self._enrich.local_modes)
+        current = self._store.get(owner.tenant, bookmark_id)
+        if current.owner != owner.user_id:
+            raise BookmarkNotFoundError(f"no bookmark {bookmark_id}")
+        payload: dict[str, Any] = {
+            "bookmark_id": bookmark_id,
+            "url": current.url,
+            "source_version": current.source_version,
+            **request.local,
+        }
+        job = new_job(
+            self._new_job_id(), EnrichKind.name, owner, payload, now=self._clock.now_ms(),
+            steps_total=1, max_attempts=self._max_attempts, budget=request.budget,
+        )  # fmt: skip
+        assert self._jobs is not None
+        outcome = self._jobs.accept(
+            job, idempotency=idempotency_key, fingerprint=json.dumps(
+                {"bookmark": bookmark_id, "source": current.source_version, **body}, sort_keys=True
+            ),
+        )  # fmt: skip
+        self._telemetry.count("JobsAccepted" if outcome.created else "IdempotentReplays")
+        state = "queued"
+        if not outcome.created:
+            existing = self._jobs.get(outcome.job_id)
+            state = existing.state.value if existing else state
+        return Accepted(job_id=outcome.job_id, created=outcome.created, state=state)
 
     def mark_read(self, owner: Owner, bookmark_id: str, body: Any) -> dict[str, Any]:
         is_read = parse_read_mark(body)

@@ -153,6 +153,7 @@ class Outcomes:
     def uncertain(self, attempt: Attempt, why: str) -> WakeupResult:
         """The step that opened an external effect ended some other way than by finishing: the
         effect may or may not have happened. The intent stays on record; nothing retries it."""
+        self._telemetry.count("EffectsUnknown")
         return self.stop(
             attempt,
             JobState.UNKNOWN,

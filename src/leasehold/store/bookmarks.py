@@ -351,3 +351,20 @@ def title_failed(
     expr = Expression().set("title_status", TitleStatus.FAILED).set("title_error", error)
     expr.set("updated_at", now)
     return _fenced_bookmark_update(tenant, bookmark_id, source_version, expr)
+
+
+def enrichment_saved(
+    tenant: str, bookmark_id: str, source_version: int, enrichment: dict[str, Any], now: int
+) -> dict[str, Any]:
+    """Transaction item: the provider's summary and tags, with the receipt and operation id."""
+    expr = Expression().set("enrichment", {**enrichment, "status": "ready", "at": now})
+    expr.set("updated_at", now)
+    return _fenced_bookmark_update(tenant, bookmark_id, source_version, expr)
+
+
+def enrichment_failed(
+    tenant: str, bookmark_id: str, source_version: int, failure: dict[str, Any], now: int
+) -> dict[str, Any]:
+    expr = Expression().set("enrichment", {**failure, "status": "failed", "at": now})
+    expr.set("updated_at", now)
+    return _fenced_bookmark_update(tenant, bookmark_id, source_version, expr)
