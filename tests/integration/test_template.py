@@ -276,3 +276,25 @@ def test_make_build_without_a_python313_is_a_clear_error(tmp_path: Path) -> None
     assert out.returncode != 0
     assert "make build: no working python3.13 found" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it() -> None:
+    # `sam local invoke --env-vars events/env.json`: one object per function logical id. SAM
+    # overrides only variables the template declares (others are dropped without a word), so
+    # each must be declared; numbers equal the parameter defaults SAM uses for the function's
+    # own Timeout, and the whole set passes the handlers' start-up check.
+    env_json = json.loads((ROOT / "events" / "env.json").read_text())
+    assert set(env_json) == set(_functions())
+    globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
+    defaults = parameter_defaults()
+    for name, values in env_json.items():
+        own = (_functions()[name].get("Environment") or {}).get("Variables") or {}
+        declared = {**globals_env, **own}
+        assert [var for var in ENV_VARIABLES if var not in values] == [], name
+        assert set(values) <= set(declared), f"{name}: SAM would drop {set(values) - set(declared)}"
+        assert all(isinstance(value, str) for value in values.values()), name
+        for var, value in declared.items():
+            parameter = value.get("Ref") if isinstance(value, dict) else None
+            if parameter in defaults:
+                assert values[var] == defaults[parameter], (name, var)
+        Settings.from_env(values)
