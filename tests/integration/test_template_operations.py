@@ -324,7 +324,7 @@ def test_dashboard_shows_queues_functions_and_the_relay_stream() -> None:
     dlq = ("AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName")
     assert (*dlq, "<DeadLetterQueue.QueueName>") in rows
     for function in _resources("AWS::Serverless::Function"):
-        for metric in ("Errors", "Throttles", "Duration"):
+        for metric in ("Errors", "Throttles"):
             assert ("AWS/Lambda", metric, "FunctionName", f"<{function}>") in rows, function
     assert ("AWS/Lambda", "IteratorAge", "FunctionName", "<RelayFunction>") in rows
 

@@ -172,7 +172,6 @@ class BookmarkService:
                 new_job=job, now=now,
             )  # fmt: skip
             self._telemetry.count("JobsAccepted")
-            self._telemetry.count("BookmarkSourcesChanged")
         return self.view(owner, bookmark_id)
 
     def enrich(
@@ -220,7 +219,6 @@ class BookmarkService:
 
     def delete(self, owner: Owner, bookmark_id: str) -> None:
         self._store.delete(owner, bookmark_id, now=self._clock.now_ms())
-        self._telemetry.count("BookmarksDeleted")
 
 
 __all__ = ["BookmarkService", "TitleStatus", "bookmark_view"]

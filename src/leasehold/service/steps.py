@@ -128,6 +128,3 @@ class StepContext:
     def remaining_ms(self) -> int | None:
         """What is left of the invocation (None when the caller set no limit)."""
         return self._attempt.remaining_ms() if self._attempt.remaining_ms else None
-
-    def count(self, metric: str) -> None:
-        self._telemetry.count(metric)
