@@ -21,9 +21,17 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
     from leasehold.local.stack import StackError
     from leasehold.local.template import TemplateError
 
+    from leasehold.store.faults import FaultPlan, FaultSpecError
+
     if args.workers < 0 or args.workers > 16:
         raise CliError("--workers must be between 0 and 16")
-    stack = LocalStack(Path(args.template), port=args.port, state_path=Path(args.state))
+    try:
+        FaultPlan.parse(args.faults)
+    except FaultSpecError as exc:
+        raise CliError(f"--faults: {exc}") from exc
+    stack = LocalStack(
+        Path(args.template), port=args.port, state_path=Path(args.state), faults=args.faults
+    )
     stopped = threading.Event()
 
     def on_signal(*_: object) -> None:
@@ -38,8 +46,10 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
         for index in range(args.workers):
             stack.spawn_worker(f"worker-{index + 1}")
+        faults = f"; faults {args.faults}" if args.faults else ""
         print(
-            f"leasehold local stack ready at {stack.url} (moto; {args.workers} workers)", flush=True
+            f"leasehold local stack ready at {stack.url} (moto; {args.workers} workers{faults})",
+            flush=True,
         )
         while not stopped.wait(0.5):
             pass
@@ -182,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workers", type=int, default=2)
     up.add_argument("--template", default="template.yaml")
     up.add_argument("--state", default=".leasehold/local-stack.json")
+    up.add_argument(
+        "--faults",
+        default="",
+        help="inject store and queue faults, e.g. "
+        "'dynamodb.TransactWriteItems:TransactionConflict=0.05,sqs.SendMessageBatch:InternalError=0.03'",
+    )
     up.set_defaults(run=_cmd_local_up)
     worker = local.add_parser("worker", help="attach one more worker process to a running stack")
     worker.add_argument("--state", default=".leasehold/local-stack.json")

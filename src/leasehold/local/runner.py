@@ -4,6 +4,7 @@ pump, sweeper schedule and N worker processes. Stops everything on Ctrl-C or SIG
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -44,7 +45,10 @@ class LocalStack:
         sweep_seconds: float = 1.0,
         parameters: dict[str, str] | None = None,
         handler_log: Path | None = None,
+        faults: str = "",
     ) -> None:
+        self.faults = faults
+        self.providers: dict[str, Any] = {}
         self.handler_log = handler_log
         self.template = template
         self.port = port
@@ -69,7 +73,16 @@ class LocalStack:
         if self.port:
             check_port_free(self.port)
         self._moto, endpoint = start_moto()
-        info = create_stack(endpoint, self.template, self.parameters)
+        urls = self._start_providers()
+        parameters = {
+            "EnrichmentProviderUrl": urls["idempotent"],
+            "EnrichmentProviderCapability": "idempotent_key",
+            **(self.parameters or {}),
+        }
+        info = create_stack(endpoint, self.template, parameters)
+        info.local_environment["LEASEHOLD_LOCAL_PROVIDERS"] = json.dumps(urls)
+        if self.faults:
+            info.local_environment["LEASEHOLD_FAULTS"] = self.faults
         self.info = info
         info.save(self.state_path)
         if self.handler_log is not None:
@@ -79,6 +92,16 @@ class LocalStack:
             with contextlib.redirect_stdout(self._log_file):
                 return self._start_functions(info)
         return self._start_functions(info)
+
+    def _start_providers(self) -> dict[str, str]:
+        """The billable enrichment provider, once per capability (DESIGN §8), each with its own
+        durable charge ledger beside the state file. A request may pick one (local only)."""
+        from leasehold.local.provider import ProviderServer
+
+        for mode in ("idempotent", "lookup", "none"):
+            db = self.state_path.parent / f"provider-{mode}.sqlite3"
+            self.providers[mode] = ProviderServer(capability=mode, db_path=db).start()
+        return {mode: server.url for mode, server in self.providers.items()}
 
     def _start_functions(self, info: StackInfo) -> StackInfo:
         api = info.function_for("handlers.api.handler")
@@ -131,6 +154,8 @@ class LocalStack:
             thread.join(timeout=5)
         if self.gateway:
             self.gateway.stop()
+        for server in self.providers.values():
+            server.stop()
         if self._moto:
             self._moto.stop()
         self.state_path.unlink(missing_ok=True)

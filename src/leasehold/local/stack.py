@@ -82,11 +82,14 @@ class StackInfo:
     routes: list[Route]
     schedules: dict[str, str]
     outputs: dict[str, str] = field(default_factory=dict)
+    local_environment: dict[str, str] = field(default_factory=dict)
+    """Variables only the local stack gives its functions (its own providers, faults)."""
 
     def environment(self, function: str) -> dict[str, str]:
         """The function's environment as the template resolves it, pointed at the local stack."""
         return {
             **self.functions[function].environment,
+            **self.local_environment,
             **LOCAL_CREDENTIALS,
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_DEFAULT_REGION": REGION,
@@ -118,6 +121,7 @@ class StackInfo:
             routes=[Route(**r) for r in doc["routes"]],
             schedules=doc["schedules"],
             outputs=doc.get("outputs", {}),
+            local_environment=doc.get("local_environment", {}),
         )
 
 
