@@ -123,9 +123,16 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     elif args.ops_command == "jobs":
         result = _ops_request(args, "GET", f"/ops/jobs?state={args.state}&limit={args.limit}")
     elif args.ops_command == "replay":
-        result = _ops_request(args, "POST", f"/ops/jobs/{args.job_id}/replay")
+        replay: dict[str, Any] = {}
+        if args.note:
+            replay["note"] = args.note
+        if args.checked_provider:
+            replay["checked_provider"] = True
+        result = _ops_request(args, "POST", f"/ops/jobs/{args.job_id}/replay", replay)
     elif args.ops_command == "resolve":
         body = {"outcome": args.outcome, "note": args.note}
+        if args.receipt:
+            body["receipt"] = args.receipt
         result = _ops_request(args, "POST", f"/ops/jobs/{args.job_id}/resolve", body)
     else:
         result = _redrive(args)
@@ -218,10 +225,17 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--limit", type=int, default=50)
     replay = ops_commands.add_parser("replay", help="a dead, failed or unknown job back to queued")
     replay.add_argument("job_id")
+    replay.add_argument("--note", help="why (recorded in the job's history)")
+    replay.add_argument(
+        "--checked-provider",
+        action="store_true",
+        help="you checked the provider (required to replay an unknown job)",
+    )
     resolve = ops_commands.add_parser("resolve", help="settle an unknown job")
     resolve.add_argument("job_id")
     resolve.add_argument("--outcome", choices=["succeeded", "failed"], required=True)
     resolve.add_argument("--note", required=True)
+    resolve.add_argument("--receipt", help="the provider's receipt, when it shows the charge")
     redrive = ops_commands.add_parser("redrive", help="move DLQ messages back to the work queue")
     redrive.add_argument("--state", default=".leasehold/local-stack.json")
     redrive.add_argument("--queue-url")

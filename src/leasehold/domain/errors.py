@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class LeaseholdError(Exception):
     """Root of every error leasehold raises on purpose."""
@@ -126,3 +128,26 @@ class RelatedItemChangedError(LeaseholdError):
         super().__init__(f"related item {index} changed")
         self.index = index
         self.old_item = old_item
+
+
+class StopJobError(LeaseholdError):
+    """A kind ends the job itself, not as a step failure: `failed` with a stop reason of its
+    own (`tool_rejected`, `budget_exhausted`), the error for the job view and an entry for the
+    history (`record`: a small dict, never the content the job worked on)."""
+
+    code = "stopped_by_kind"
+
+    def __init__(
+        self, reason: str, error_code: str, message: str, record: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.error_code = error_code
+        self.record = record or {}
+
+
+class HandBackError(LeaseholdError):
+    """A kind cannot start its next piece of work in the time left (the invocation's, or the
+    lease's): the engine gives the job back with its progress, attempt not burned."""
+
+    code = "handed_back"

@@ -103,6 +103,8 @@ class Job:
     operations: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The operation ledger (DESIGN §8): operation id → {provider, key, fingerprint, state
     submitted | confirmed | failed | released, submitted_at, settled_at?, receipt?, error?}."""
+    kind_state: dict[str, Any] | None = None
+    """A kind's own progress within a step (StepContext.save_progress), bounded by the kind."""
     replays: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     """The last few attempt ends and operator acts, as stored (store/history.py)."""

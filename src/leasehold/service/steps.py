@@ -104,9 +104,11 @@ class StepContext:
         ledger: OperationLedger,
         clock: Clock,
         telemetry: Telemetry,
+        save: Callable[[Job, dict[str, Any]], Job] | None = None,
     ) -> None:
         self._attempt = attempt
         self._tick = tick
+        self._save = save or (lambda job, state: job)
         self.ledger = ledger
         self._clock = clock
         self._telemetry = telemetry
@@ -124,6 +126,21 @@ class StepContext:
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """The kind's progress as last saved (None before the first save)."""
+        return self._attempt.job.kind_state
+
+    def save_progress(self, state: dict[str, Any]) -> None:
+        """Save the kind's progress under the fence (a crash resumes from it)."""
+        self._attempt.job = self._save(self._attempt.job, state)
+
+    def lease_expires_at(self) -> int:
+        return self._attempt.job.lease_expires_at or 0
+
+    def deadline_at(self) -> int:
+        return self._attempt.job.deadline_at
 
     def remaining_ms(self) -> int | None:
         """What is left of the invocation (None when the caller set no limit)."""

@@ -22,6 +22,18 @@ def history_view(job: Job) -> list[dict[str, Any]]:
     return entries
 
 
+def operations_view(job: Job) -> list[dict[str, Any]]:
+    """The operation ledger (DESIGN §8): open (`submitted`) and settled operations, times ISO."""
+    out = []
+    for operation_id, entry in sorted(job.operations.items()):
+        row: dict[str, Any] = {"operation_id": operation_id, **entry}
+        for name in ("submitted_at", "settled_at"):
+            if name in row:
+                row[name] = iso(row[name])
+        out.append(row)
+    return out
+
+
 def effect_view(job: Job) -> dict[str, Any] | None:
     if not job.effect_intent:
         return None
@@ -63,6 +75,8 @@ def job_view(job: Job) -> dict[str, Any]:
             "step_name": job.approval.get("step_name"),
             "requested_at": iso(job.approval.get("requested_at")),
         }
+    if job.operations:
+        view["operations"] = operations_view(job)
     effect = effect_view(job)
     if effect:
         # An external effect is in progress: said plainly, so nobody mistakes it for done.
@@ -96,6 +110,7 @@ def ops_row(job: Job, now: int) -> dict[str, Any]:
         "lease_owner": job.lease_owner,
         "lease_expires_at": iso(job.lease_expires_at),
         "effect": effect_view(job),
+        "operations": operations_view(job),
         "replays": job.replays,
         "history": history_view(job),
         # The reading list's jobs name their bookmark, so a dead title job leads to it

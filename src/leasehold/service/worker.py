@@ -24,10 +24,12 @@ from leasehold.domain.clock import Clock
 from leasehold.domain.errors import (
     ClaimRejectedError,
     FatalStepError,
+    HandBackError,
     SlotsFullError,
     StaleEpochError,
     StepError,
     StepInterruptedError,
+    StopJobError,
     StoreUnavailableError,
     TransientStepError,
 )
@@ -332,6 +334,9 @@ class WorkerService:
             OperationLedger(attempt, self._ledger, self._clock, self._telemetry),
             self._clock,
             self._telemetry,
+            save=lambda job, state: self._leases.save_progress(
+                job, state, now=self._clock.now_ms(), lease_ms=self._settings.lease.lease_ms
+            ),
         )
         try:
             return kind.run_step(attempt.job.payload, index, try_number, context)
@@ -348,6 +353,15 @@ class WorkerService:
             )
         except StepError as failed:
             return self._step_failed(attempt, failed)
+        except StopJobError as stop:
+            return self._outcomes.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason(stop.reason),
+                {"code": stop.error_code, "message": str(stop)[:500], **_flat(stop.record)},
+            )
+        except HandBackError as short:
+            return self._outcomes.hand_back(attempt, str(short))
         except Exception as unexpected:  # a bug in a kind is retried, never lost
             logger.exception("step raised", extra=attempt.log_keys)
             return self._step_failed(
@@ -405,6 +419,15 @@ class WorkerService:
                 {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
             )
         return self._outcomes.succeed(attempt, result)
+
+
+def _flat(record: dict[str, Any]) -> dict[str, str]:
+    """A kind's record for the job's error: strings only, bounded (the view shows it)."""
+    return {
+        str(k)[:40]: str(v)[:200]
+        for k, v in list(record.items())[:8]
+        if k not in {"code", "message"}
+    }
 
 
 __all__ = [

@@ -171,6 +171,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         stop_reason=doc.get("stop_reason"),
         effect_intent=doc.get("effect_intent"),
         operations=doc.get("operations") or {},
+        kind_state=json.loads(doc["kind_state"]) if "kind_state" in doc else None,
         replays=doc.get("replays", 0),
         history=doc.get("history", []),
         history_dropped=doc.get("history_dropped", 0),

@@ -149,6 +149,13 @@ class LeaseStore:
         expr.set("lease_expires_at", now + lease_ms).remove("effect_intent")
         return self._fenced_update(expr, job, stale_message="checkpoint under a lost lease")
 
+    def save_progress(self, job: Job, state: dict[str, Any], *, now: int, lease_ms: int) -> Job:
+        """A kind's own progress inside a step (the agent's checkpoint), under the fence,
+        extending the lease: a resume starts from it."""
+        expr = fenced(job, now).set("kind_state", json.dumps(state, separators=(",", ":")))
+        expr.set("lease_expires_at", now + lease_ms)
+        return self._fenced_update(expr, job, stale_message="progress under a lost lease")
+
     def record_effect_intent(self, job: Job, intent: dict[str, Any], *, now: int) -> Job:
         """The ledger entry written before an external effect (DESIGN §3.6): while it is open, no
         outcome but the step's own completion removes it, and an expired lease makes the job
