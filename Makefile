@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench clean
+.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench clean mutants
 
 setup: $(STAMP)
 
@@ -70,3 +70,7 @@ bench: setup
 
 clean:
 	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache
+
+# Break each guarantee once in a temporary copy and run the suite: every mutant must be killed.
+mutants: setup
+	$(BIN)/python scripts/mutants.py

@@ -68,6 +68,29 @@ def test_late_completion_from_an_old_epoch_is_rejected(harness: Harness) -> None
     assert final is not None and final.result == {"by": "b"} and final.epoch == 2
 
 
+def test_a_stale_epoch_cannot_write_while_a_newer_claim_runs(harness: Harness) -> None:
+    # Given A's lease expired and B now holds a live lease at epoch 2, mid-job
+    job_id = harness.submit(payload=steps({}, {}))
+    job_a = harness.claim(job_id, "a")
+    harness.clock.advance(LEASE_MS + 1)
+    job_b = harness.claim(job_id, "b")
+    # When A comes back: every write it tries is refused by its epoch alone (the state is
+    # `running` and a lease is live — B's)
+    for write in (
+        lambda: harness.complete(job_a, {"by": "a"}),
+        lambda: harness.leases.heartbeat(job_a, now=harness.clock.now_ms(), lease_ms=LEASE_MS),
+        lambda: harness.leases.save_checkpoint(
+            job_a, job_a.checkpoint, now=harness.clock.now_ms(), lease_ms=LEASE_MS
+        ),
+    ):
+        with pytest.raises(StaleEpochError):
+            write()
+    # Then B's lease and result stand
+    harness.complete(job_b, {"by": "b"})
+    final = harness.store.get(job_id)
+    assert final is not None and final.result == {"by": "b"} and final.epoch == 2
+
+
 def test_expired_lease_is_rejected_even_if_nobody_reclaimed(harness: Harness) -> None:
     # Given A's lease expired and no one else claimed
     job_id = harness.submit(payload=steps({}))

@@ -48,7 +48,14 @@ from leasehold.kinds.synthetic import SyntheticKind
 from leasehold.service.relay import relay_records
 from leasehold.service.worker import Disposition
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
+from leasehold.domain.ids import time_ordered_ids
+from leasehold.kinds import registry
+from leasehold.kinds.enrich import EnrichKind
+from leasehold.providers.enrichment import Capability
+from leasehold.service.bookmarks import BookmarkService
+from leasehold.store.bookmarks import BookmarkStore
 from tests.support.clockqueue import ClockQueue
+from tests.support.fake_provider import FakeProvider
 from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness, steps
 
 HEARTBEAT_MS = 3_000
@@ -130,7 +137,7 @@ class CrashingLeases:
     reported to the machine, which checks it was made under the table's current epoch."""
 
     WRITES = ("claim", "heartbeat", "save_checkpoint", "record_effect_intent", "finish",
-              "hand_back", "note_dispatch")  # fmt: skip
+              "hand_back", "note_dispatch", "submit", "settle")  # fmt: skip
 
     def __init__(self, real: Any, machine: LeaseholdMachine, crash_at: int | None, after: bool):
         self._real = real
@@ -164,6 +171,10 @@ class LeaseholdMachine(RuleBasedStateMachine):
         self.mock = mock_aws()
         self.mock.start()
         self.h = Harness.create(seed=11)
+        # The billable provider: recoverable capabilities only, so the invariant is strict —
+        # at most one charge per operation, whatever crashes and lost answers happen
+        self.provider = FakeProvider(Capability.IDEMPOTENT_KEY, lose_rate=0.25)
+        self.lookup_provider = FakeProvider(Capability.STATUS_LOOKUP, lose_rate=0.25)
         self.queue = ClockQueue(self.h.clock, VISIBILITY_MS, send_failure_rate=0.02)
         self.pump = self.h.relay_pump()
         self.jobs: list[str] = []
@@ -177,6 +188,7 @@ class LeaseholdMachine(RuleBasedStateMachine):
         self.operator_acts = 0
         self.fault_spec = ""
         self.max_jobs = 7
+        self.lookup_jobs: set[str] = set()
 
     @initialize()
     def faults_on(self) -> None:
@@ -206,6 +218,10 @@ class LeaseholdMachine(RuleBasedStateMachine):
             self.snapshots.append(job)
             return
         if name == "note_dispatch":
+            return
+        if name in {"submit", "settle"}:  # the operation ledger: under the fence like the rest
+            held_job: Job = args[0]
+            assert answer.epoch == held_job.epoch, f"ledger {name} landed under another epoch"
             return
         held: Job = args[0]
         current = self._job(held.job_id)
@@ -244,6 +260,46 @@ class LeaseholdMachine(RuleBasedStateMachine):
             self.jobs.append(self.h.submit(owner=BOB if bob else ALICE, **PAYLOADS[choice]))
         except LeaseholdError:
             pass  # a 503: nothing was promised (with a key, the caller would retry)
+
+    def _kinds_for(self, received: list[Any], midway: Any) -> dict[str, Any]:
+        kinds = self._kinds(midway)
+        # One batch, one provider per kind: a lookup-provider job is handled by its own kind
+        if any(wakeup.job_id in self.lookup_jobs for _, wakeup in received):
+            kinds["enrich"] = kinds["enrich_lookup"]
+        return kinds
+
+    def _kinds(self, midway: Any = None) -> dict[str, Any]:
+        return {
+            **registry(),
+            "synthetic": ClockedKind(self.h.clock, midway),
+            "title": self.h.title_kind(),
+            "enrich": EnrichKind("http://fake", "idempotent_key", client=self.provider),
+            "enrich_lookup": EnrichKind("http://fake", "status_lookup", client=self.lookup_provider),
+        }
+
+    @rule(bob=st.booleans(), lookup=st.booleans())
+    def save_and_enrich(self, bob: bool, lookup: bool) -> None:
+        """A bookmark (with its title job) and an enrich job: a paid call."""
+        if len(self.jobs) >= self.max_jobs - 1:
+            return
+        owner = BOB if bob else ALICE
+        provider = self.lookup_provider if lookup else self.provider
+        capability = "status_lookup" if lookup else "idempotent_key"
+        service = BookmarkService(
+            BookmarkStore(self.h.stores.table), self.h.title_kind(), self.h.clock,
+            time_ordered_ids(self.h.clock, "b"), self.h.new_id, self.h.telemetry,
+            jobs=self.h.stores.jobs,
+            enrich=EnrichKind("http://fake", capability, client=provider),
+        )  # fmt: skip
+        try:
+            view, _ = service.create(owner, {"url": f"https://example.org/{len(self.jobs)}"}, None)
+            self.jobs.append(view["title_job"]["job_id"])
+            job_id = service.enrich(owner, view["id"], {}, None).job_id
+        except LeaseholdError:
+            return  # a 503: nothing was promised
+        self.jobs.append(job_id)
+        if lookup:
+            self.lookup_jobs.add(job_id)
 
     @rule()
     def relay(self) -> None:
@@ -288,10 +344,14 @@ class LeaseholdMachine(RuleBasedStateMachine):
 
         service = self.h.worker(
             worker,
-            kinds={"synthetic": ClockedKind(self.h.clock, midway)},
+            kinds=self._kinds_for(received, midway),
             heartbeat_every_ms=HEARTBEAT_MS,
             clock=SkewedClock(self.h.clock, SKEW_MS[worker]),
-            stores=replace(self.h.stores, leases=leases),
+            stores=replace(
+                self.h.stores,
+                leases=leases,
+                ledger=CrashingLeases(self.h.stores.ledger, self, None, False),
+            ),
             queue=self.queue,
         )
         budget_ms = (LEASE_MS + 3_000) if short_invocation else 60_000
@@ -466,6 +526,9 @@ class LeaseholdMachine(RuleBasedStateMachine):
                 key = (job.owner.tenant, job.owner.user_id)
                 running_per_user[key] = running_per_user.get(key, 0) + 1
         assert all(count <= SLOT_LIMIT for count in running_per_user.values()), running_per_user
+        for provider in (self.provider, self.lookup_provider):
+            twice = {key: c for key, c in provider.charges.items() if len(c) > 1}
+            assert not twice, f"an operation was charged twice: {twice}"
         assert all(len(holders) <= SLOT_LIMIT for holders in slots.values()), slots
 
     def _drain(self) -> None:
@@ -474,8 +537,12 @@ class LeaseholdMachine(RuleBasedStateMachine):
         self.fault_spec = ""
         self.h.faults("")
         self.queue.send_failure_rate = 0.0
-        worker = self.h.worker("steady", kinds={"synthetic": ClockedKind(self.h.clock)},
-                               heartbeat_every_ms=HEARTBEAT_MS, queue=self.queue)  # fmt: skip
+        self.provider.lose_rate = self.lookup_provider.lose_rate = 0.0
+        steady = {
+            kind: self.h.worker("steady", kinds={**self._kinds(), "enrich": self._kinds()[kind]},
+                                heartbeat_every_ms=HEARTBEAT_MS, queue=self.queue)
+            for kind in ("enrich", "enrich_lookup")
+        }  # fmt: skip
         for _ in range(60):
             states = {j: self._job(j) for j in self.jobs}
             pending = [
@@ -495,6 +562,7 @@ class LeaseholdMachine(RuleBasedStateMachine):
             self.relay()
             self.queue.redrive()
             for receipt, wakeup in self.queue.receive(100):
+                worker = steady["enrich_lookup" if wakeup.job_id in self.lookup_jobs else "enrich"]
                 if worker.handle(wakeup, receipt).disposition is Disposition.ACK:
                     self.queue.delete(receipt)
         stuck = {j: self._job(j).state.value for j in self.jobs}

@@ -43,12 +43,15 @@ class EnrichKind(KindBase):
         *,
         local_providers: dict[str, str] | None = None,
         timeout_s: float = 5.0,
+        client: Any = None,
     ) -> None:
         self._url = provider_url
         self._capability = capability
         self._local = local_providers or {}
         self._timeout_s = timeout_s
         self._clients: dict[str, EnrichmentProvider] = {}
+        if client is not None:  # tests: an in-memory provider with the same contract
+            self._clients["default"] = client
 
     @property
     def configured(self) -> bool:
