@@ -20,7 +20,6 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
     from leasehold.local.runner import LocalStack
     from leasehold.local.stack import StackError
     from leasehold.local.template import TemplateError
-
     from leasehold.store.faults import FaultPlan, FaultSpecError
 
     if args.workers < 0 or args.workers > 16:
@@ -122,6 +121,8 @@ def _cmd_ops(args: argparse.Namespace) -> int:
         result = _ops_request(args, "GET", "/ops/summary")
     elif args.ops_command == "jobs":
         result = _ops_request(args, "GET", f"/ops/jobs?state={args.state}&limit={args.limit}")
+    elif args.ops_command == "show":
+        result = _ops_request(args, "GET", f"/ops/jobs/{args.job_id}")
     elif args.ops_command == "replay":
         replay: dict[str, Any] = {}
         if args.note:
@@ -223,6 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = ops_commands.add_parser("jobs", help="jobs in one state, oldest first")
     jobs.add_argument("--state", required=True)
     jobs.add_argument("--limit", type=int, default=50)
+    show = ops_commands.add_parser(
+        "show", help="one job, whole: view, history, operations, lease holder"
+    )
+    show.add_argument("job_id")
     replay = ops_commands.add_parser("replay", help="a dead, failed or unknown job back to queued")
     replay.add_argument("job_id")
     replay.add_argument("--note", help="why (recorded in the job's history)")

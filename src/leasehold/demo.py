@@ -129,8 +129,9 @@ class Demo:
         while time.monotonic() < deadline:
             _, running = self.request("GET", "/ops/jobs?state=running&limit=100", user="ops")
             for row in running.get("jobs", []):
-                if row["job_id"] == job_id and row["lease_owner"] in self.workers:
-                    return str(row["lease_owner"])
+                holder = str(row["lease_owner"] or "").partition("@")[0]
+                if row["job_id"] == job_id and holder in self.workers:
+                    return holder
             time.sleep(0.1)
         return None
 

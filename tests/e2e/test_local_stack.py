@@ -78,7 +78,12 @@ def test_a_worker_killed_mid_job_loses_its_lease_and_another_finishes(
         _, running = stack.request("GET", "/ops/jobs?state=running", user="ops")
         holder = next((j["lease_owner"] for j in running["jobs"] if j["job_id"] == job_id), None)
         time.sleep(0.1)
-    assert holder in {"w1", "w2"}
+    assert holder is not None
+    # The operator's view of the job names the holder's process and its pid
+    _, shown = stack.request("GET", f"/ops/jobs/{job_id}", user="ops")
+    holder, _, pid = holder.partition("@")
+    assert holder in {"w1", "w2"} and shown["lease"]["worker"] == holder
+    assert shown["lease"]["pid"] == stack.workers[holder].pid == int(pid)
     stack.kill_worker(holder)
     view = stack.wait_for(job_id, {"succeeded", "failed", "dead", "unknown"}, timeout=60)
     assert view["state"] == "succeeded"

@@ -294,3 +294,25 @@ def test_a_cursor_from_another_owners_list_is_400(call: Call) -> None:
     assert status == 400 and "cursor" in body["error"]["message"]
     key = json.loads(base64.urlsafe_b64decode(page["next_cursor"]))
     assert key["gsi2pk"]["S"].endswith("#bob")
+
+
+def test_an_operator_sees_one_job_whole(call: Call) -> None:
+    from leasehold.domain.job import Owner
+    from leasehold.handlers.worker import worker
+    from leasehold.store.queue import Wakeup
+
+    body = {"kind": "synthetic", "payload": {"steps": [{"name": "a", "fatal": True}]}}
+    job_id = call("api-submit-job.json", body=body, user="bob")[1]["job_id"]
+    worker.cache_clear()
+    worker().handle(Wakeup(job_id, Owner("study-group", "bob"), "test"))
+    assert call("api-ops-show-job.json", path_id=job_id, user="bob")[0] == 403
+    assert call("api-ops-show-job.json", path_id="j_nope", user="ops")[0] == 404
+    status, shown, _ = call("api-ops-show-job.json", path_id=job_id, user="ops")
+    assert status == 200 and shown["state"] == "failed"
+    assert (shown["tenant"], shown["user_id"]) == ("study-group", "bob")
+    (entry,) = shown["history"]
+    assert entry["event"] == "stopped" and entry["reason"] == "handler_error"
+    assert entry["attempt"] == 1 and entry["epoch"] == 1 and entry["worker"]
+    assert entry["at"].endswith("Z")  # ISO 8601 UTC, as everywhere a person reads a time
+    assert shown["lease"] is None and shown["operations"] == []
+    worker.cache_clear()

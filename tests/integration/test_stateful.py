@@ -42,18 +42,18 @@ from leasehold.domain.errors import (
     StepInterruptedError,
     ValidationError,
 )
+from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, is_terminal
-from leasehold.kinds.synthetic import SyntheticKind
-from leasehold.service.relay import relay_records
-from leasehold.service.worker import Disposition
-from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
-from leasehold.domain.ids import time_ordered_ids
 from leasehold.kinds import registry
 from leasehold.kinds.enrich import EnrichKind
+from leasehold.kinds.synthetic import SyntheticKind
 from leasehold.providers.enrichment import Capability
 from leasehold.service.bookmarks import BookmarkService
+from leasehold.service.relay import relay_records
+from leasehold.service.worker import Disposition
 from leasehold.store.bookmarks import BookmarkStore
+from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
 from tests.support.clockqueue import ClockQueue
 from tests.support.fake_provider import FakeProvider
 from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness, steps
@@ -274,7 +274,9 @@ class LeaseholdMachine(RuleBasedStateMachine):
             "synthetic": ClockedKind(self.h.clock, midway),
             "title": self.h.title_kind(),
             "enrich": EnrichKind("http://fake", "idempotent_key", client=self.provider),
-            "enrich_lookup": EnrichKind("http://fake", "status_lookup", client=self.lookup_provider),
+            "enrich_lookup": EnrichKind(
+                "http://fake", "status_lookup", client=self.lookup_provider
+            ),
         }
 
     @rule(bob=st.booleans(), lookup=st.booleans())

@@ -159,6 +159,7 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("POST", "/jobs/{job_id}/approval"),
         ("GET", "/ops/summary"),
         ("GET", "/ops/jobs"),
+        ("GET", "/ops/jobs/{job_id}"),
         ("POST", "/ops/jobs/{job_id}/replay"),
         ("POST", "/ops/jobs/{job_id}/resolve"),
         ("POST", "/bookmarks"),

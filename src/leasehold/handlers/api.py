@@ -293,6 +293,12 @@ def ops_jobs() -> Response:
     return _json(200, ops().jobs(_query("state"), _query("limit"), _query("cursor")))
 
 
+@app.get("/ops/jobs/<job_id>")
+def ops_show(job_id: str) -> Response:
+    operator()
+    return _json(200, ops().show(job_id))
+
+
 @app.post("/ops/jobs/<job_id>/replay")
 def ops_replay(job_id: str) -> Response:
     who = operator()

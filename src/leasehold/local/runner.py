@@ -182,7 +182,8 @@ def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None
     quiet_local_noise()
     info = StackInfo.load(state_path)
     mapping = info.queue_mappings[0]
-    os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = name
+    # The lease holder's name: the process's name and pid (`ops show` reads both).
+    os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = f"{name}@{os.getpid()}"
     handler = load_handler(info, mapping.function)
     function = info.functions[mapping.function]
     poller = QueuePoller(

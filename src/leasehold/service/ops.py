@@ -7,12 +7,12 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock, iso
-from leasehold.domain.errors import ValidationError
+from leasehold.domain.errors import JobNotFoundError, ValidationError
 from leasehold.domain.job import Owner
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.jobs import parse_limit, parse_state_filter
 from leasehold.service.telemetry import Telemetry
-from leasehold.service.view import job_view, ops_row
+from leasehold.service.view import job_view, operator_view, ops_row
 from leasehold.store import Stores
 from leasehold.store.queue import WakeupQueue
 
@@ -101,6 +101,13 @@ class OpsService:
         )
         now = self._clock.now_ms()
         return {"jobs": [ops_row(job, now) for job in jobs], "next_cursor": next_cursor}
+
+    def show(self, job_id: str) -> dict[str, Any]:
+        """One job, whole (operators see every tenant's)."""
+        job = self._store.get(job_id)
+        if job is None:
+            raise JobNotFoundError(f"no job {job_id}")
+        return operator_view(job, self._clock.now_ms())
 
     def replay(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
         """Body optional: `{"note"?, "checked_provider"?}`; an `unknown` job needs both."""

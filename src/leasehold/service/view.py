@@ -116,3 +116,42 @@ def ops_row(job: Job, now: int) -> dict[str, Any]:
         # The reading list's jobs name their bookmark, so a dead title job leads to it
         "bookmark_id": job.payload.get("bookmark_id") if job.kind in BOOKMARK_KINDS else None,
     }
+
+
+def lease_view(job: Job) -> dict[str, Any] | None:
+    """Who holds the job now: the worker's name (a Lambda log stream deployed; locally the
+    worker process's name and pid, `worker-1@12345`), the epoch and the lease's end."""
+    if job.state is not JobState.RUNNING or not job.lease_owner:
+        return None
+    name, _, pid = job.lease_owner.partition("@")
+    lease: dict[str, Any] = {
+        "holder": job.lease_owner,
+        "worker": name,
+        "epoch": job.epoch,
+        "expires_at": iso(job.lease_expires_at),
+    }
+    if pid.isdigit():
+        lease["pid"] = int(pid)
+    return lease
+
+
+def operator_view(job: Job, now: int) -> dict[str, Any]:
+    """One job, whole, for an operator: the caller's view, whose it is, every attempt's end and
+    every operator act (history), the operation ledger, the lease holder."""
+    view = job_view(job)
+    view.update(
+        {
+            "tenant": job.owner.tenant,
+            "user_id": job.owner.user_id,
+            "age_seconds": round((now - job.created_at) / 1000, 1),
+            "history": history_view(job),
+            "history_dropped": job.history_dropped,
+            "operations": operations_view(job),
+            "lease": lease_view(job),
+            "last_dispatch_at": iso(job.last_dispatch_at),
+            "payload": job.payload if job.kind in BOOKMARK_KINDS else None,
+        }
+    )
+    if job.kind in BOOKMARK_KINDS:
+        view["bookmark_id"] = job.payload.get("bookmark_id")
+    return view

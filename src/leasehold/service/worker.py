@@ -38,9 +38,9 @@ from leasehold.domain.policies import MAX_RESULT_BYTES, LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState, StopReason
 from leasehold.kinds import JobKind, StepPlan
 from leasehold.service.outcomes import Outcomes, effect_uncertain_error
+from leasehold.service.steps import OperationLedger, StepContext
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
-from leasehold.service.steps import OperationLedger, StepContext
 from leasehold.store.leases import ClaimRejection, reconcilable
 from leasehold.store.queue import Wakeup, WakeupQueue
 

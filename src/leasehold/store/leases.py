@@ -21,7 +21,6 @@ from leasehold.store.items import job_from_item, job_key, state_partition
 from leasehold.store.slots import release_slot, take_slot
 from leasehold.store.table import ConditionFailed, Table
 
-
 RECONCILABLE = ("idempotent_key", "status_lookup")
 """Capabilities whose open operation a new worker can settle by asking the provider (DESIGN §8):
 a job left with one is claimable again; any other open effect makes it `unknown`."""
