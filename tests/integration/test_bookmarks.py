@@ -84,8 +84,10 @@ def test_the_same_key_and_body_is_the_same_bookmark_and_job(local_call: Call) ->
 def test_the_list_is_shared_in_the_tenant_oldest_first_with_own_read_marks(
     local_call: Call,
 ) -> None:
-    ids = [_create(local_call, f"https://example.org/{n}", user)["id"] for n, user in
-           enumerate(["alice", "bob", "alice"])]  # fmt: skip
+    ids = [
+        _create(local_call, f"https://example.org/{n}", user)["id"]
+        for n, user in enumerate(["alice", "bob", "alice"])
+    ]
     status, page, _ = local_call("api-list-bookmarks.json", user="bob", query={"limit": "2"})
     assert status == 200 and [i["id"] for i in page["items"]] == ids[:2]
     status, rest, _ = local_call(

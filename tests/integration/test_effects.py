@@ -4,6 +4,7 @@ and URL edits; the operator's path."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,15 @@ def _enrich_kind(server: ProviderServer) -> EnrichKind:
 def _service(harness: Harness, kind: EnrichKind) -> BookmarkService:
     base = harness.bookmarks()
     return BookmarkService(
-        BookmarkStore(harness.stores.table), harness.title_kind(), harness.clock,
-        lambda: base._new_bookmark_id(), harness.new_id, harness.telemetry,  # noqa: SLF001
-        jobs=harness.stores.jobs, enrich=kind,
-    )  # fmt: skip
+        BookmarkStore(harness.stores.table),
+        harness.title_kind(),
+        harness.clock,
+        base._new_bookmark_id,
+        harness.new_id,
+        harness.telemetry,  # noqa: SLF001
+        jobs=harness.stores.jobs,
+        enrich=kind,
+    )
 
 
 def _enrichment(harness: Harness, bookmark_id: str) -> dict[str, Any] | None:
@@ -120,10 +126,8 @@ def test_crash_point_matrix(
         stores = replace(stores, **{store_name: CrashAt(real, method, after, counts)})
     # When the first worker runs the job and dies at the point (or, with a lost answer, lives)
     first = harness.worker("w1", kinds=kinds, stores=stores)
-    try:
+    with contextlib.suppress(Crash):
         first.handle(harness.wakeup(job_id))
-    except Crash:
-        pass
     # Then workers come and go, the sweeper rescues, until the job comes to rest
     counted = replace(harness.stores, leases=CrashAt(harness.stores.leases, "", False, counts))
     for _ in range(6):
@@ -169,9 +173,11 @@ def test_a_replay_reuses_the_operations_key_and_a_new_url_is_a_new_operation(
     view, _ = service.create(ALICE, {"url": "https://example.org/a"}, None)
     job_id = service.enrich(ALICE, view["id"], {}, None).job_id
     harness.dynamodb.update_item(  # one attempt only: the crash below uses it up
-        TableName=harness.table, Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}},
-        UpdateExpression="SET max_attempts = :one", ExpressionAttributeValues={":one": {"N": "1"}},
-    )  # fmt: skip
+        TableName=harness.table,
+        Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}},
+        UpdateExpression="SET max_attempts = :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
     # The provider charged, the worker died before it could write the receipt down
     crashing = replace(harness.stores, ledger=CrashAt(harness.stores.ledger, "settle", False, {}))
     with pytest.raises(Crash):
@@ -207,8 +213,12 @@ def test_enrich_needs_a_provider_and_keeps_to_its_budget(
         unconfigured.enrich(ALICE, view["id"], {}, None)
     server = providers["idempotent"]
     service = _service(harness, _enrich_kind(server))
-    for bad in ({"budget": {"max_cost": -1}}, {"budget": 3}, {"provider_mode": "idempotent"},
-                {"colour": 1}):  # fmt: skip
+    for bad in (
+        {"budget": {"max_cost": -1}},
+        {"budget": 3},
+        {"provider_mode": "idempotent"},
+        {"colour": 1},
+    ):
         with pytest.raises(ValidationError):
             service.enrich(ALICE, view["id"], bad, None)
     # A budget of 0 stops before the paid call: nothing is charged

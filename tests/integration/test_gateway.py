@@ -41,8 +41,10 @@ def test_a_non_numeric_content_length_is_a_400_not_a_dropped_connection() -> Non
             assert head.startswith(b"HTTP/1.1 400"), (bad, head)
             assert json.loads(body)["error"]["code"] == "invalid_request"
         assert calls == []
-        ok = _raw(gateway.port, b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-                  b"Connection: close\r\n\r\n{}")  # fmt: skip
+        ok = _raw(
+            gateway.port,
+            b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        )
         assert ok.startswith(b"HTTP/1.1 200") and len(calls) == 1
     finally:
         gateway.stop()

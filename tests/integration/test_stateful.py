@@ -18,6 +18,7 @@ checks every invariant from the table after every step:
 
 from __future__ import annotations
 
+import contextlib
 import random
 from dataclasses import dataclass, replace
 from typing import Any
@@ -136,8 +137,17 @@ class CrashingLeases:
     call — before the call reaches the store, or after it was applied. Every applied write is
     reported to the machine, which checks it was made under the table's current epoch."""
 
-    WRITES = ("claim", "heartbeat", "save_checkpoint", "record_effect_intent", "finish",
-              "hand_back", "note_dispatch", "submit", "settle")  # fmt: skip
+    WRITES = (
+        "claim",
+        "heartbeat",
+        "save_checkpoint",
+        "record_effect_intent",
+        "finish",
+        "hand_back",
+        "note_dispatch",
+        "submit",
+        "settle",
+    )
 
     def __init__(self, real: Any, machine: LeaseholdMachine, crash_at: int | None, after: bool):
         self._real = real
@@ -256,10 +266,8 @@ class LeaseholdMachine(RuleBasedStateMachine):
     def submit(self, choice: int, bob: bool) -> None:
         if len(self.jobs) >= self.max_jobs:
             return
-        try:
+        with contextlib.suppress(LeaseholdError):  # a 503: nothing was promised
             self.jobs.append(self.h.submit(owner=BOB if bob else ALICE, **PAYLOADS[choice]))
-        except LeaseholdError:
-            pass  # a 503: nothing was promised (with a key, the caller would retry)
 
     def _kinds_for(self, received: list[Any], midway: Any) -> dict[str, Any]:
         kinds = self._kinds(midway)
@@ -288,11 +296,15 @@ class LeaseholdMachine(RuleBasedStateMachine):
         provider = self.lookup_provider if lookup else self.provider
         capability = "status_lookup" if lookup else "idempotent_key"
         service = BookmarkService(
-            BookmarkStore(self.h.stores.table), self.h.title_kind(), self.h.clock,
-            time_ordered_ids(self.h.clock, "b"), self.h.new_id, self.h.telemetry,
+            BookmarkStore(self.h.stores.table),
+            self.h.title_kind(),
+            self.h.clock,
+            time_ordered_ids(self.h.clock, "b"),
+            self.h.new_id,
+            self.h.telemetry,
             jobs=self.h.stores.jobs,
             enrich=EnrichKind("http://fake", capability, client=provider),
-        )  # fmt: skip
+        )
         try:
             view, _ = service.create(owner, {"url": f"https://example.org/{len(self.jobs)}"}, None)
             self.jobs.append(view["title_job"]["job_id"])
@@ -339,10 +351,8 @@ class LeaseholdMachine(RuleBasedStateMachine):
             target = received[0][1]
 
             def midway() -> None:
-                try:
+                with contextlib.suppress(ConflictError, LeaseholdError):
                     self.h.jobs().cancel(target.owner, target.job_id)
-                except (ConflictError, LeaseholdError):
-                    pass
 
         service = self.h.worker(
             worker,
@@ -541,16 +551,21 @@ class LeaseholdMachine(RuleBasedStateMachine):
         self.queue.send_failure_rate = 0.0
         self.provider.lose_rate = self.lookup_provider.lose_rate = 0.0
         steady = {
-            kind: self.h.worker("steady", kinds={**self._kinds(), "enrich": self._kinds()[kind]},
-                                heartbeat_every_ms=HEARTBEAT_MS, queue=self.queue)
+            kind: self.h.worker(
+                "steady",
+                kinds={**self._kinds(), "enrich": self._kinds()[kind]},
+                heartbeat_every_ms=HEARTBEAT_MS,
+                queue=self.queue,
+            )
             for kind in ("enrich", "enrich_lookup")
-        }  # fmt: skip
+        }
         for _ in range(60):
             states = {j: self._job(j) for j in self.jobs}
             pending = [
-                j for j, job in states.items()
+                j
+                for j, job in states.items()
                 if not is_terminal(job.state) and job.state is not JobState.UNKNOWN
-            ]  # fmt: skip
+            ]
             if not pending:
                 return
             for job_id in pending:

@@ -43,8 +43,10 @@ def test_the_title_lands_without_moving_the_version(harness: Harness) -> None:
     assert stored["version"] == 1 and stored["source_version"] == 1
     job = harness.store.get(view["title_job"]["job_id"])
     assert job is not None and job.result == {
-        "bookmark_id": view["id"], "source_version": 1, "title": "durable-jobs · example.org",
-    }  # fmt: skip
+        "bookmark_id": view["id"],
+        "source_version": 1,
+        "title": "durable-jobs · example.org",
+    }
 
 
 def test_a_redelivered_message_after_success_writes_nothing_again(harness: Harness) -> None:
@@ -101,9 +103,12 @@ def test_two_edits_in_a_row_only_the_last_sources_title_lands(harness: Harness) 
     # Every title job runs (as duplicates and late messages would make them), in any order
     outcomes = {
         job_id: _fetch(harness, job_id)
-        for job_id in (second["title_job"]["job_id"], view["title_job"]["job_id"],
-                       first["title_job"]["job_id"])
-    }  # fmt: skip
+        for job_id in (
+            second["title_job"]["job_id"],
+            view["title_job"]["job_id"],
+            first["title_job"]["job_id"],
+        )
+    }
     assert outcomes[second["title_job"]["job_id"]] == "succeeded"
     assert outcomes[view["title_job"]["job_id"]] == "terminal"  # cancelled while queued
     assert outcomes[first["title_job"]["job_id"]] == "terminal"
@@ -194,16 +199,18 @@ def test_strict_lease_expiry_generation_by_generation(harness: Harness, order: s
         harness.complete(a7, {"title": "by A at generation 7"})
     if order == "a_reclaims":
         # A reacquires generation 8 and completes under 8
-        a8 = harness.leases.claim(job_id, ALICE, worker_id="A", now=harness.clock.now_ms(),
-                                  lease_ms=10_000)  # fmt: skip
+        a8 = harness.leases.claim(
+            job_id, ALICE, worker_id="A", now=harness.clock.now_ms(), lease_ms=10_000
+        )
         assert a8.epoch == 8
         harness.complete(a8, {"title": "by A at generation 8"})
         final = harness.store.get(job_id)
         assert final is not None and final.result == {"title": "by A at generation 8"}
     else:
         # B acquires generation 8 first; A, still holding 7, can never overwrite it
-        b8 = harness.leases.claim(job_id, ALICE, worker_id="B", now=harness.clock.now_ms(),
-                                  lease_ms=10_000)  # fmt: skip
+        b8 = harness.leases.claim(
+            job_id, ALICE, worker_id="B", now=harness.clock.now_ms(), lease_ms=10_000
+        )
         assert b8.epoch == 8
         with pytest.raises(StaleEpochError):
             harness.complete(a7, {"title": "by A, late"})

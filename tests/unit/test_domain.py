@@ -175,14 +175,24 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
 
 def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() -> None:
     env = {
-        "TABLE_NAME": "t", "QUEUE_URL": "q", "DLQ_URL": "d", "POWERTOOLS_METRICS_NAMESPACE": "n",
-        "MAX_ATTEMPTS": "3", "BACKOFF_BASE_MS": "1", "BACKOFF_CAP_MS": "1",
-        "USER_CONCURRENCY_LIMIT": "0", "SLOT_WAIT_SECONDS": "1", "SWEEP_BATCH": "1",
+        "TABLE_NAME": "t",
+        "QUEUE_URL": "q",
+        "DLQ_URL": "d",
+        "POWERTOOLS_METRICS_NAMESPACE": "n",
+        "MAX_ATTEMPTS": "3",
+        "BACKOFF_BASE_MS": "1",
+        "BACKOFF_CAP_MS": "1",
+        "USER_CONCURRENCY_LIMIT": "0",
+        "SLOT_WAIT_SECONDS": "1",
+        "SWEEP_BATCH": "1",
         "LOST_WAKEUP_GRACE_SECONDS": "1",
-        "LEASE_SECONDS": "60", "WORKER_TIMEOUT_SECONDS": "120", "MAX_STEP_SECONDS": "60",
-        "VISIBILITY_TIMEOUT_SECONDS": "720", "TITLE_FETCHER": "fixture",
+        "LEASE_SECONDS": "60",
+        "WORKER_TIMEOUT_SECONDS": "120",
+        "MAX_STEP_SECONDS": "60",
+        "VISIBILITY_TIMEOUT_SECONDS": "720",
+        "TITLE_FETCHER": "fixture",
         "ENRICHMENT_PROVIDER_CAPABILITY": "none",
-    }  # fmt: skip
+    }
     assert Settings.from_env(env).worker_timeout_seconds == 120
     # The case: a 60 s timeout with a 60 s lease, or 60 s steps, cannot work on Lambda
     with pytest.raises(SettingsError, match="LEASE_SECONDS"):

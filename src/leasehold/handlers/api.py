@@ -234,8 +234,14 @@ def create_bookmark() -> Response:
     owner = caller()
     view, created = bookmarks().create(owner, json_body(), _header("Idempotency-Key"))
     location = f"/bookmarks/{view['id']}"
-    logger.info("bookmark saved", extra={"bookmark_id": view["id"], "new_bookmark": created,
-                                         "job_id": view["title_job"]["job_id"]})  # fmt: skip
+    logger.info(
+        "bookmark saved",
+        extra={
+            "bookmark_id": view["id"],
+            "new_bookmark": created,
+            "job_id": view["title_job"]["job_id"],
+        },
+    )
     return _json(201, view, headers={"Location": location})
 
 

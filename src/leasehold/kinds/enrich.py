@@ -86,8 +86,11 @@ class EnrichKind(KindBase):
             raise ValidationError("an enrich job needs 'source_version'")
 
     def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
-        return [StepPlan("enrich", cost=1, duration_ms=CALL_BOUND_MS, needs_approval=False,
-                         has_effect=False)]  # fmt: skip
+        return [
+            StepPlan(
+                "enrich", cost=1, duration_ms=CALL_BOUND_MS, needs_approval=False, has_effect=False
+            )
+        ]
 
     @staticmethod
     def operation_id(job: Job, index: int) -> str:
@@ -143,9 +146,12 @@ class EnrichKind(KindBase):
         return _output(operation, receipt.to_dict())
 
     def _recover(
-        self, context: StepContext, provider: EnrichmentProvider, operation: str,
+        self,
+        context: StepContext,
+        provider: EnrichmentProvider,
+        operation: str,
         payload: dict[str, Any],
-    ) -> Receipt:  # fmt: skip
+    ) -> Receipt:
         """Settle a submitted operation by the provider's capability — never a fresh one."""
         from leasehold.providers.enrichment import Capability, ProviderError, ProviderRejected
 
@@ -162,16 +168,22 @@ class EnrichKind(KindBase):
                     return found.receipt
                 if found.status == "failed":
                     context.ledger.fail(operation, {"code": "provider_failed", "message": "lookup"})
-                    raise FatalStepError(f"operation {operation} failed at the provider",
-                                         effect_settled=True, error_code="provider_failed")  # fmt: skip
+                    raise FatalStepError(
+                        f"operation {operation} failed at the provider",
+                        effect_settled=True,
+                        error_code="provider_failed",
+                    )
             # idempotent key, or a lookup that found nothing: the same key again
             receipt = provider.submit(operation, url=payload["url"])
         except ProviderRejected as refused:
             context.ledger.fail(
                 operation, {"code": "provider_rejected", "message": str(refused)[:300]}
             )
-            raise FatalStepError(f"the provider refused operation {operation}: {refused}",
-                                 effect_settled=True, error_code="provider_rejected") from refused  # fmt: skip
+            raise FatalStepError(
+                f"the provider refused operation {operation}: {refused}",
+                effect_settled=True,
+                error_code="provider_rejected",
+            ) from refused
         except ProviderError as still_unknown:
             # Still no answer: the operation stays open; the next attempt asks again.
             raise TransientStepError(
@@ -192,21 +204,39 @@ class EnrichKind(KindBase):
             enrichment = {
                 key: result[key] for key in ("summary", "tags", "receipt", "operation_id")
             }
-            return [enrichment_saved(tenant, payload["bookmark_id"], payload["source_version"],
-                                     {**enrichment, "job_id": job.job_id}, now)]  # fmt: skip
+            return [
+                enrichment_saved(
+                    tenant,
+                    payload["bookmark_id"],
+                    payload["source_version"],
+                    {**enrichment, "job_id": job.job_id},
+                    now,
+                )
+            ]
         if target in {JobState.DEAD, JobState.FAILED} and error is not None:
-            return [enrichment_failed(tenant, payload["bookmark_id"], payload["source_version"],
-                                      {"job_id": job.job_id, "error": error}, now)]  # fmt: skip
+            return [
+                enrichment_failed(
+                    tenant,
+                    payload["bookmark_id"],
+                    payload["source_version"],
+                    {"job_id": job.job_id, "error": error},
+                    now,
+                )
+            ]
         return []
 
     def when_related_changed(
         self, job: Job, changed: RelatedItemChangedError
     ) -> tuple[StopReason, dict[str, str]]:
         if changed.old_item is None:
-            return StopReason.SOURCE_DELETED, {"code": "source_deleted",
-                                               "message": "the bookmark was deleted"}  # fmt: skip
-        return StopReason.SUPERSEDED, {"code": "superseded",
-                                       "message": "the bookmark's URL changed meanwhile"}  # fmt: skip
+            return StopReason.SOURCE_DELETED, {
+                "code": "source_deleted",
+                "message": "the bookmark was deleted",
+            }
+        return StopReason.SUPERSEDED, {
+            "code": "superseded",
+            "message": "the bookmark's URL changed meanwhile",
+        }
 
 
 def _output(operation: str, receipt: dict[str, Any]) -> dict[str, Any]:

@@ -79,8 +79,15 @@ class BookmarkService:
         self._telemetry = telemetry
         self._max_attempts = default_max_attempts
 
-    def _title_job(self, owner: Owner, bookmark_id: str, url: str, source_version: int,
-                   mode: str | None, now: int) -> Job:  # fmt: skip
+    def _title_job(
+        self,
+        owner: Owner,
+        bookmark_id: str,
+        url: str,
+        source_version: int,
+        mode: str | None,
+        now: int,
+    ) -> Job:
         payload: dict[str, Any] = {
             "bookmark_id": bookmark_id,
             "url": url,
@@ -123,9 +130,12 @@ class BookmarkService:
         )
         try:
             created = self._store.create(
-                bookmark, job, idempotency=idempotency_key, fingerprint=new.fingerprint(),
+                bookmark,
+                job,
+                idempotency=idempotency_key,
+                fingerprint=new.fingerprint(),
                 owner=owner,
-            )  # fmt: skip
+            )
         except StoreUnavailableError as unavailable:
             raise StoreUnavailableError(
                 f"{unavailable} — the bookmark may or may not have been saved; retry with the "
@@ -144,7 +154,7 @@ class BookmarkService:
         return bookmark_view(bookmark, owner, states.get(bookmark.title_job_id))
 
     def list(self, owner: Owner, *, limit: str | None, cursor: str | None) -> dict[str, Any]:
-        bookmarks, next_cursor = self._store.list(
+        bookmarks, next_cursor = self._store.list_bookmarks(
             owner.tenant, limit=parse_limit(limit), cursor=cursor
         )
         states = self._store.job_states([b.title_job_id for b in bookmarks])
@@ -168,9 +178,14 @@ class BookmarkService:
                 owner, bookmark_id, edit.url, current.source_version + 1, current.title_mode, now
             )
             self._store.change_url(
-                owner, current, version=edit.version, url=edit.url, note=edit.note,
-                new_job=job, now=now,
-            )  # fmt: skip
+                owner,
+                current,
+                version=edit.version,
+                url=edit.url,
+                note=edit.note,
+                new_job=job,
+                now=now,
+            )
             self._telemetry.count("JobsAccepted")
         return self.view(owner, bookmark_id)
 
@@ -196,15 +211,23 @@ class BookmarkService:
             **request.local,
         }
         job = new_job(
-            self._new_job_id(), EnrichKind.name, owner, payload, now=self._clock.now_ms(),
-            steps_total=1, max_attempts=self._max_attempts, budget=request.budget,
-        )  # fmt: skip
+            self._new_job_id(),
+            EnrichKind.name,
+            owner,
+            payload,
+            now=self._clock.now_ms(),
+            steps_total=1,
+            max_attempts=self._max_attempts,
+            budget=request.budget,
+        )
         assert self._jobs is not None
         outcome = self._jobs.accept(
-            job, idempotency=idempotency_key, fingerprint=json.dumps(
+            job,
+            idempotency=idempotency_key,
+            fingerprint=json.dumps(
                 {"bookmark": bookmark_id, "source": current.source_version, **body}, sort_keys=True
             ),
-        )  # fmt: skip
+        )
         self._telemetry.count("JobsAccepted" if outcome.created else "IdempotentReplays")
         state = "queued"
         if not outcome.created:

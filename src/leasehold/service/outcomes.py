@@ -263,16 +263,25 @@ class Outcomes:
             also = kind.outcome_writes(job, JobState.DEAD, None, error, now) if kind else []
             try:
                 self._upkeep.settle_expired_lease(
-                    job, JobState.DEAD, now=now, stop_reason=stop, error=error, also=also,
+                    job,
+                    JobState.DEAD,
+                    now=now,
+                    stop_reason=stop,
+                    error=error,
+                    also=also,
                     history=ended("lease_expired", JobState.DEAD, stop.value),
-                )  # fmt: skip
+                )
             except RelatedItemChangedError as changed:
                 assert kind is not None
                 why, why_error = kind.when_related_changed(job, changed)
                 self._upkeep.settle_expired_lease(
-                    job, JobState.CANCELLED, now=now, stop_reason=why, error=why_error,
+                    job,
+                    JobState.CANCELLED,
+                    now=now,
+                    stop_reason=why,
+                    error=why_error,
                     history=ended("lease_expired", JobState.CANCELLED, why.value),
-                )  # fmt: skip
+                )
             self._telemetry.count("JobsDead")
         elif reason == "rescue":
             self._upkeep.settle_expired_lease(

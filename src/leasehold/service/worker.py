@@ -11,6 +11,7 @@ What the store and the invocation may do to it (DESIGN §10) is part of the cont
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections.abc import Callable
@@ -134,10 +135,10 @@ class WorkerService:
             # Wait for a free slot without burning an attempt or spinning on this message; say
             # so on the job, or the sweeper would take the wait for a lost wake-up (D5).
             self._telemetry.count("SlotWaits")
-            try:
+            # (if even that fails, the re-sent wake-up still goes out; at worst the sweeper adds
+            # a copy)
+            with contextlib.suppress(StoreUnavailableError):
                 self._leases.note_dispatch(wakeup.job_id, now=now)
-            except StoreUnavailableError:
-                pass  # the re-sent wake-up still goes out; at worst the sweeper adds a copy
             delay_s = max(1, self._settings.slot_wait_ms // 1000)
             return self._hand_off(wakeup, "slots_full", delay_s=delay_s)
         except ClaimRejectedError as rejected:

@@ -148,7 +148,7 @@ class BookmarkStore:
             raise BookmarkNotFoundError(f"no bookmark {bookmark_id}")
         return bookmark_from_item(item)
 
-    def list(
+    def list_bookmarks(
         self, tenant: str, *, limit: int, cursor: str | None
     ) -> tuple[list[Bookmark], str | None]:
         """The tenant's bookmarks, oldest first."""
@@ -159,8 +159,13 @@ class BookmarkStore:
             "ScanIndexForward": True,
             "Limit": limit,
         }
-        start = decode_cursor(cursor, partition_attribute="pk", partition=partition,
-                              sort_attribute="sk", index_keys=False)  # fmt: skip
+        start = decode_cursor(
+            cursor,
+            partition_attribute="pk",
+            partition=partition,
+            sort_attribute="sk",
+            index_keys=False,
+        )
         if start:
             if not start["sk"]["S"].startswith("BM#"):
                 raise ValidationError("'cursor' is not a cursor this API returned")
@@ -177,8 +182,9 @@ class BookmarkStore:
             f" AND {expr.name('version')} = {expr.value(version)}"
         )
 
-    def _edit_conflict(self, old: dict[str, Any] | None, owner: Owner, bookmark_id: str,
-                       version: int) -> LeaseholdError:  # fmt: skip
+    def _edit_conflict(
+        self, old: dict[str, Any] | None, owner: Owner, bookmark_id: str, version: int
+    ) -> LeaseholdError:
         if old is None:
             return BookmarkNotFoundError(f"no bookmark {bookmark_id}")
         bookmark = bookmark_from_item(old)
@@ -265,9 +271,12 @@ class BookmarkStore:
             return ConflictError("the bookmark changed meanwhile; try again", code="busy")
 
         self._with_old_job(
-            [delete], current.title_job_id, StopReason.SOURCE_DELETED, now,
+            [delete],
+            current.title_job_id,
+            StopReason.SOURCE_DELETED,
+            now,
             on_bookmark_failed=changed,
-        )  # fmt: skip
+        )
 
     def _with_old_job(
         self,

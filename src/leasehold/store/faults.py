@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
 from botocore.exceptions import ReadTimeoutError
 
 CANCELLATION_REASONS = frozenset(
@@ -185,7 +186,10 @@ def _error_response(code: str, service: str, request: Any, rng: random.Random) -
     if service == "sqs":  # SQS speaks JSON with query-compatible error codes
         headers["x-amzn-query-error"] = f"{code};{'Receiver' if status >= 500 else 'Sender'}"
     raw = _RawBody(json.dumps(body).encode())
-    return AWSResponse(request.url, status, headers, raw)
+    wire_headers = HTTPHeaders()
+    for name, value in headers.items():
+        wire_headers[name] = value
+    return AWSResponse(request.url, status, wire_headers, raw)
 
 
 def _transact_item_count(request: Any) -> int:

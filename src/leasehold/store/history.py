@@ -58,9 +58,7 @@ def entry(
     for name, value in fields.items():
         if value is None or value == "":
             continue
-        if isinstance(value, str):
-            value = value[:_TEXT_LIMIT]
-        stored[_SHORT[name]] = value
+        stored[_SHORT[name]] = value[:_TEXT_LIMIT] if isinstance(value, str) else value
     return stored
 
 

@@ -3,6 +3,7 @@ lease); every later write is fenced by that epoch, the state and the lease (DESI
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -247,10 +248,8 @@ class LeaseStore:
         expr = Expression()
         expr.condition(f"{expr.name('state')} = {expr.value(JobState.QUEUED.value)}")
         expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
-        try:
+        with contextlib.suppress(ConditionFailed):  # no longer queued: nothing to guard
             self._table.update(expr.update_params(job_key(job_id)), return_new=False)
-        except ConditionFailed:
-            pass  # no longer queued: nothing to guard
 
     def _write(
         self,

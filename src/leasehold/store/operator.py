@@ -77,9 +77,14 @@ class OperatorStore:
             expr.set_entry(
                 "operations",
                 open_operation,
-                {**job.operations[open_operation], "state": "released", "settled_at": now,
-                 "released_by": operator, "note": note},
-            )  # fmt: skip
+                {
+                    **job.operations[open_operation],
+                    "state": "released",
+                    "settled_at": now,
+                    "released_by": operator,
+                    "note": note,
+                },
+            )
         wakeup = outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
         try:
             self._table.transact([{"Update": expr.update_params(job_key(job_id))}, wakeup])
@@ -140,8 +145,12 @@ class OperatorStore:
             ),
         )
         if operation_id and operation_id in job.operations:
-            settled = {**job.operations[operation_id], "settled_at": now, "resolved_by": operator,
-                       "state": "confirmed" if succeeded else "failed"}  # fmt: skip
+            settled = {
+                **job.operations[operation_id],
+                "settled_at": now,
+                "resolved_by": operator,
+                "state": "confirmed" if succeeded else "failed",
+            }
             if receipt:
                 settled["receipt"] = {"receipt": receipt}
             expr.set_entry("operations", operation_id, settled)

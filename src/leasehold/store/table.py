@@ -177,7 +177,7 @@ class Table:
                 if code != "TransactionCanceledException":
                     raise translate(exc) from exc
                 reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
-                codes = {reason.get("Code") for reason in reasons}
+                codes = {str(reason.get("Code") or "") for reason in reasons}
                 if "ConditionalCheckFailed" in codes:
                     raise ConditionFailed(reasons=reasons) from exc
                 if not codes & RETRYABLE_CANCELLATIONS:
@@ -186,8 +186,9 @@ class Table:
                     ) from exc
                 if attempt == self.retry.attempts:
                     self.stats.transactions_given_up += 1
+                    reasons_seen = sorted(codes & RETRYABLE_CANCELLATIONS)
                     raise StoreUnavailableError(
-                        f"the store kept cancelling the transaction ({sorted(codes & RETRYABLE_CANCELLATIONS)}); "
+                        f"the store kept cancelling the transaction ({reasons_seen}); "
                         "nothing was promised"
                     ) from exc
                 self.stats.transaction_retries += 1

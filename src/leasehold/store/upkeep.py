@@ -60,8 +60,13 @@ class UpkeepStore:
         extra.extend(related)
         if self._slot_limit > 0:
             extra.append(release_slot(job))
-        self._apply(expr, job, extra, stale_message="lease no longer expired",
-                    related=(len(extra) - len(related) - (self._slot_limit > 0), len(related)))  # fmt: skip
+        self._apply(
+            expr,
+            job,
+            extra,
+            stale_message="lease no longer expired",
+            related=(len(extra) - len(related) - (self._slot_limit > 0), len(related)),
+        )
 
     def expire_queued(self, job: Job, *, now: int, history: dict[str, Any]) -> None:
         """A `queued` job whose deadline passed becomes `dead` / `deadline_exceeded`."""
@@ -109,9 +114,11 @@ class UpkeepStore:
                 self._table.update(update, return_new=False)
             else:
                 self._table.transact(
-                    [{"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                     *extra]
-                )  # fmt: skip
+                    [
+                        {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                        *extra,
+                    ]
+                )
         except ConditionFailed as failed:
             first, count = related
             for index in range(count):
