@@ -35,10 +35,20 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def moto_behaves_like_the_service() -> Iterator[None]:
+    """For every test that runs moto in-process (the `moto` fixture, or a state machine that
+    starts its own mock): conditions and writes are atomic, an injected fault leaves the request
+    unapplied, and botocore's retries keep their rules but not their real-time sleeps."""
+    patches = pytest.MonkeyPatch()
+    serialise_dynamodb(patches)
+    instant_sdk_backoff(patches)
+    yield
+    patches.undo()
+
+
 @pytest.fixture
-def moto(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    serialise_dynamodb(monkeypatch)
-    instant_sdk_backoff(monkeypatch)
+def moto(aws_env: None) -> Iterator[None]:
     with mock_aws():
         yield
 

@@ -234,7 +234,10 @@ class LeaseholdMachine(RuleBasedStateMachine):
             assert answer.epoch == held_job.epoch, f"ledger {name} landed under another epoch"
             return
         held: Job = args[0]
-        current = self._job(held.job_id)
+        if name == "finish" and args[1] is JobState.SUCCEEDED:
+            self.results[held.job_id] = self.results.get(held.job_id, 0) + 1
+        # heartbeat, checkpoint and intent answer with the item they wrote; outcomes are read
+        current = answer if isinstance(answer, Job) else self._job(held.job_id)
         assert current.epoch == held.epoch, (
             f"{name} landed under epoch {held.epoch}, not {current.epoch}"
         )
@@ -248,11 +251,8 @@ class LeaseholdMachine(RuleBasedStateMachine):
         if name == "save_checkpoint":
             self.open_effects.pop(held.job_id, None)
         if name in {"finish", "hand_back"}:
-            target = args[1] if name == "finish" else JobState.QUEUED
             if kwargs.get("settle_effect"):
                 self.open_effects.pop(held.job_id, None)
-            if target is JobState.SUCCEEDED:
-                self.results[held.job_id] = self.results.get(held.job_id, 0) + 1
             self._release(held.job_id)
 
     def _release(self, job_id: str) -> None:
@@ -477,7 +477,12 @@ class LeaseholdMachine(RuleBasedStateMachine):
     def _job(self, job_id: str) -> Job:
         self.h.faults("")  # the checks read the table itself, never through injected faults
         try:
-            job = self.h.store.get(job_id)
+            for _ in range(5):  # a check must not fail for the SDK's own reasons (retry quota)
+                with contextlib.suppress(LeaseholdError):
+                    job = self.h.store.get(job_id)
+                    break
+            else:
+                raise AssertionError(f"the table could not be read for {job_id}")
         finally:
             self.h.faults(self.fault_spec)
         assert job is not None
