@@ -38,19 +38,19 @@ MUTANTS = [
     Mutant(
         "drop `epoch` from the worker fence",
         "src/leasehold/store/guards.py",
-        'f"{expr.name(\'epoch\')} = {expr.value(job.epoch)}"\n        f" AND {expr.name(\'state\')}',
-        'f"{expr.name(\'state\')}',
+        "f\"{expr.name('epoch')} = {expr.value(job.epoch)}\"\n        f\" AND {expr.name('state')}",
+        "f\"{expr.name('state')}",
     ),
     Mutant(
         "drop `state` from the worker fence",
         "src/leasehold/store/guards.py",
-        'f" AND {expr.name(\'state\')} = {expr.value(JobState.RUNNING.value)}"\n        f" AND {expr.name(\'lease_expires_at\')} > {now_v}"',
-        'f" AND {expr.name(\'lease_expires_at\')} > {now_v}"',
+        "f\" AND {expr.name('state')} = {expr.value(JobState.RUNNING.value)}\"\n        f\" AND {expr.name('lease_expires_at')} > {now_v}\"",
+        "f\" AND {expr.name('lease_expires_at')} > {now_v}\"",
     ),
     Mutant(
         "drop the lease-expiry check from the worker fence",
         "src/leasehold/store/guards.py",
-        'f" AND {expr.name(\'lease_expires_at\')} > {now_v}"\n    )',
+        "f\" AND {expr.name('lease_expires_at')} > {now_v}\"\n    )",
         '"")',
     ),
     Mutant(
@@ -62,8 +62,8 @@ MUTANTS = [
     Mutant(
         "skip the per-user check",
         "src/leasehold/store/slots.py",
-        'f"attribute_not_exists({holders}) OR size({holders}) < {expr.value(limit)}"',
-        'f"attribute_not_exists({holders}) OR size({holders}) >= {expr.value(0)}"',
+        'f" OR {count} < {expr.value(self.limit)})"',
+        'f" OR {count} > {expr.value(-1)})"',
     ),
     Mutant(
         "erase the effect intent on cancel",
@@ -91,7 +91,9 @@ def _copy(destination: Path) -> None:
     for name in COPIED:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                source, destination / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
         elif source.exists():
             shutil.copy2(source, destination / name)
 
@@ -147,13 +149,17 @@ def main() -> int:
             print(f"mutant: {mutant.name} …", flush=True)
             killed, what, seconds = _run(copy, args.tests, args.timeout)
             rows.append((mutant.name, killed, what, seconds))
-            print(f"  {'killed' if killed else 'SURVIVED'} in {seconds:.0f} s by {what}", flush=True)
+            print(
+                f"  {'killed' if killed else 'SURVIVED'} in {seconds:.0f} s by {what}", flush=True
+            )
             shutil.rmtree(copy)
     width = max(len(name) for name, *_ in rows)
     print(f"\n{'mutant'.ljust(width)} | result   | seconds | first failing test")
     print(f"{'-' * width}-|----------|---------|-------------------")
     for name, killed, what, seconds in rows:
-        print(f"{name.ljust(width)} | {'killed' if killed else 'SURVIVED':8} | {seconds:7.0f} | {what}")
+        print(
+            f"{name.ljust(width)} | {'killed' if killed else 'SURVIVED':8} | {seconds:7.0f} | {what}"
+        )
     survived = [name for name, killed, *_ in rows if not killed]
     print(f"\n{len(rows) - len(survived)} of {len(rows)} mutants killed")
     return 1 if survived else 0

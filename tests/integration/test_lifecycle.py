@@ -9,17 +9,19 @@ import pytest
 from leasehold.domain.errors import StaleEpochError
 from leasehold.domain.states import JobState
 from leasehold.service.worker import Disposition
-from tests.support.harness import ALICE, LEASE_MS, Harness, ScriptedKind, steps
+from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, ScriptedKind, steps
 
 
-def test_accept_commits_job_outbox_and_key_together(harness: Harness) -> None:
+def test_accept_commits_job_and_outbox_together_the_key_names_the_job(harness: Harness) -> None:
     # Given a submission with an idempotency key
     job_id = harness.submit(key="k-1", payload=steps({}))
-    # Then the job, one outbox item and the key item all exist
+    # Then the job and one outbox item exist; the key is the job's id (decision C4)
     items = harness.dynamodb.scan(TableName=harness.table)["Items"]
     kinds = sorted(item["pk"]["S"].split("#")[0] for item in items)
-    assert kinds == ["IDEMP", "JOB", "OUTBOX"]
+    assert kinds == ["JOB", "OUTBOX"]
     assert harness.state(job_id) == "queued"
+    assert harness.submit(key="k-1", payload=steps({})) == job_id
+    assert harness.submit(owner=BOB, key="k-1", payload=steps({})) != job_id  # per user
 
 
 def test_relay_turns_the_outbox_insert_into_one_wakeup(harness: Harness) -> None:

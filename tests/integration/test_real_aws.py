@@ -17,21 +17,25 @@ from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, ScriptedKind, s
 
 
 def test_a_conflict_on_the_outcome_is_retried_and_the_outcome_saved(harness: Harness) -> None:
-    # Given a one-step job of a user with a per-user limit (claim and outcome are transactions)
-    job_id = harness.submit(payload=steps({"cost": 1}))
-    # When the outcome's transaction (the next one after the claim) is cancelled once for a
-    # TransactionConflict, as another write on the user's slot item would cause
+    # Given a job whose first try fails transiently: its outcome (a retry) is a transaction —
+    # the job and its delayed wake-up, committed together
+    job_id = harness.submit(payload=steps({"fail_times": 1}))
+    # When that transaction is cancelled once for a TransactionConflict
 
     def conflict_on_the_outcome_only(index: int, attempt: int, tick: Any) -> None:
         harness.faults("dynamodb.TransactWriteItems:TransactionConflict=1@1")
 
     worker = harness.worker(kinds={"synthetic": ScriptedKind(conflict_on_the_outcome_only)})
     result = worker.handle(harness.wakeup(job_id))
-    # Then the store retried it: the step's result is saved once, no attempt was burned
-    assert result.outcome == "succeeded" and result.disposition is Disposition.ACK
+    # Then the store retried it: the retry is saved, with its wake-up, once
+    assert result.outcome == "retry_scheduled" and result.disposition is Disposition.ACK
     job = harness.store.get(job_id)
-    assert job is not None and job.state is JobState.SUCCEEDED and job.attempts == 1
+    assert job is not None and job.state is JobState.QUEUED and job.attempts == 1
+    assert len(harness.outbox(job_id)) == 2
     assert harness.injected("TransactWriteItems:TransactionConflict") == 1
+    # And the next attempt succeeds normally
+    harness.clock.advance(10_000)
+    assert harness.worker("w2").handle(harness.wakeup(job_id)).outcome == "succeeded"
 
 
 def test_contention_that_outlasts_the_retries_keeps_the_message_and_loses_nothing(
@@ -39,11 +43,15 @@ def test_contention_that_outlasts_the_retries_keeps_the_message_and_loses_nothin
 ) -> None:
     job_id = harness.submit(payload=steps({"cost": 1}))
 
-    def conflicts_from_now_on(index: int, attempt: int, tick: Any) -> None:
-        harness.faults("dynamodb.TransactWriteItems:TransactionConflict=1")
+    def store_down_from_now_on(index: int, attempt: int, tick: Any) -> None:
+        harness.faults(
+            "dynamodb.UpdateItem:ThrottlingException=1,"
+            "dynamodb.TransactWriteItems:TransactionConflict=1"
+        )
 
-    worker = harness.worker(kinds={"synthetic": ScriptedKind(conflicts_from_now_on)})
-    # When every transaction is cancelled, the outcome cannot be saved: the message is kept
+    worker = harness.worker(kinds={"synthetic": ScriptedKind(store_down_from_now_on)})
+    # When every write is throttled past the SDK's retries, or cancelled past the store's,
+    # the outcome cannot be saved: the message is kept
     result = worker.handle(harness.wakeup(job_id))
     assert result.disposition is Disposition.KEEP and result.outcome == "store_unavailable"
     # And when the store recovers and the lease expired, the job runs again and succeeds
@@ -53,11 +61,11 @@ def test_contention_that_outlasts_the_retries_keeps_the_message_and_loses_nothin
     assert harness.state(job_id) == "succeeded"
 
 
-def test_a_claim_cancelled_by_contention_does_not_hold_the_message(harness: Harness) -> None:
+def test_a_claim_the_store_cannot_serve_does_not_hold_the_message(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({}))
     harness.receive_all()  # nothing is on the queue yet: no relay ran
-    harness.faults("dynamodb.TransactWriteItems:TransactionConflict=1")
-    # When the claim transaction keeps being cancelled
+    harness.faults("dynamodb.UpdateItem:ThrottlingException=1")
+    # When the slot take and the claim keep being throttled past the SDK's retries
     result = harness.worker().handle(harness.wakeup(job_id), receipt_handle=None)
     # Then the wake-up goes straight back to the queue, a few seconds out, instead of waiting
     # out the visibility timeout; the job is untouched
@@ -70,11 +78,13 @@ def test_a_claim_cancelled_by_contention_does_not_hold_the_message(harness: Harn
 
 
 def test_a_busy_users_jobs_all_finish_under_injected_conflicts(harness: Harness) -> None:
-    # Given eight jobs of one user and contention on every transaction one time in three
-    jobs = [harness.submit(owner=BOB, payload=steps({"cost": 1})) for _ in range(8)]
+    # Given eight jobs of one user (each fails once: its retry is a transaction) and faults:
+    # contention on every transaction one time in three, throttles on single writes — the
+    # user's slot item among them, taken and released by every claim and outcome
+    jobs = [harness.submit(owner=BOB, payload=steps({"fail_times": 1})) for _ in range(8)]
     harness.faults(
         "dynamodb.TransactWriteItems:TransactionConflict=0.33,"
-        "dynamodb.UpdateItem:ThrottlingException=0.1"
+        "dynamodb.UpdateItem:ThrottlingException=0.25"
     )
     # When workers deliver, the sweeper rescues and time passes, a bounded number of rounds
     for _ in range(60):
@@ -87,7 +97,17 @@ def test_a_busy_users_jobs_all_finish_under_injected_conflicts(harness: Harness)
     # Then every one of them succeeded, each result saved once
     assert [harness.state(job_id) for job_id in jobs] == ["succeeded"] * 8
     assert harness.injected("TransactWriteItems:TransactionConflict") > 0
-    assert harness.store.running_slots(BOB) == set()
+    assert harness.injected("UpdateItem:ThrottlingException") > 0
+    # A release lost to a throttle leaves an entry nobody holds; it never costs the user a
+    # slot: once it is older than the grace, the next claim that finds the slots full frees it
+    harness.faults("")
+    stale = harness.store.running_slots(BOB)
+    assert all(harness.state(job_id) == "succeeded" for job_id in stale)
+    harness.clock.advance(2 * LEASE_MS + 1)
+    fresh = [harness.submit(owner=BOB, payload=steps({})) for _ in range(2)]
+    for job_id in fresh:
+        harness.claim(job_id, f"holder-{job_id}", owner=BOB)
+    assert harness.store.running_slots(BOB) == set(fresh)
 
 
 # ------------------------------------------------------------------ store failures mid-step

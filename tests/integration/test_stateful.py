@@ -55,6 +55,7 @@ from leasehold.service.relay import relay_records
 from leasehold.service.worker import Disposition
 from leasehold.store.bookmarks import BookmarkStore
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
+from leasehold.store.slots import holders_of
 from tests.support.clockqueue import ClockQueue
 from tests.support.fake_provider import FakeProvider
 from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness, steps
@@ -488,7 +489,7 @@ class LeaseholdMachine(RuleBasedStateMachine):
         assert job is not None
         return job
 
-    def _table_now(self) -> tuple[dict[str, Job], dict[tuple[str, str], set[str]]]:
+    def _table_now(self) -> tuple[dict[str, Job], dict[tuple[str, str], dict[str, str]]]:
         """Every job and both slot items, in one BatchGetItem (faults off for the check)."""
         keys = [job_key(job_id) for job_id in self.jobs] + [slots_key(o) for o in (ALICE, BOB)]
         self.h.faults("")
@@ -497,7 +498,7 @@ class LeaseholdMachine(RuleBasedStateMachine):
         finally:
             self.h.faults(self.fault_spec)
         jobs: dict[str, Job] = {}
-        slots: dict[tuple[str, str], set[str]] = {}
+        slots: dict[tuple[str, str], dict[str, str]] = {}
         for item in items:
             if item["pk"]["S"].startswith("JOB#"):
                 job = job_from_item(item)
@@ -505,7 +506,9 @@ class LeaseholdMachine(RuleBasedStateMachine):
             else:
                 doc = deserialize_item(item)
                 _, tenant, user = doc["pk"].split("#", 2)
-                slots[(tenant, user)] = set(doc.get("holders", set()))
+                holders = holders_of(item)
+                assert doc.get("n", 0) == len(holders), f"slot count drifted: {doc}"
+                slots[(tenant, user)] = holders
         assert set(jobs) == set(self.jobs), "a job vanished"
         return jobs, slots
 
@@ -542,6 +545,8 @@ class LeaseholdMachine(RuleBasedStateMachine):
             if job.state is JobState.RUNNING:
                 key = (job.owner.tenant, job.owner.user_id)
                 running_per_user[key] = running_per_user.get(key, 0) + 1
+                # a running job holds its slot, under the token its claim took (or adopted)
+                assert slots.get(key, {}).get(job_id) == job.slot_token, (job_id, slots)
         assert all(count <= SLOT_LIMIT for count in running_per_user.values()), running_per_user
         for provider in (self.provider, self.lookup_provider):
             twice = {key: c for key, c in provider.charges.items() if len(c) > 1}

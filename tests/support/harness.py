@@ -152,7 +152,7 @@ class Harness:
             table=table["TableName"],
             queues=queues,
             stream_arn=table["LatestStreamArn"],
-            stores=Stores.over(store_table, slot_limit),
+            stores=Stores.over(store_table, slot_limit, slot_grace_ms=2 * LEASE_MS),
             queue=WakeupQueue(sqs, queues["work"], queues["dlq"]),
             injectors=injectors,
         )

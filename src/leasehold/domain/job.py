@@ -92,6 +92,8 @@ class Job:
     steps_total: int
     cancel_requested: bool = False
     lease_owner: str | None = None
+    slot_token: str | None = None
+    """The per-user slot entry this job's claim holds (store/slots.py), while running."""
     lease_expires_at: int | None = None
     approval: dict[str, Any] | None = None
     result: Any = None

@@ -59,7 +59,11 @@ def runtime() -> Runtime:
         install_faults(sqs, plan)
     return Runtime(
         settings=settings,
-        stores=Stores.over(Table(dynamodb, settings.table_name), settings.user_concurrency_limit),
+        stores=Stores.over(
+            Table(dynamodb, settings.table_name),
+            settings.user_concurrency_limit,
+            slot_grace_ms=2 * settings.lease_seconds * 1000,
+        ),
         queue=WakeupQueue(sqs, settings.queue_url, settings.dlq_url),
         clock=SystemClock(),
         telemetry=MetricsTelemetry(),

@@ -24,7 +24,7 @@ from leasehold.kinds.title import TitleKind
 from leasehold.service.jobs import Accepted, check_idempotency_key, parse_limit
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.bookmarks import BookmarkStore
-from leasehold.store.jobs import JobStore
+from leasehold.store.jobs import JobStore, derived_id
 
 
 def bookmark_view(bookmark: Bookmark, caller: Owner, job_state: str | None) -> dict[str, Any]:
@@ -87,6 +87,7 @@ class BookmarkService:
         source_version: int,
         mode: str | None,
         now: int,
+        job_id: str | None = None,
     ) -> Job:
         payload: dict[str, Any] = {
             "bookmark_id": bookmark_id,
@@ -96,7 +97,7 @@ class BookmarkService:
         if mode:
             payload["title_mode"] = mode
         return new_job(
-            self._new_job_id(),
+            job_id or self._new_job_id(),
             TitleKind.name,
             owner,
             payload,
@@ -114,7 +115,11 @@ class BookmarkService:
         new = parse_new_bookmark(body, fixture_fetcher=self._title.fixture)
         now = self._clock.now_ms()
         bookmark_id = self._new_bookmark_id()
-        job = self._title_job(owner, bookmark_id, new.url, 1, new.title_mode, now)
+        job_id = None
+        if idempotency_key:  # a repeat names the same bookmark and title job (decision C4)
+            bookmark_id = derived_id("b", owner, idempotency_key, "bookmarks")
+            job_id = derived_id("j", owner, idempotency_key, "bookmark-title")
+        job = self._title_job(owner, bookmark_id, new.url, 1, new.title_mode, now, job_id)
         bookmark = Bookmark(
             bookmark_id=bookmark_id,
             tenant=owner.tenant,
@@ -210,8 +215,11 @@ class BookmarkService:
             "source_version": current.source_version,
             **request.local,
         }
+        job_id = self._new_job_id()
+        if idempotency_key:
+            job_id = derived_id("j", owner, idempotency_key, f"enrich:{bookmark_id}")
         job = new_job(
-            self._new_job_id(),
+            job_id,
             EnrichKind.name,
             owner,
             payload,

@@ -15,6 +15,7 @@ from leasehold.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view
 from leasehold.store import Stores
+from leasehold.store.jobs import derived_id
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _LIMIT = re.compile(r"^[0-9]{1,3}$")
@@ -54,8 +55,9 @@ class JobService:
         spec = parse_job_request(body, submittable, self._default_max_attempts)
         kind = self._kinds[spec.kind]
         kind.validate(spec.payload)
+        job_id = derived_id("j", owner, idempotency_key) if idempotency_key else self._new_id()
         job = new_job(
-            self._new_id(),
+            job_id,
             spec.kind,
             owner,
             spec.payload,

@@ -68,7 +68,9 @@ class OpsService:
         stats = self._queue.stats()
         return {
             "counts": counts,
-            "queue_depth": counts[JobState.QUEUED.value],
+            "counts_note": "succeeded and cancelled jobs leave the state index: not counted "
+            "(null); queued and running are told apart over the first 1,000 active jobs",
+            "queue_depth": counts[JobState.QUEUED.value] or 0,
             "oldest_queued": oldest,
             "oldest_queued_by_kind": oldest_by_kind,
             "sqs": {

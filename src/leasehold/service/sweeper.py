@@ -62,8 +62,8 @@ def _sweep(
 ) -> None:
     now = clock.now_ms()
     outcomes = Outcomes(stores, clock, telemetry, RetryPolicy(0, 0), random.Random(), kinds)
-    running, _ = stores.jobs.list_by_state(JobState.RUNNING, limit=settings.batch_limit)
-    for job in running:
+    active = stores.jobs.list_active(limit=settings.batch_limit)
+    for job in (j for j in active if j.state is JobState.RUNNING):
         if (job.lease_expires_at or 0) >= now:
             continue
         if job.effect_intent and not reconcilable(job):
@@ -79,9 +79,8 @@ def _sweep(
             report[counted] += 1
         except StaleEpochError:
             report["raced"] += 1
-    queued, _ = stores.jobs.list_by_state(JobState.QUEUED, limit=settings.batch_limit)
     grace = settings.lost_wakeup_grace_ms
-    for job in queued:
+    for job in (j for j in active if j.state is JobState.QUEUED):
         try:
             if job.deadline_at <= now:
                 stores.upkeep.expire_queued(

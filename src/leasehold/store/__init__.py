@@ -13,6 +13,7 @@ from leasehold.store.controls import ControlStore
 from leasehold.store.jobs import JobStore
 from leasehold.store.leases import LeaseStore, LedgerStore
 from leasehold.store.operator import OperatorStore
+from leasehold.store.slots import SlotStore
 from leasehold.store.table import Table
 from leasehold.store.upkeep import UpkeepStore
 
@@ -28,13 +29,17 @@ class Stores:
     operator: OperatorStore
 
     @staticmethod
-    def over(table: Table, slot_limit: int = 0) -> Stores:
+    def over(table: Table, slot_limit: int = 0, slot_grace_ms: int = 120_000) -> Stores:
+        """`slot_limit`: the per-user concurrency limit (0 = none); `slot_grace_ms`: how old a
+        slot entry nobody holds must be before it is freed (twice the lease)."""
+        slots = SlotStore(table, slot_limit, slot_grace_ms) if slot_limit > 0 else None
+        leases = LeaseStore(table, slots)
         return Stores(
             table=table,
             jobs=JobStore(table),
-            leases=LeaseStore(table, slot_limit),
+            leases=leases,
             ledger=LedgerStore(table),
-            upkeep=UpkeepStore(table, slot_limit),
+            upkeep=UpkeepStore(table, leases),
             controls=ControlStore(table),
             operator=OperatorStore(table),
         )

@@ -13,6 +13,7 @@ from leasehold.domain.bookmark import Bookmark, TitleStatus
 from leasehold.domain.errors import (
     BookmarkNotFoundError,
     ConflictError,
+    IdempotencyConflictError,
     LeaseholdError,
     ValidationError,
 )
@@ -21,26 +22,20 @@ from leasehold.domain.states import JobState, StopReason
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     append_history,
-    idempotency_put,
     keep_for_operators,
     new_job_writes,
+    state_change,
 )
 from leasehold.store.history import entry
 from leasehold.store.items import (
     bookmark_from_item,
     bookmark_key,
     bookmarks_partition,
+    deserialize_item,
     job_key,
     new_bookmark_item,
-    state_partition,
 )
-from leasehold.store.jobs import (
-    decode_cursor,
-    encode_cursor,
-    fingerprint_hash,
-    repeated_request,
-    request_token,
-)
+from leasehold.store.jobs import decode_cursor, encode_cursor, fingerprint_hash, request_token
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -69,8 +64,7 @@ def close_old_job(job_id: str, how: str, reason: StopReason, now: int) -> dict[s
     expr.increment("version").set("updated_at", now)
     if how == OldJob.CANCEL_IF_QUEUED:
         expr.condition(f"{state} = {expr.value(JobState.QUEUED.value)}")
-        expr.set("state", JobState.CANCELLED.value)
-        expr.set("gsi1pk", state_partition(JobState.CANCELLED))
+        state_change(expr, JobState.CANCELLED, from_active=True)
         expr.set("stop_reason", reason.value).set("cancel_requested", True)
         expr.remove("next_attempt_at")
         keep_for_operators(expr, JobState.CANCELLED, now)
@@ -105,41 +99,36 @@ class BookmarkStore:
         fingerprint: str,
         owner: Owner,
     ) -> Created:
-        """Bookmark + its title job + the job's wake-up (+ key) in one transaction. A repeat
-        with the same key and body answers the same ids and schedules nothing."""
+        """Bookmark + its title job + the job's wake-up in one transaction. With a key the ids
+        are derived from it (decision C4): a repeat with the same body meets the first
+        bookmark's condition and answers its ids, scheduling nothing."""
+        fp_hash = fingerprint_hash(fingerprint)
+        keyed = idempotency is not None
+        item = new_bookmark_item(bookmark)
+        if keyed:
+            item["fp"] = {"S": fp_hash}
         items = [
             {
                 "Put": {
-                    "Item": new_bookmark_item(bookmark),
+                    "Item": item,
                     "ConditionExpression": "attribute_not_exists(pk)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
             *new_job_writes(job),
         ]
-        fp_hash = fingerprint_hash(fingerprint)
-        token = None
-        if idempotency is not None:
-            items.append(
-                idempotency_put(
-                    owner,
-                    f"bookmarks:{idempotency}",
-                    fingerprint_hash=fp_hash,
-                    created_at=bookmark.created_at,
-                    answer={"bookmark_id": bookmark.bookmark_id, "job_id": job.job_id},
-                )
-            )
-            token = request_token(owner, f"bookmarks:{idempotency}", fp_hash)
+        token = request_token(owner, f"bookmarks:{idempotency}", fp_hash) if keyed else None
         try:
             self._table.transact(items, token=token)
         except ConditionFailed as failed:
-            if idempotency is not None and failed.failed_at(3):
-                existing = repeated_request(
-                    self._table, failed, 3, owner, f"bookmarks:{idempotency}", fp_hash
-                )
-                return Created(existing["bookmark_id"], existing["job_id"], created=False)
-            if failed.failed_at(0):  # our own fresh id: an earlier try of this call committed
+            if not failed.failed_at(0):
+                raise LeaseholdError("create failed a condition it cannot explain") from failed
+            if not keyed:  # our own fresh id: an earlier try of this very call committed
                 return Created(bookmark.bookmark_id, job.job_id, created=True)
-            raise LeaseholdError("create failed a condition it cannot explain") from failed
+            old = deserialize_item(failed.old_item(0) or {})
+            if old.get("fp") != fp_hash:
+                raise IdempotencyConflictError() from failed
+            return Created(old["bookmark_id"], old["title_job_id"], created=False)
         return Created(bookmark.bookmark_id, job.job_id, created=True)
 
     def get(self, tenant: str, bookmark_id: str) -> Bookmark:

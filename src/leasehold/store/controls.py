@@ -9,9 +9,15 @@ from leasehold.domain.errors import ConflictError, JobNotFoundError, LeaseholdEr
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState, StopReason
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import append_history, keep_for_operators, outbox_put, owned
+from leasehold.store.guards import (
+    append_history,
+    keep_for_operators,
+    outbox_put,
+    owned,
+    state_change,
+)
 from leasehold.store.history import entry
-from leasehold.store.items import job_from_item, job_key, state_partition
+from leasehold.store.items import job_from_item, job_key
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -46,8 +52,7 @@ class ControlStore:
                 f" {expr.value(JobState.WAITING_APPROVAL.value)})"
             )
             expr.increment("version").set("updated_at", now)
-            expr.set("state", JobState.CANCELLED.value)
-            expr.set("gsi1pk", state_partition(JobState.CANCELLED))
+            state_change(expr, JobState.CANCELLED, from_active=False)
             expr.set("stop_reason", StopReason.CANCELLED_BY_USER.value)
             expr.set("cancel_requested", True).remove("approval", "next_attempt_at")
             keep_for_operators(expr, JobState.CANCELLED, now)
@@ -91,15 +96,14 @@ class ControlStore:
         )
         expr.increment("version").set("updated_at", now).remove("approval")
         if approve:
-            expr.set("state", JobState.QUEUED.value).set("gsi1pk", state_partition(JobState.QUEUED))
+            state_change(expr, JobState.QUEUED, from_active=False)
             expr.set_raw("approved_step", expr.name("next_step"))
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
             append_history(
                 expr, entry("approved", at=now, state=JobState.QUEUED.value, by=owner.user_id)
             )
         else:
-            expr.set("state", JobState.CANCELLED.value)
-            expr.set("gsi1pk", state_partition(JobState.CANCELLED))
+            state_change(expr, JobState.CANCELLED, from_active=False)
             expr.set("stop_reason", StopReason.APPROVAL_REJECTED.value)
             keep_for_operators(expr, JobState.CANCELLED, now)
             append_history(

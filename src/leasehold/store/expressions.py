@@ -48,6 +48,15 @@ class Expression:
         self._sets.append(f"{self.name(attribute)}.{self.key(map_key)} = {self.value(value)}")
         return self
 
+    def set_attribute(self, name: str, value: Any) -> Expression:
+        """SET one top-level attribute whose name is data (a job id on the slot item)."""
+        self._sets.append(f"{self.key(name)} = {self.value(value)}")
+        return self
+
+    def remove_attribute(self, name: str) -> Expression:
+        self._removes.append(self.key(name))
+        return self
+
     def set_raw(self, attribute: str, expression: str) -> Expression:
         """SET attribute = <expression>; `{x}` in the expression is the attribute's placeholder."""
         self._sets.append(f"{self.name(attribute)} = {expression.format(x=self.name(attribute))}")

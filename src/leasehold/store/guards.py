@@ -10,20 +10,29 @@ from leasehold.domain.states import JobState
 from leasehold.store.expressions import Expression
 from leasehold.store.history import appended
 from leasehold.store.items import (
-    IDEMPOTENCY_TTL_SECONDS,
+    ACTIVE_STATES,
     JOB_TTL_SECONDS,
-    idempotency_key,
     new_job_item,
     outbox_item,
-    serialize,
+    state_partition,
 )
 
 
-def new_job_writes(job: Job) -> list[dict[str, Any]]:
+def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
     """A new job and its first wake-up: the two Puts every creation commits together
-    (DESIGN §3.1), each conditional on not existing."""
+    (DESIGN §3.1), each conditional on not existing. A job made under an idempotency key keeps
+    the hash of its request (`fp`), and a failed condition returns the job as it is."""
+    item = new_job_item(job)
+    if fingerprint is not None:
+        item["fp"] = {"S": fingerprint}
     return [
-        {"Put": {"Item": new_job_item(job), "ConditionExpression": "attribute_not_exists(pk)"}},
+        {
+            "Put": {
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(pk)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
         outbox_put(
             job.job_id,
             job.owner,
@@ -34,23 +43,16 @@ def new_job_writes(job: Job) -> list[dict[str, Any]]:
     ]
 
 
-def idempotency_put(
-    owner: Owner, key: str, *, fingerprint_hash: str, created_at: int, answer: dict[str, str]
-) -> dict[str, Any]:
-    """The key item of an idempotent creation: what the first request made (`answer`: ids) and
-    the hash of its body. Conditional on not existing; a repeat reads it from the failure."""
-    return {
-        "Put": {
-            "Item": {
-                **idempotency_key(owner, key),
-                **{name: serialize(value) for name, value in answer.items()},
-                "fingerprint": {"S": fingerprint_hash},
-                "expires_at": {"N": str(created_at // 1000 + IDEMPOTENCY_TTL_SECONDS)},
-            },
-            "ConditionExpression": "attribute_not_exists(pk)",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
+def state_change(expr: Expression, target: JobState, *, from_active: bool) -> Expression:
+    """Set the state and move the job's `by_state` entry only when its partition changes (an
+    index write costs a write unit; `queued` ↔ `running` costs none)."""
+    expr.set("state", target.value)
+    partition = state_partition(target)
+    if partition is None:
+        expr.remove("gsi1pk")
+    elif not (from_active and target in ACTIVE_STATES):
+        expr.set("gsi1pk", partition)
+    return expr
 
 
 def fenced(job: Job, now: int, *, require_deadline: bool = True) -> Expression:

@@ -46,7 +46,19 @@ def idempotency_key(owner: Owner, key: str) -> dict[str, Any]:
     return {"pk": {"S": f"IDEMP#{owner.tenant}#{owner.user_id}#{key}"}, "sk": {"S": "IDEMP"}}
 
 
-def state_partition(state: JobState) -> str:
+ACTIVE_PARTITION = "STATE#active"
+ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.RUNNING})
+UNINDEXED_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED})
+
+
+def state_partition(state: JobState) -> str | None:
+    """The job's `by_state` partition (a sparse index, decision C3): `queued` and `running`
+    share one, so a claim or a retry moves no index entry; `succeeded` and `cancelled` leave the
+    index (None); every state an operator acts on keeps its own."""
+    if state in ACTIVE_STATES:
+        return ACTIVE_PARTITION
+    if state in UNINDEXED_STATES:
+        return None
     return f"STATE#{state.value}"
 
 
@@ -164,6 +176,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         steps_total=doc.get("steps_total", 0),
         cancel_requested=bool(doc.get("cancel_requested", False)),
         lease_owner=doc.get("lease_owner"),
+        slot_token=doc.get("slot_token"),
         lease_expires_at=doc.get("lease_expires_at"),
         approval=doc.get("approval"),
         result=json.loads(doc["result"]) if "result" in doc else None,

@@ -13,13 +13,21 @@ from leasehold.domain.errors import (
     RelatedItemChangedError,
     SlotsFullError,
     StaleEpochError,
+    StoreUnavailableError,
 )
 from leasehold.domain.job import Checkpoint, Job, Owner
 from leasehold.domain.states import JobState, StopReason, is_terminal
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import fenced, keep_for_operators, outbox_put, owned, set_history
-from leasehold.store.items import job_from_item, job_key, state_partition
-from leasehold.store.slots import release_slot, take_slot
+from leasehold.store.guards import (
+    fenced,
+    keep_for_operators,
+    outbox_put,
+    owned,
+    set_history,
+    state_change,
+)
+from leasehold.store.items import job_from_item, job_key
+from leasehold.store.slots import SlotStore, new_token
 from leasehold.store.table import ConditionFailed, Table
 
 RECONCILABLE = ("idempotent_key", "status_lookup")
@@ -73,18 +81,60 @@ def _set_checkpoint(expr: Expression, checkpoint: Checkpoint) -> None:
 
 
 class LeaseStore:
-    """`slot_limit` is the per-user concurrency limit (0 = none): with a limit, taking and
-    releasing a slot share a transaction with the job's own write."""
+    """The worker's writes. With `slots` (a per-user limit), a claim takes a slot first and
+    every write that takes the job out of `running` gives it back afterwards (decision C5)."""
 
-    def __init__(self, table: Table, slot_limit: int = 0) -> None:
+    def __init__(self, table: Table, slots: SlotStore | None = None) -> None:
         self._table = table
-        self._slot_limit = slot_limit
+        self._slots = slots
 
     def claim(self, job_id: str, owner: Owner, *, worker_id: str, now: int, lease_ms: int) -> Job:
-        """One conditional write (with a per-user limit: one transaction with the slot take)
-        that makes this worker the only valid holder: epoch + 1, attempts + 1, a new lease
-        (DESIGN §3.2). Raises ClaimRejectedError with the reason read from the failed item, or
-        SlotsFullError."""
+        """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
+        conditional write (DESIGN §3.2). With a per-user limit, a slot is taken first (its own
+        single-item write, decision C5) and given back if the claim fails. Raises
+        ClaimRejectedError with the reason read from the failed item, or SlotsFullError."""
+        if self._slots is None:
+            return self._claim_once(job_id, owner, worker_id, now, lease_ms, None, None)
+        slots = self._slots
+        for _ in range(2):
+            token = new_token(now)
+            take = slots.take(owner, job_id, token)
+            if take.full_item is not None and slots.repair(owner, take.full_item, now):
+                take = slots.take(owner, job_id, token)
+            if not take.took and take.held_token is None:
+                raise SlotsFullError(f"per-user limit of {slots.limit} running jobs reached")
+            try:
+                return self._claim_once(
+                    job_id,
+                    owner,
+                    worker_id,
+                    now,
+                    lease_ms,
+                    token if take.took else None,
+                    take.held_token,
+                )
+            except ClaimRejectedError as rejected:
+                if take.took:
+                    slots.release(owner, job_id, token)
+                    raise
+                old = rejected.job if isinstance(rejected.job, Job) else None
+                if old is None or old.state is JobState.RUNNING or take.held_token is None:
+                    raise
+                # The job holds no slot any more (it left `running`; its release was lost or
+                # is on its way): that entry is nobody's — free it, and take a slot afresh.
+                slots.release(owner, job_id, take.held_token)
+        raise ClaimRejectedError(ClaimRejection.NOT_DUE)
+
+    def _claim_once(
+        self,
+        job_id: str,
+        owner: Owner,
+        worker_id: str,
+        now: int,
+        lease_ms: int,
+        took_token: str | None,
+        held_token: str | None,
+    ) -> Job:
         expr = owned(Expression(), owner)
         state, attempts = expr.name("state"), expr.name("attempts")
         lease, deadline = expr.name("lease_expires_at"), expr.name("deadline_at")
@@ -99,34 +149,31 @@ class LeaseStore:
             f" OR {effect}.{expr.name('capability')} IN"
             f" ({', '.join(expr.value(c) for c in RECONCILABLE)})))"
         )
-        expr.set("state", JobState.RUNNING.value).increment("epoch").increment("attempts")
+        if held_token is not None:
+            # Adopting the job's slot entry: only the claim lineage that made it may
+            expr.condition(f"{expr.name('slot_token')} = {expr.value(held_token)}")
+        if took_token is not None:
+            expr.set("slot_token", took_token)
+        state_change(expr, JobState.RUNNING, from_active=True)
+        expr.increment("epoch").increment("attempts")
         expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
-        expr.set("gsi1pk", state_partition(JobState.RUNNING)).set("updated_at", now)
+        expr.set("updated_at", now)  # queued and running share a `by_state` entry: no move
         expr.increment("version").remove("next_attempt_at")
-        update = expr.update_params(job_key(job_id))
         try:
-            if self._slot_limit <= 0:
-                item = self._table.update(update)
-                assert item is not None
-                return job_from_item(item)
-            self._table.transact(
-                [
-                    {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                    take_slot(job_id, owner, self._slot_limit),
-                ]
-            )
+            item = self._table.update(expr.update_params(job_key(job_id)))
         except ConditionFailed as failed:
-            if failed.failed_at(1):
-                raise SlotsFullError(
-                    f"per-user limit of {self._slot_limit} running jobs reached"
-                ) from failed
-            old = failed.old_item(0)
+            old = failed.old_item()
             raise classify_claim(job_from_item(old) if old else None, now) from failed
-        # A transaction returns no attributes; the claimed item is read once, strongly.
-        item = self._table.get(job_key(job_id))
-        if item is None:  # pragma: no cover - the transaction just wrote it
-            raise ClaimRejectedError(ClaimRejection.NOT_FOUND)
+        assert item is not None
         return job_from_item(item)
+
+    def release_slot(self, job: Job) -> None:
+        """After the job left `running` under this worker's epoch: give its slot back. A
+        failure here only delays it (the repair frees entries nobody holds)."""
+        if self._slots is None or not job.slot_token:
+            return
+        with contextlib.suppress(StoreUnavailableError):
+            self._slots.release(job.owner, job.job_id, job.slot_token)
 
     def _fenced_update(self, expr: Expression, job: Job, *, stale_message: str) -> Job:
         try:
@@ -188,7 +235,7 @@ class LeaseStore:
         the item's index in `also`) when one of `also`'s conditions fails."""
         expr = fenced(job, now, require_deadline=target is not JobState.DEAD)
         _set_checkpoint(expr, checkpoint)
-        expr.set("state", target.value).set("gsi1pk", state_partition(target))
+        state_change(expr, target, from_active=True)
         expr.remove("lease_owner", "lease_expires_at")
         if settle_effect:
             expr.remove("effect_intent")
@@ -233,7 +280,7 @@ class LeaseStore:
         back — it was not a failed try. Never used while an effect is open."""
         expr = fenced(job, now)
         _set_checkpoint(expr, checkpoint)
-        expr.set("state", JobState.QUEUED.value).set("gsi1pk", state_partition(JobState.QUEUED))
+        state_change(expr, JobState.QUEUED, from_active=True)
         expr.remove("lease_owner", "lease_expires_at").increment("attempts", -1)
         expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
         set_history(expr, job, history)
@@ -261,19 +308,22 @@ class LeaseStore:
         first_related: int = 1,
         related: int = 0,
     ) -> None:
-        """One UpdateItem when it alone gives the guarantee; a transaction when the slot release
-        or a wake-up must commit with it."""
+        """One UpdateItem when it alone gives the guarantee; a transaction when a wake-up or a
+        kind's item must commit with it. The job leaves `running` here, so its slot token goes
+        with it, and the slot is given back once the write is in (decision C5)."""
+        expr.remove("slot_token")
         update = expr.update_params(job_key(job.job_id))
         items = list(extra)
-        if self._slot_limit > 0:
-            items.append(release_slot(job))
         try:
             if not items:
                 self._table.update(update, return_new=False)
-                return
-            self._table.transact(
-                [{"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}, *items]
-            )
+            else:
+                self._table.transact(
+                    [
+                        {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                        *items,
+                    ]
+                )
         except ConditionFailed as failed:
             if not failed.reasons or failed.failed_at(0):
                 raise StaleEpochError(stale_message) from failed
@@ -283,6 +333,7 @@ class LeaseStore:
                         index, failed.old_item(first_related + index)
                     ) from failed
             raise LeaseholdError("a worker write failed a condition it cannot explain") from failed
+        self.release_slot(job)
 
 
 class LedgerStore:

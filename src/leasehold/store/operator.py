@@ -9,9 +9,9 @@ from leasehold.domain.errors import ConflictError, JobNotFoundError, ValidationE
 from leasehold.domain.job import Job
 from leasehold.domain.states import REPLAYABLE_STATES, JobState, StopReason
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import keep_for_operators, outbox_put, set_history
+from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
 from leasehold.store.history import entry
-from leasehold.store.items import JOB_TTL_SECONDS, job_from_item, job_key, state_partition
+from leasehold.store.items import JOB_TTL_SECONDS, job_from_item, job_key
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -47,7 +47,7 @@ class OperatorStore:
         expr = Expression()
         expr.condition(f"{expr.name('version')} = {expr.value(job.version)}")
         expr.increment("version").increment("replays").set("updated_at", now)
-        expr.set("state", JobState.QUEUED.value).set("gsi1pk", state_partition(JobState.QUEUED))
+        state_change(expr, JobState.QUEUED, from_active=False)
         expr.set("attempts", 0).set("next_attempt_at", now).set("last_dispatch_at", now)
         deadline_at = now + (job.deadline_at - job.created_at)
         expr.set("deadline_at", deadline_at)
@@ -127,7 +127,7 @@ class OperatorStore:
         expr = Expression()
         expr.condition(f"{expr.name('version')} = {expr.value(job.version)}")
         expr.increment("version").set("updated_at", now)
-        expr.set("state", target.value).set("gsi1pk", state_partition(target))
+        state_change(expr, target, from_active=False)
         expr.set("stop_reason", StopReason.RESOLVED_BY_OPERATOR.value)
         expr.set("resolution", resolution)
         keep_for_operators(expr, target, now)

@@ -10,16 +10,16 @@ from leasehold.domain.errors import RelatedItemChangedError, StaleEpochError
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, StopReason
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import keep_for_operators, outbox_put, set_history
-from leasehold.store.items import job_key, state_partition
-from leasehold.store.slots import release_slot
+from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
+from leasehold.store.items import job_key
+from leasehold.store.leases import LeaseStore
 from leasehold.store.table import ConditionFailed, Table
 
 
 class UpkeepStore:
-    def __init__(self, table: Table, slot_limit: int = 0) -> None:
+    def __init__(self, table: Table, leases: LeaseStore | None = None) -> None:
         self._table = table
-        self._slot_limit = slot_limit
+        self._leases = leases
 
     def settle_expired_lease(
         self,
@@ -42,7 +42,7 @@ class UpkeepStore:
             f" AND {expr.name('lease_expires_at')} < {expr.value(now)}"
         )
         expr.increment("version").set("updated_at", now)
-        expr.set("state", target.value).set("gsi1pk", state_partition(target))
+        state_change(expr, target, from_active=True)
         expr.remove("lease_owner", "lease_expires_at")
         keep_for_operators(expr, target, now)
         set_history(expr, job, history)
@@ -56,17 +56,18 @@ class UpkeepStore:
             extra.append(
                 outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
             )
+        expr.remove("slot_token")
         related = list(also or [])
         extra.extend(related)
-        if self._slot_limit > 0:
-            extra.append(release_slot(job))
         self._apply(
             expr,
             job,
             extra,
             stale_message="lease no longer expired",
-            related=(len(extra) - len(related) - (self._slot_limit > 0), len(related)),
+            related=(len(extra) - len(related), len(related)),
         )
+        if self._leases is not None:
+            self._leases.release_slot(job)
 
     def expire_queued(self, job: Job, *, now: int, history: dict[str, Any]) -> None:
         """A `queued` job whose deadline passed becomes `dead` / `deadline_exceeded`."""
@@ -77,7 +78,7 @@ class UpkeepStore:
             f" AND {expr.name('deadline_at')} <= {expr.value(now)}"
         )
         expr.increment("version").set("updated_at", now)
-        expr.set("state", JobState.DEAD.value).set("gsi1pk", state_partition(JobState.DEAD))
+        state_change(expr, JobState.DEAD, from_active=True)
         expr.set("stop_reason", StopReason.DEADLINE_EXCEEDED.value)
         expr.set(
             "error", {"code": "deadline_exceeded", "message": "the deadline passed while queued"}
