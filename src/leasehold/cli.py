@@ -84,8 +84,12 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
         raise CliError(f"event file not found: {args.event}") from exc
     except ValueError as exc:
         raise CliError(f"event file {args.event} is not valid JSON: {exc}") from exc
+    import warnings
+
     # As with `sam local invoke`: the function's logs go to stderr, its result to stdout.
-    with contextlib.redirect_stdout(sys.stderr):
+    # Powertools warns when an invocation published no metric (a health check): not news here.
+    with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
         result = invoke(stack, function, event)
     print(json.dumps(result, indent=2, default=str))
     return 0

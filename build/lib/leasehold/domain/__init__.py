@@ -1,0 +1,1 @@
+"""Pure domain: states, transitions, policies. No boto3, no I/O."""

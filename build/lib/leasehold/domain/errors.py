@@ -1,0 +1,153 @@
+"""Typed errors with one root. The API maps each to one HTTP status in a single table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LeaseholdError(Exception):
+    """Root of every error leasehold raises on purpose."""
+
+    code = "internal_error"
+
+
+class ValidationError(LeaseholdError):
+    """Input that can never be accepted as sent (HTTP 400)."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class UnauthenticatedError(LeaseholdError):
+    code = "unauthenticated"
+
+
+class ForbiddenError(LeaseholdError):
+    code = "forbidden"
+
+
+class JobNotFoundError(LeaseholdError):
+    """Unknown job, or a job outside the caller's scope: callers cannot tell the two apart."""
+
+    code = "not_found"
+
+
+class BookmarkNotFoundError(JobNotFoundError):
+    """Unknown bookmark, another tenant's, or (for edits) another member's: one answer, 404."""
+
+
+class ConflictError(LeaseholdError):
+    """The request is well-formed but the job's state does not allow it now (HTTP 409)."""
+
+    code = "conflict"
+
+    def __init__(self, message: str, *, code: str = "conflict") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class IdempotencyConflictError(ConflictError):
+    def __init__(
+        self, message: str = "this Idempotency-Key was used with a different body"
+    ) -> None:
+        super().__init__(message, code="idempotency_key_reused")
+
+
+class StaleEpochError(LeaseholdError):
+    """A worker wrote under an epoch or lease it no longer holds; the write was dropped."""
+
+    code = "stale_epoch"
+
+
+class ClaimRejectedError(LeaseholdError):
+    """A claim's condition failed; `reason` says why (see service.worker)."""
+
+    code = "claim_rejected"
+
+    def __init__(self, reason: str, job: object | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.job = job
+
+
+class SlotsFullError(LeaseholdError):
+    """The job's owner already runs as many jobs as the per-user limit allows."""
+
+    code = "slots_full"
+
+
+class StoreUnavailableError(LeaseholdError):
+    """DynamoDB or SQS did not answer or throttled past retries: nothing is promised (HTTP 503)."""
+
+    code = "store_unavailable"
+
+
+class StepError(LeaseholdError):
+    """A step failed. In a step with an external effect the engine assumes the effect's outcome
+    is uncertain (the job becomes `unknown`) unless the kind says `effect_settled=True`: it knows
+    the effect did not happen (the provider refused it, nothing was sent)."""
+
+    def __init__(
+        self, message: str, *, effect_settled: bool = False, error_code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.effect_settled = effect_settled
+        self.error_code = error_code or self.code
+        """What the job's `error.code` says (a kind may be more precise than the class)."""
+
+
+class TransientStepError(StepError):
+    """A step failed in a way worth retrying with backoff."""
+
+    code = "transient_error"
+
+
+class FatalStepError(StepError):
+    """A step failed in a way no retry can fix."""
+
+    code = "handler_error"
+
+
+class StepInterruptedError(LeaseholdError):
+    """A running step was told to stop: its lease is gone or a cancel was requested."""
+
+    code = "step_interrupted"
+
+
+class RelatedItemChangedError(LeaseholdError):
+    """An item written together with a job's outcome (the bookmark a title job fills in, …)
+    failed its condition: nothing of the transaction was written. `index` is its position among
+    the related items; `old_item` what the item was (None when it is gone)."""
+
+    code = "related_item_changed"
+
+    def __init__(self, index: int, old_item: object | None) -> None:
+        super().__init__(f"related item {index} changed")
+        self.index = index
+        self.old_item = old_item
+
+
+class StopJobError(LeaseholdError):
+    """A kind ends the job itself, not as a step failure: `failed` with a stop reason of its
+    own (`tool_rejected`, `budget_exhausted`), the error for the job view and an entry for the
+    history (`record`: a small dict, never the content the job worked on)."""
+
+    code = "stopped_by_kind"
+
+    def __init__(
+        self, reason: str, error_code: str, message: str, record: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.error_code = error_code
+        self.record = record or {}
+
+
+class HandBackError(LeaseholdError):
+    """A kind cannot start its next piece of work in the time left (the invocation's, or the
+    lease's): the engine gives the job back with its progress, attempt not burned."""
+
+    code = "handed_back"

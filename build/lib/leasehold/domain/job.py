@@ -1,0 +1,207 @@
+"""The job as the domain sees it: what a caller submits and what the table holds."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from leasehold.domain.errors import ValidationError
+from leasehold.domain.policies import (
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_MAX_ATTEMPTS,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DEADLINE_SECONDS,
+    MAX_PAYLOAD_BYTES,
+)
+from leasehold.domain.states import JobState
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who a job belongs to: identity comes only from the authorizer's claims."""
+
+    tenant: str
+    user_id: str
+    is_operator: bool = False
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_cost: int | None = None
+    max_steps: int | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated submission, ready to be accepted."""
+
+    kind: str
+    payload: dict[str, Any]
+    budget: Budget
+    deadline_seconds: int
+    max_attempts: int
+
+    def fingerprint(self) -> str:
+        """Canonical text of the request: the same key with another body is a conflict."""
+        return json.dumps(
+            {
+                "kind": self.kind,
+                "payload": self.payload,
+                "budget": [self.budget.max_cost, self.budget.max_steps],
+                "deadline_seconds": self.deadline_seconds,
+                "max_attempts": self.max_attempts,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+
+@dataclass
+class Checkpoint:
+    """Progress saved under the lease after each step: a retry never repeats a finished step."""
+
+    next_step: int = 0
+    cost_used: int = 0
+    steps_used: int = 0
+    outputs: list[Any] = field(default_factory=list)
+    approved_step: int | None = None
+    step_failures: int = 0
+    """Transient failures of `next_step` so far: its next try is number step_failures + 1."""
+
+
+@dataclass
+class Job:
+    """The job item, decoded. Times are epoch milliseconds."""
+
+    job_id: str
+    kind: str
+    owner: Owner
+    state: JobState
+    payload: dict[str, Any]
+    attempts: int
+    max_attempts: int
+    epoch: int
+    version: int
+    created_at: int
+    updated_at: int
+    deadline_at: int
+    next_attempt_at: int | None
+    budget: Budget
+    checkpoint: Checkpoint
+    steps_total: int
+    cancel_requested: bool = False
+    lease_owner: str | None = None
+    slot_token: str | None = None
+    """The per-user slot entry this job's claim holds (store/slots.py), while running."""
+    lease_expires_at: int | None = None
+    approval: dict[str, Any] | None = None
+    result: Any = None
+    error: dict[str, str] | None = None
+    stop_reason: str | None = None
+    effect_intent: dict[str, Any] | None = None
+    """The external effect in flight, if any (DESIGN §3.6): its operation id, key, provider and
+    capability. While it is set the job cannot be retried blindly."""
+    operations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The operation ledger (DESIGN §8): operation id → {provider, key, fingerprint, state
+    submitted | confirmed | failed | released, submitted_at, settled_at?, receipt?, error?}."""
+    kind_state: dict[str, Any] | None = None
+    """A kind's own progress within a step (StepContext.save_progress), bounded by the kind."""
+    replays: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """The last few attempt ends and operator acts, as stored (store/history.py)."""
+    history_dropped: int = 0
+    resolution: dict[str, Any] | None = None
+    """How an operator settled an `unknown` job: outcome, by, at, note, receipt?, operation_id?"""
+    last_dispatch_at: int | None = None
+
+
+def _positive_int(value: Any, name: str, *, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"'{name}' must be an integer")
+    if not low <= value <= high:
+        raise ValidationError(f"'{name}' must be between {low} and {high}")
+    return value
+
+
+def parse_job_request(
+    body: Any, known_kinds: set[str], default_max_attempts: int = DEFAULT_MAX_ATTEMPTS
+) -> JobSpec:
+    """Validate the generic fields of `POST /jobs` (DESIGN §4); the kind validates its payload."""
+    if not isinstance(body, dict):
+        raise ValidationError("the body must be a JSON object")
+    allowed = {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
+    extra = sorted(set(body) - allowed)
+    if extra:
+        raise ValidationError(f"unknown field(s): {', '.join(extra)}")
+    kind = body.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ValidationError("'kind' is required and must be a string")
+    if kind not in known_kinds:
+        raise ValidationError(
+            f"unknown kind '{kind[:64]}'; known kinds: {', '.join(sorted(known_kinds))}",
+            code="unknown_kind",
+        )
+    payload = body.get("payload")
+    if not isinstance(payload, dict):
+        raise ValidationError("'payload' is required and must be a JSON object")
+    if len(json.dumps(payload, separators=(",", ":")).encode()) > MAX_PAYLOAD_BYTES:
+        raise ValidationError(
+            f"'payload' is larger than {MAX_PAYLOAD_BYTES} bytes", code="too_large"
+        )
+    budget = Budget()
+    raw_budget = body.get("budget")
+    if raw_budget is not None:
+        if not isinstance(raw_budget, dict) or set(raw_budget) - {"max_cost", "max_steps"}:
+            raise ValidationError("'budget' must be an object with 'max_cost' and/or 'max_steps'")
+        max_cost = raw_budget.get("max_cost")
+        max_steps = raw_budget.get("max_steps")
+        budget = Budget(
+            max_cost=None
+            if max_cost is None
+            else _positive_int(max_cost, "budget.max_cost", low=0, high=10**12),
+            max_steps=None
+            if max_steps is None
+            else _positive_int(max_steps, "budget.max_steps", low=0, high=10_000),
+        )
+    deadline = body.get("deadline_seconds", DEFAULT_DEADLINE_SECONDS)
+    deadline = _positive_int(deadline, "deadline_seconds", low=1, high=MAX_DEADLINE_SECONDS)
+    attempts = body.get("max_attempts", default_max_attempts)
+    attempts = _positive_int(attempts, "max_attempts", low=1, high=MAX_ATTEMPTS_LIMIT)
+    return JobSpec(
+        kind=kind, payload=payload, budget=budget, deadline_seconds=deadline, max_attempts=attempts
+    )
+
+
+def new_job(
+    job_id: str,
+    kind: str,
+    owner: Owner,
+    payload: dict[str, Any],
+    *,
+    now: int,
+    steps_total: int,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
+    budget: Budget | None = None,
+) -> Job:
+    """A job as accepted: queued, due now, no attempt made yet."""
+    return Job(
+        job_id=job_id,
+        kind=kind,
+        owner=owner,
+        state=JobState.QUEUED,
+        payload=payload,
+        attempts=0,
+        max_attempts=max_attempts,
+        epoch=0,
+        version=1,
+        created_at=now,
+        updated_at=now,
+        deadline_at=now + deadline_seconds * 1000,
+        next_attempt_at=now,
+        budget=budget or Budget(),
+        checkpoint=Checkpoint(),
+        steps_total=steps_total,
+        last_dispatch_at=now,
+    )

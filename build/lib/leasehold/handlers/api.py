@@ -1,0 +1,323 @@
+"""The HTTP API (DESIGN §4): one route, one service call. Identity comes only from the JWT
+authorizer's claims; errors use one envelope and one status table."""
+
+from __future__ import annotations
+
+import base64
+import json
+from functools import cache
+from typing import Any, cast
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from leasehold.domain.errors import (
+    ConflictError,
+    ForbiddenError,
+    JobNotFoundError,
+    LeaseholdError,
+    StoreUnavailableError,
+    UnauthenticatedError,
+    ValidationError,
+)
+from leasehold.domain.ids import time_ordered_ids
+from leasehold.domain.job import Owner
+from leasehold.handlers.wiring import metrics, runtime
+from leasehold.kinds.enrich import EnrichKind
+from leasehold.kinds.title import TitleKind
+from leasehold.service.bookmarks import BookmarkService
+from leasehold.service.jobs import JobService
+from leasehold.service.ops import OpsService
+from leasehold.store.bookmarks import BookmarkStore
+
+logger = Logger(service="leasehold")
+app = APIGatewayHttpResolver()
+
+MAX_BODY_BYTES = 64 * 1024
+OPERATORS_GROUP = "operators"
+
+STATUS_BY_ERROR: list[tuple[type[LeaseholdError], int]] = [
+    (ValidationError, 400),
+    (UnauthenticatedError, 401),
+    (ForbiddenError, 403),
+    (JobNotFoundError, 404),
+    (ConflictError, 409),
+    (StoreUnavailableError, 503),
+]
+
+
+def _envelope(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(
+        status_code=status,
+        content_type="application/json",
+        body=json.dumps({"error": {"code": code, "message": message}}),
+        headers=headers,
+    )
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        status_code=status, content_type="application/json", body=json.dumps(body), headers=headers
+    )
+
+
+@app.exception_handler(LeaseholdError)
+def _on_leasehold_error(error: LeaseholdError) -> Response:
+    for error_type, status in STATUS_BY_ERROR:
+        if isinstance(error, error_type):
+            headers = {"Retry-After": "2"} if status == 503 else None
+            if status >= 500:
+                logger.warning("dependency unavailable", extra={"detail": str(error)})
+            return _envelope(status, error.code, str(error), headers)
+    logger.exception("unmapped leasehold error")
+    return _envelope(500, "internal_error", "something went wrong; nothing is promised")
+
+
+@app.exception_handler(NotFoundError)
+def _on_no_route(_: NotFoundError) -> Response:
+    return _envelope(404, "not_found", "no such route")
+
+
+@app.exception_handler(Exception)
+def _on_unexpected(_: Exception) -> Response:
+    logger.exception("unexpected error")
+    return _envelope(500, "internal_error", "something went wrong; nothing is promised")
+
+
+# ------------------------------------------------------------------------- identity and input
+
+
+def caller() -> Owner:
+    """The caller from the authorizer's JWT claims (never from the body)."""
+    context = app.current_event.raw_event.get("requestContext", {})
+    claims = ((context.get("authorizer") or {}).get("jwt") or {}).get("claims") or {}
+    user = claims.get("sub") or claims.get("username") or claims.get("cognito:username")
+    tenant = claims.get("custom:tenant")
+    if not user or not tenant:
+        raise UnauthenticatedError("a signed-in user with a tenant is required")
+    groups = claims.get("cognito:groups") or ""
+    if isinstance(groups, str):
+        groups = groups.strip("[]").replace(",", " ").split()
+    return Owner(tenant=str(tenant), user_id=str(user), is_operator=OPERATORS_GROUP in groups)
+
+
+def operator() -> Owner:
+    owner = caller()
+    if not owner.is_operator:
+        raise ForbiddenError("operators only")
+    return owner
+
+
+def json_body(required: bool = True) -> Any:
+    raw = app.current_event.raw_event.get("body")
+    if raw is None or raw == "":
+        if required:
+            raise ValidationError("a JSON body is required")
+        return None
+    data = (
+        base64.b64decode(raw)
+        if app.current_event.raw_event.get("isBase64Encoded")
+        else str(raw).encode()
+    )
+    if len(data) > MAX_BODY_BYTES:
+        raise ValidationError(f"the body is larger than {MAX_BODY_BYTES} bytes", code="too_large")
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationError("the body is not valid JSON", code="malformed_json") from exc
+    except RecursionError as exc:  # a body nested thousands deep: not one of ours
+        raise ValidationError("the body is nested too deeply", code="malformed_json") from exc
+
+
+def _header(name: str) -> str | None:
+    headers = app.current_event.raw_event.get("headers") or {}
+    for key, value in headers.items():
+        if key.lower() == name.lower():
+            return str(value)
+    return None
+
+
+def _query(name: str) -> str | None:
+    return (app.current_event.raw_event.get("queryStringParameters") or {}).get(name)
+
+
+@cache
+def jobs() -> JobService:
+    rt = runtime()
+    return JobService(
+        rt.stores,
+        rt.kinds,
+        rt.clock,
+        time_ordered_ids(rt.clock),
+        rt.telemetry,
+        default_max_attempts=rt.settings.default_max_attempts,
+    )
+
+
+@cache
+def bookmarks() -> BookmarkService:
+    rt = runtime()
+    title = rt.kinds["title"]
+    assert isinstance(title, TitleKind)
+    return BookmarkService(
+        BookmarkStore(rt.stores.table),
+        title,
+        rt.clock,
+        time_ordered_ids(rt.clock, "b"),
+        time_ordered_ids(rt.clock),
+        rt.telemetry,
+        default_max_attempts=rt.settings.default_max_attempts,
+        jobs=rt.stores.jobs,
+        enrich=cast(EnrichKind, rt.kinds["enrich"]),
+    )
+
+
+@cache
+def ops() -> OpsService:
+    rt = runtime()
+    return OpsService(rt.stores, rt.queue, rt.clock, rt.telemetry)
+
+
+# ------------------------------------------------------------------------- routes
+
+
+@app.get("/health")
+def health() -> Response:
+    return _json(200, {"status": "ok"})
+
+
+@app.post("/jobs")
+def submit_job() -> Response:
+    owner = caller()
+    accepted = jobs().accept(owner, json_body(), _header("Idempotency-Key"))
+    location = f"/jobs/{accepted.job_id}"
+    logger.info("accepted", extra={"job_id": accepted.job_id, "new_job": accepted.created})
+    return _json(
+        202,
+        {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
+        headers={"Location": location},
+    )
+
+
+@app.get("/jobs")
+def list_jobs() -> Response:
+    return _json(
+        200,
+        jobs().list(
+            caller(), state=_query("state"), limit=_query("limit"), cursor=_query("cursor")
+        ),
+    )
+
+
+@app.get("/jobs/<job_id>")
+def get_job(job_id: str) -> Response:
+    return _json(200, jobs().view(caller(), job_id))
+
+
+@app.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    return _json(202, jobs().cancel(caller(), job_id))
+
+
+@app.post("/jobs/<job_id>/approval")
+def decide_approval(job_id: str) -> Response:
+    owner = caller()
+    return _json(200, jobs().decide_approval(owner, job_id, json_body()))
+
+
+@app.post("/bookmarks")
+def create_bookmark() -> Response:
+    owner = caller()
+    view, created = bookmarks().create(owner, json_body(), _header("Idempotency-Key"))
+    location = f"/bookmarks/{view['id']}"
+    logger.info(
+        "bookmark saved",
+        extra={
+            "bookmark_id": view["id"],
+            "new_bookmark": created,
+            "job_id": view["title_job"]["job_id"],
+        },
+    )
+    return _json(201, view, headers={"Location": location})
+
+
+@app.get("/bookmarks")
+def list_bookmarks() -> Response:
+    return _json(200, bookmarks().list(caller(), limit=_query("limit"), cursor=_query("cursor")))
+
+
+@app.get("/bookmarks/<bookmark_id>")
+def get_bookmark(bookmark_id: str) -> Response:
+    return _json(200, bookmarks().view(caller(), bookmark_id))
+
+
+@app.patch("/bookmarks/<bookmark_id>")
+def edit_bookmark(bookmark_id: str) -> Response:
+    owner = caller()
+    return _json(200, bookmarks().edit(owner, bookmark_id, json_body()))
+
+
+@app.post("/bookmarks/<bookmark_id>/enrich")
+def enrich_bookmark(bookmark_id: str) -> Response:
+    owner = caller()
+    accepted = bookmarks().enrich(
+        owner, bookmark_id, json_body(required=False), _header("Idempotency-Key")
+    )
+    location = f"/jobs/{accepted.job_id}"
+    return _json(
+        202,
+        {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
+        headers={"Location": location},
+    )
+
+
+@app.patch("/bookmarks/<bookmark_id>/read")
+def mark_bookmark_read(bookmark_id: str) -> Response:
+    owner = caller()
+    return _json(200, bookmarks().mark_read(owner, bookmark_id, json_body()))
+
+
+@app.delete("/bookmarks/<bookmark_id>")
+def delete_bookmark(bookmark_id: str) -> Response:
+    bookmarks().delete(caller(), bookmark_id)
+    return Response(status_code=204, body="")
+
+
+@app.get("/ops/summary")
+def ops_summary() -> Response:
+    operator()
+    return _json(200, ops().summary())
+
+
+@app.get("/ops/jobs")
+def ops_jobs() -> Response:
+    operator()
+    return _json(200, ops().jobs(_query("state"), _query("limit"), _query("cursor")))
+
+
+@app.get("/ops/jobs/<job_id>")
+def ops_show(job_id: str) -> Response:
+    operator()
+    return _json(200, ops().show(job_id))
+
+
+@app.post("/ops/jobs/<job_id>/replay")
+def ops_replay(job_id: str) -> Response:
+    who = operator()
+    return _json(202, ops().replay(job_id, who, json_body(required=False)))
+
+
+@app.post("/ops/jobs/<job_id>/resolve")
+def ops_resolve(job_id: str) -> Response:
+    who = operator()
+    return _json(200, ops().resolve(job_id, who, json_body()))
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

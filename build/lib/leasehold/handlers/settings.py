@@ -1,0 +1,156 @@
+"""Configuration is parsed once, at cold start, into one typed object per function. Nothing below
+the handlers reads `os.environ`; a missing variable is an error, never a silent default name."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class SettingsError(RuntimeError):
+    pass
+
+
+def _required(env: Mapping[str, object], name: str) -> str:
+    value = env.get(name)
+    if value is None or str(value) == "":
+        raise SettingsError(f"environment variable {name} is not set")
+    return str(value)  # moto may hand numbers back; Lambda always gives strings
+
+
+def _optional(env: Mapping[str, object], name: str) -> str:
+    """A variable that is off when unset (only LEASEHOLD_FAULTS, a test and local switch)."""
+    value = env.get(name)
+    return "" if value is None else str(value)
+
+
+def _int(env: Mapping[str, object], name: str) -> int:
+    raw = _required(env, name)
+    try:
+        return int(float(raw))
+    except ValueError as exc:
+        raise SettingsError(f"environment variable {name}={raw!r} is not a number") from exc
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything any leasehold function reads. Each handler builds it once."""
+
+    table_name: str
+    queue_url: str
+    dlq_url: str
+    lease_seconds: int
+    default_max_attempts: int
+    backoff_base_ms: int
+    backoff_cap_ms: int
+    user_concurrency_limit: int
+    slot_wait_seconds: int
+    sweep_batch: int
+    lost_wakeup_grace_seconds: int
+    worker_timeout_seconds: int
+    max_step_seconds: int
+    visibility_timeout_seconds: int
+    metrics_namespace: str
+    title_fetcher: str = "live"
+    """TITLE_FETCHER: `live` (deployed) or `fixture` (local stack: no network)."""
+    enrichment_provider_url: str = ""
+    """ENRICHMENT_PROVIDER_URL: the billable provider; empty = enrich requests are refused."""
+    enrichment_provider_capability: str = "none"
+    local_providers: str = ""
+    """LEASEHOLD_LOCAL_PROVIDERS: JSON {mode: url} of the local stack's own providers."""
+    faults: str = ""
+    """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
+
+    def check(self) -> Settings:
+        """The arithmetic that keeps a Lambda invocation, a lease and the queue consistent
+        (DESIGN §10): a worker claims only when a lease's worth of work fits in what remains of
+        its invocation, so the timeout must exceed the lease; a step must fit in an invocation;
+        SQS must not redeliver while an invocation may still be working (6 × timeout)."""
+        margin = safety_margin_seconds(self.lease_seconds)
+        problems = []
+        if self.worker_timeout_seconds < self.lease_seconds + margin:
+            problems.append(
+                f"WORKER_TIMEOUT_SECONDS={self.worker_timeout_seconds} must be at least "
+                f"LEASE_SECONDS + {margin} ({self.lease_seconds + margin})"
+            )
+        if self.worker_timeout_seconds < self.max_step_seconds + margin:
+            problems.append(
+                f"WORKER_TIMEOUT_SECONDS={self.worker_timeout_seconds} must be at least "
+                f"MAX_STEP_SECONDS + {margin} ({self.max_step_seconds + margin})"
+            )
+        if self.visibility_timeout_seconds < 6 * self.worker_timeout_seconds:
+            problems.append(
+                f"VISIBILITY_TIMEOUT_SECONDS={self.visibility_timeout_seconds} must be at least "
+                f"6 x WORKER_TIMEOUT_SECONDS ({6 * self.worker_timeout_seconds})"
+            )
+        if self.enrichment_provider_capability not in CAPABILITIES:
+            problems.append(
+                f"ENRICHMENT_PROVIDER_CAPABILITY={self.enrichment_provider_capability!r} must be "
+                f"one of {', '.join(CAPABILITIES)}"
+            )
+        if self.title_fetcher not in {"live", "fixture"}:
+            problems.append(f"TITLE_FETCHER={self.title_fetcher!r} must be 'live' or 'fixture'")
+        if problems:
+            raise SettingsError("; ".join(problems))
+        return self
+
+    @staticmethod
+    def from_env(env: Mapping[str, object] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        return Settings(
+            table_name=_required(env, "TABLE_NAME"),
+            queue_url=_required(env, "QUEUE_URL"),
+            dlq_url=_required(env, "DLQ_URL"),
+            lease_seconds=_int(env, "LEASE_SECONDS"),
+            default_max_attempts=_int(env, "MAX_ATTEMPTS"),
+            backoff_base_ms=_int(env, "BACKOFF_BASE_MS"),
+            backoff_cap_ms=_int(env, "BACKOFF_CAP_MS"),
+            user_concurrency_limit=_int(env, "USER_CONCURRENCY_LIMIT"),
+            slot_wait_seconds=_int(env, "SLOT_WAIT_SECONDS"),
+            sweep_batch=_int(env, "SWEEP_BATCH"),
+            lost_wakeup_grace_seconds=_int(env, "LOST_WAKEUP_GRACE_SECONDS"),
+            worker_timeout_seconds=_int(env, "WORKER_TIMEOUT_SECONDS"),
+            max_step_seconds=_int(env, "MAX_STEP_SECONDS"),
+            visibility_timeout_seconds=_int(env, "VISIBILITY_TIMEOUT_SECONDS"),
+            metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
+            title_fetcher=_required(env, "TITLE_FETCHER"),
+            enrichment_provider_url=_optional(env, "ENRICHMENT_PROVIDER_URL"),
+            enrichment_provider_capability=_required(env, "ENRICHMENT_PROVIDER_CAPABILITY"),
+            local_providers=_optional(env, "LEASEHOLD_LOCAL_PROVIDERS"),
+            faults=_optional(env, "LEASEHOLD_FAULTS"),
+        ).check()
+
+
+CAPABILITIES = ("idempotent_key", "status_lookup", "none")
+
+
+def safety_margin_seconds(lease_seconds: int) -> int:
+    """How much of a lease (or an invocation) is kept back: no step starts inside it."""
+    return max(1, lease_seconds // 10)
+
+
+ENV_VARIABLES = (
+    "TABLE_NAME",
+    "QUEUE_URL",
+    "DLQ_URL",
+    "LEASE_SECONDS",
+    "MAX_ATTEMPTS",
+    "BACKOFF_BASE_MS",
+    "BACKOFF_CAP_MS",
+    "USER_CONCURRENCY_LIMIT",
+    "SLOT_WAIT_SECONDS",
+    "SWEEP_BATCH",
+    "LOST_WAKEUP_GRACE_SECONDS",
+    "WORKER_TIMEOUT_SECONDS",
+    "MAX_STEP_SECONDS",
+    "VISIBILITY_TIMEOUT_SECONDS",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "TITLE_FETCHER",
+    "ENRICHMENT_PROVIDER_URL",
+    "ENRICHMENT_PROVIDER_CAPABILITY",
+)
+"""What `Settings.from_env` requires: a test checks the template sets each for every function."""
+
+OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS", "LEASEHOLD_LOCAL_PROVIDERS")
+"""Read when set, never set by the template: switches for tests and the local stack."""

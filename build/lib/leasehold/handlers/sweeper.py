@@ -1,0 +1,24 @@
+"""Sweeper Lambda (schedule): rescue expired leases and lost wake-ups; end jobs past deadline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from leasehold.handlers.wiring import metrics, runtime
+from leasehold.service.sweeper import SweepSettings, sweep
+
+logger = Logger(service="leasehold")
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    rt = runtime()
+    settings = SweepSettings(
+        batch_limit=rt.settings.sweep_batch,
+        lost_wakeup_grace_ms=rt.settings.lost_wakeup_grace_seconds * 1000,
+    )
+    return sweep(rt.stores, rt.clock, settings, rt.telemetry, rt.kinds)

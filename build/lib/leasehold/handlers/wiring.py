@@ -1,0 +1,87 @@
+"""Builds the clients, stores and services of one function from its settings (once per cold
+start). boto3 honours AWS_ENDPOINT_URL, which is how the local stack points these at moto."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cache
+
+import boto3
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.config import Config
+
+from leasehold.domain.clock import SystemClock
+from leasehold.handlers.settings import Settings
+from leasehold.kinds import JobKind, KindConfig, registry
+from leasehold.store import Stores, Table
+from leasehold.store.queue import WakeupQueue
+
+# Bounded: a dependency that does not answer gives a 503 in seconds, not a hung request.
+CLIENT_CONFIG = Config(
+    connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"}
+)
+
+metrics = Metrics()
+
+
+class MetricsTelemetry:
+    """Service counters as CloudWatch EMF metrics (Powertools)."""
+
+    def count(self, name: str, value: int = 1) -> None:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    settings: Settings
+    stores: Stores
+    queue: WakeupQueue
+    clock: SystemClock
+    telemetry: MetricsTelemetry
+    kinds: dict[str, JobKind]
+
+
+@cache
+def runtime() -> Runtime:
+    settings = Settings.from_env()
+    metrics.namespace = settings.metrics_namespace
+    session = boto3.session.Session()
+    dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
+    sqs = session.client("sqs", config=CLIENT_CONFIG)
+    if settings.faults:  # tests and `leasehold local up --faults` only (DESIGN §10)
+        from leasehold.store.faults import FaultPlan, install_faults
+
+        plan = FaultPlan.parse(settings.faults)
+        install_faults(dynamodb, plan)
+        install_faults(sqs, plan)
+    return Runtime(
+        settings=settings,
+        stores=Stores.over(
+            Table(dynamodb, settings.table_name),
+            settings.user_concurrency_limit,
+            slot_grace_ms=2 * settings.lease_seconds * 1000,
+        ),
+        queue=WakeupQueue(sqs, settings.queue_url, settings.dlq_url),
+        clock=SystemClock(),
+        telemetry=MetricsTelemetry(),
+        kinds=registry(
+            KindConfig(
+                max_step_ms=settings.max_step_seconds * 1000,
+                title_fetcher=settings.title_fetcher,
+                enrichment_provider_url=settings.enrichment_provider_url,
+                enrichment_provider_capability=settings.enrichment_provider_capability,
+                local_providers=json.loads(settings.local_providers)
+                if settings.local_providers
+                else None,
+            )
+        ),
+    )
+
+
+def worker_identity() -> str:
+    """Which execution environment holds a lease: visible in the job and in the logs."""
+    name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or f"pid-{os.getpid()}"
+    return name[-48:]

@@ -1,0 +1,81 @@
+"""Worker Lambda: SQS wake-ups through Powertools' BatchProcessor. A record is reported failed
+(kept by SQS) unless its outcome is saved — Lambda deletes only the others (DESIGN §3.4). Each
+record is handled with the invocation's remaining time (DESIGN §10)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.handlers.settings import safety_margin_seconds
+from leasehold.handlers.wiring import metrics, runtime, worker_identity
+from leasehold.service.worker import Disposition, WorkerService, WorkerSettings
+from leasehold.store.queue import Wakeup
+
+logger = Logger(service="leasehold")
+# A batch whose every record must stay is still answered with batchItemFailures (not an error),
+# so the local pump and Lambda see the same partial-response shape.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+class KeepMessageError(Exception):
+    """Raised for a record whose message must stay in the queue."""
+
+
+@cache
+def worker() -> WorkerService:
+    rt = runtime()
+    lease_ms = rt.settings.lease_seconds * 1000
+    return WorkerService(
+        stores=rt.stores,
+        queue=rt.queue,
+        kinds=rt.kinds,
+        clock=rt.clock,
+        settings=WorkerSettings(
+            worker_id=worker_identity(),
+            lease=LeasePolicy(
+                lease_ms=lease_ms,
+                safety_margin_ms=safety_margin_seconds(rt.settings.lease_seconds) * 1000,
+            ),
+            retry=RetryPolicy(
+                base_ms=rt.settings.backoff_base_ms, cap_ms=rt.settings.backoff_cap_ms
+            ),
+            slot_wait_ms=rt.settings.slot_wait_seconds * 1000,
+            heartbeat_every_ms=max(250, lease_ms // 3),
+        ),
+        telemetry=rt.telemetry,
+    )
+
+
+def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
+    try:
+        wakeup = Wakeup.parse(record.body)
+    except (ValueError, KeyError, TypeError):
+        logger.error("not a wake-up; dropped", extra={"message_id": record.message_id})
+        return "malformed"
+    remaining = lambda_context.get_remaining_time_in_millis if lambda_context else None
+    result = worker().handle(wakeup, record.receipt_handle, remaining_ms=remaining)
+    if result.disposition is Disposition.KEEP:
+        raise KeepMessageError(result.outcome)
+    return result.outcome
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return process_partial_response(  # type: ignore[return-value]
+        event=event,
+        record_handler=record_handler,
+        processor=processor,
+        context=context,
+    )

@@ -1,0 +1,149 @@
+"""A local HTTP gateway: requests → API Gateway HTTP API payload-v2 events for the Api handler.
+Local only: the header X-Demo-User stands in for a Cognito JWT (DESIGN §4)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from leasehold.local.invoke import Handler, LocalContext
+from leasehold.local.template import Route
+
+DEMO_USERS: dict[str, dict[str, str]] = {
+    "alice": {"sub": "alice", "custom:tenant": "study-group"},
+    "bob": {"sub": "bob", "custom:tenant": "study-group"},
+    "carol": {"sub": "carol", "custom:tenant": "other-group"},
+    "ops": {"sub": "ops", "custom:tenant": "study-group", "cognito:groups": "[operators]"},
+}
+MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
+
+
+def build_event(
+    route: Route,
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: dict[str, str],
+    body: bytes,
+    path_parameters: dict[str, str],
+) -> dict[str, Any]:
+    now = time.time()
+    route_key = f"{route.method} {route.path}"
+    request_context: dict[str, Any] = {
+        "accountId": "123456789012",
+        "apiId": "local",
+        "domainName": headers.get("host", "127.0.0.1"),
+        "http": {
+            "method": method,
+            "path": raw_path,
+            "protocol": "HTTP/1.1",
+            "sourceIp": "127.0.0.1",
+            "userAgent": headers.get("user-agent", ""),
+        },
+        "requestId": str(uuid.uuid4()),
+        "routeKey": route_key,
+        "stage": "$default",
+        "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+        "timeEpoch": int(now * 1000),
+    }
+    user = headers.get("x-demo-user")
+    if route.needs_identity and user in DEMO_USERS:
+        request_context["authorizer"] = {"jwt": {"claims": dict(DEMO_USERS[user]), "scopes": None}}
+    query = dict(parse_qsl(raw_query, keep_blank_values=True))
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": raw_path,
+        "rawQueryString": raw_query,
+        "headers": headers,
+        "requestContext": request_context,
+        "isBase64Encoded": False,
+    }
+    if query:
+        event["queryStringParameters"] = query
+    if path_parameters:
+        event["pathParameters"] = path_parameters
+    if body:
+        event["body"] = body.decode("utf-8", errors="replace")
+    return event
+
+
+class Gateway:
+    def __init__(self, port: int, routes: list[Route], handlers: dict[str, Handler]) -> None:
+        self._routes = routes
+        self._handlers = handlers
+        self._lock = threading.Lock()  # one handler instance, one request at a time (as one Lambda)
+        gateway = self
+
+        class _RequestHandler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                return
+
+            def _serve(self) -> None:
+                gateway.serve(self)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve  # noqa: N815
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), _RequestHandler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="gateway", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _reply(
+        self, request: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: bytes
+    ) -> None:
+        request.send_response(status)
+        for key, value in headers.items():
+            request.send_header(key, value)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)
+
+    def serve(self, request: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(request.path)
+        raw_length = request.headers.get("Content-Length") or "0"
+        if not raw_length.isascii() or not raw_length.isdigit():
+            bad = json.dumps(
+                {"error": {"code": "invalid_request", "message": "Content-Length is not a number"}}
+            )
+            request.close_connection = True
+            self._reply(request, 400, {"Content-Type": "application/json"}, bad.encode())
+            return
+        length = int(raw_length)
+        if length > MAX_REQUEST_BYTES:
+            too_large = json.dumps({"error": {"code": "too_large", "message": "request too large"}})
+            self._reply(request, 413, {"Content-Type": "application/json"}, too_large.encode())
+            return
+        body = request.rfile.read(length) if length else b""
+        for route in self._routes:
+            params = route.match(request.command, parts.path)
+            if params is None:
+                continue
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            event = build_event(
+                route, request.command, parts.path, parts.query, headers, body, params
+            )
+            with self._lock:
+                answer = self._handlers[route.function](event, LocalContext("api"))
+            out_headers = {k: str(v) for k, v in (answer.get("headers") or {}).items()}
+            payload = answer.get("body") or ""
+            self._reply(request, int(answer.get("statusCode", 200)), out_headers, payload.encode())
+            return
+        body_out = json.dumps({"error": {"code": "not_found", "message": "no such route"}})
+        self._reply(request, 404, {"Content-Type": "application/json"}, body_out.encode())

@@ -1,0 +1,81 @@
+"""Run a function's handler in-process with the environment the template gives it — the
+Docker-free stand-in for `sam local invoke`."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from leasehold.local.stack import StackInfo
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class LocalContext:
+    """The parts of Lambda's context object that Powertools and our handlers read."""
+
+    function_name: str
+    memory_limit_in_mb: int = 256
+    timeout_ms: int = 60_000
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+    log_group_name: str = "local"
+    log_stream_name: str = "local"
+    _started: float = field(default_factory=time.monotonic)
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, self.timeout_ms - int((time.monotonic() - self._started) * 1000))
+
+
+_IN_PROCESS = threading.RLock()
+
+
+def serialised(handler: Handler) -> Handler:
+    """Handlers that share this process (Api, Relay, Sweeper in `local up`) run one at a time:
+    on Lambda each has its own execution environment, so their module-level Powertools Logger
+    and Metrics are never shared between threads — here they would be."""
+
+    def invoke_alone(event: dict[str, Any], context: Any) -> Any:
+        with _IN_PROCESS:
+            return handler(event, context)
+
+    return invoke_alone
+
+
+def apply_environment(stack: StackInfo, function: str) -> None:
+    os.environ.update(stack.environment(function))
+
+
+def load_handler(stack: StackInfo, function: str) -> Handler:
+    """Import the function's handler after its environment is set (a cold start)."""
+    apply_environment(stack, function)
+    module_name, _, attribute = stack.functions[function].handler.rpartition(".")
+    handler: Handler = getattr(importlib.import_module(module_name), attribute)
+    return handler
+
+
+def resolve_function(stack: StackInfo, name: str) -> str:
+    """Accept the logical id (WorkerFunction) or a short name (worker)."""
+    if name in stack.functions:
+        return name
+    for logical_id in stack.functions:
+        if logical_id.lower() in {name.lower(), f"{name.lower()}function"}:
+            return logical_id
+    known = ", ".join(sorted(stack.functions))
+    raise KeyError(f"unknown function '{name}'; one of: {known}")
+
+
+def invoke(stack: StackInfo, function: str, event: dict[str, Any]) -> Any:
+    handler = load_handler(stack, function)
+    return handler(event, LocalContext(function_name=stack.functions[function].name))

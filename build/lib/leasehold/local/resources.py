@@ -1,0 +1,128 @@
+"""Resources made from template.yaml's own definitions (no second, hand-written copy), fast
+enough to create per test or per benchmark in moto's in-process mock. Never imported by a
+Lambda handler."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from leasehold.local.stack import QueueMapping, StreamMapping
+from leasehold.local.template import load_template
+
+ROOT = Path(__file__).resolve().parents[3]
+TEMPLATE = ROOT / "template.yaml"
+REGION = "us-east-1"
+
+
+@cache
+def template() -> dict[str, Any]:
+    return load_template(TEMPLATE)
+
+
+def _resource(logical_id: str) -> dict[str, Any]:
+    return template()["Resources"][logical_id]["Properties"]
+
+
+def parameter_defaults() -> dict[str, str]:
+    return {name: str(p.get("Default", "")) for name, p in template()["Parameters"].items()}
+
+
+def resolved(value: Any) -> Any:
+    """A property as deployed with the parameters' defaults (`{"Ref": Param}` → its default)."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return parameter_defaults()[value["Ref"]]
+    return value
+
+
+def create_table(dynamodb: Any, name: str = "jobs") -> dict[str, Any]:
+    props = _resource("JobsTable")
+    answer = dynamodb.create_table(
+        TableName=name,
+        BillingMode=props["BillingMode"],
+        AttributeDefinitions=props["AttributeDefinitions"],
+        KeySchema=props["KeySchema"],
+        GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
+        StreamSpecification={"StreamEnabled": True, **props["StreamSpecification"]},
+    )
+    return answer["TableDescription"]
+
+
+def create_queues(sqs: Any) -> dict[str, str]:
+    """Work queue (redrive as in the template), DLQ and relay-failure queue; returns their URLs."""
+    dlq_props = _resource("DeadLetterQueue")
+    dlq = sqs.create_queue(
+        QueueName="dlq",
+        Attributes={"MessageRetentionPeriod": str(dlq_props["MessageRetentionPeriod"])},
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    work_props = _resource("WorkQueue")
+    work = sqs.create_queue(
+        QueueName="work",
+        Attributes={
+            "VisibilityTimeout": str(resolved(work_props["VisibilityTimeout"])),
+            "RedrivePolicy": json.dumps(
+                {
+                    "deadLetterTargetArn": dlq_arn,
+                    "maxReceiveCount": work_props["RedrivePolicy"]["maxReceiveCount"],
+                }
+            ),
+        },
+    )["QueueUrl"]
+    failures = sqs.create_queue(QueueName="relay-failures")["QueueUrl"]
+    return {"work": work, "dlq": dlq, "relay_failures": failures}
+
+
+def relay_mapping(stream_arn: str, on_failure_arn: str | None = None) -> StreamMapping:
+    event = _resource("RelayFunction")["Events"]["Outbox"]["Properties"]
+    return StreamMapping(
+        function="RelayFunction",
+        stream_arn=stream_arn,
+        batch_size=int(resolved(event["BatchSize"])),
+        filters=[json.loads(f["Pattern"]) for f in event["FilterCriteria"]["Filters"]],
+        report_item_failures="ReportBatchItemFailures" in event["FunctionResponseTypes"],
+        max_retries=int(event["MaximumRetryAttempts"]),
+        on_failure_arn=on_failure_arn,
+    )
+
+
+def worker_mapping(queue_url: str) -> QueueMapping:
+    event = _resource("WorkerFunction")["Events"]["Wakeups"]["Properties"]
+    return QueueMapping(
+        function="WorkerFunction",
+        queue_url=queue_url,
+        batch_size=int(resolved(event["BatchSize"])),
+        report_item_failures="ReportBatchItemFailures" in event["FunctionResponseTypes"],
+    )
+
+
+def template_environment(table: str, queues: dict[str, str], **overrides: str) -> dict[str, str]:
+    """The Globals environment of template.yaml with its parameters at their defaults and the
+    resources bound to the test's names."""
+    tpl = template()
+    params = parameter_defaults()
+    refs = {
+        "JobsTable": table,
+        "WorkQueue": queues["work"],
+        "DeadLetterQueue": queues["dlq"],
+        **params,
+    }
+    env = {}
+    for name, value in tpl["Globals"]["Function"]["Environment"]["Variables"].items():
+        if isinstance(value, dict) and "Ref" in value:
+            env[name] = refs[value["Ref"]]
+        else:
+            env[name] = str(value)
+    env.update(overrides)
+    return env
+
+
+def clients() -> tuple[Any, Any]:
+    session = boto3.session.Session(region_name=REGION)
+    return session.client("dynamodb"), session.client("sqs")

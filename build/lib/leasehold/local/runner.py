@@ -1,0 +1,221 @@
+"""Runs the whole system on one machine: moto server, stack from template.yaml, gateway, stream
+pump, sweeper schedule and N worker processes. Stops everything on Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from leasehold.local.gateway import Gateway
+from leasehold.local.invoke import LocalContext, apply_environment, load_handler, serialised
+from leasehold.local.pumps import QueuePoller, Repeater, StreamPump, scheduled_event
+from leasehold.local.stack import StackInfo, check_port_free, create_stack, start_moto
+
+DEFAULT_STATE = Path(".leasehold/local-stack.json")
+
+
+def quiet_local_noise() -> None:
+    """moto warns about every resource it skips (Cognito, ApiGatewayV2, alarms) and Werkzeug logs
+    every request; Powertools warns when an invocation emitted no metric. None of it helps here."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    for name in ("werkzeug", "moto", "botocore", "docker"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+class LocalStack:
+    """The embedded stack in this process (gateway and pumps as threads); workers are separate
+    processes started with `spawn_worker`."""
+
+    def __init__(
+        self,
+        template: Path,
+        *,
+        port: int = 8080,
+        state_path: Path = DEFAULT_STATE,
+        sweep_seconds: float = 1.0,
+        parameters: dict[str, str] | None = None,
+        handler_log: Path | None = None,
+        faults: str = "",
+    ) -> None:
+        self.faults = faults
+        self.providers: dict[str, Any] = {}
+        self.handler_log = handler_log
+        self.template = template
+        self.port = port
+        self.state_path = state_path
+        self.sweep_seconds = sweep_seconds
+        self.parameters = parameters
+        self.info: StackInfo | None = None
+        self.gateway: Gateway | None = None
+        self.stream_pumps: list[StreamPump] = []
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self._moto: Any = None
+        self._log_file: Any = None
+        self._threads: list[Repeater] = []
+
+    @property
+    def url(self) -> str:
+        assert self.gateway is not None
+        return f"http://127.0.0.1:{self.gateway.port}"
+
+    def start(self) -> StackInfo:
+        quiet_local_noise()
+        if self.port:
+            check_port_free(self.port)
+        self._moto, endpoint = start_moto()
+        urls = self._start_providers()
+        parameters = {
+            "EnrichmentProviderUrl": urls["idempotent"],
+            "EnrichmentProviderCapability": "idempotent_key",
+            **(self.parameters or {}),
+        }
+        info = create_stack(endpoint, self.template, parameters)
+        info.local_environment["LEASEHOLD_LOCAL_PROVIDERS"] = json.dumps(urls)
+        if self.faults:
+            info.local_environment["LEASEHOLD_FAULTS"] = self.faults
+        self.info = info
+        info.save(self.state_path)
+        if self.handler_log is not None:
+            # In-process handlers bind their log stream at import: send it to a file.
+            self.handler_log.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = self.handler_log.open("a", buffering=1)
+            with contextlib.redirect_stdout(self._log_file):
+                return self._start_functions(info)
+        return self._start_functions(info)
+
+    def _start_providers(self) -> dict[str, str]:
+        """The billable enrichment provider, once per capability (DESIGN §8), each with its own
+        durable charge ledger beside the state file. A request may pick one (local only)."""
+        from leasehold.local.provider import ProviderServer
+
+        for mode in ("idempotent", "lookup", "none"):
+            db = self.state_path.parent / f"provider-{mode}.sqlite3"
+            self.providers[mode] = ProviderServer(capability=mode, db_path=db).start()
+        return {mode: server.url for mode, server in self.providers.items()}
+
+    def _start_functions(self, info: StackInfo) -> StackInfo:
+        api = info.function_for("handlers.api.handler")
+        apply_environment(info, api)
+        self.gateway = Gateway(self.port, info.routes, {api: serialised(load_handler(info, api))})
+        endpoint = info.endpoint
+        for mapping in info.stream_mappings:
+            pump = StreamPump(
+                endpoint,
+                mapping,
+                serialised(load_handler(info, mapping.function)),
+                info.functions[mapping.function].name,
+            )
+            self.stream_pumps.append(pump)
+            self._threads.append(Repeater(f"stream:{mapping.function}", 0.1, pump.poll_once))
+        for function in info.schedules:
+            handler = serialised(load_handler(info, function))
+            name = info.functions[function].name
+
+            def run_schedule(handler: Any = handler, name: str = name) -> object:
+                return handler(scheduled_event(name), LocalContext(name))
+
+            self._threads.append(Repeater(f"schedule:{function}", self.sweep_seconds, run_schedule))
+        self.gateway.start()
+        for thread in self._threads:
+            thread.start()
+        return info
+
+    def spawn_worker(self, name: str, log_dir: Path | None = None) -> subprocess.Popen[bytes]:
+        """One more worker process (`leasehold local worker`), logging to `<log_dir>/<name>.log`."""
+        log_dir = log_dir or self.state_path.parent / "logs"
+        process = spawn_worker_process(self.state_path, name, log_dir)
+        self.workers.append(process)
+        return process
+
+    def stop(self) -> None:
+        for process in self.workers:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 5
+        for process in self.workers:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for thread in self._threads:
+            thread.stop()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        if self.gateway:
+            self.gateway.stop()
+        for server in self.providers.values():
+            server.stop()
+        if self._moto:
+            self._moto.stop()
+        self.state_path.unlink(missing_ok=True)
+        if self._log_file is not None:
+            self._log_file.close()
+
+
+def spawn_worker_process(state_path: Path, name: str, log_dir: Path) -> subprocess.Popen[bytes]:
+    """Start `leasehold local worker` for a running stack, its output in `<log_dir>/<name>.log`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with (log_dir / f"{name}.log").open("ab") as log:
+        command = [sys.executable, "-m", "leasehold.cli", "local", "worker"]
+        return subprocess.Popen(
+            [*command, "--state", str(state_path), "--name", name],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None) -> None:
+    """A worker process: poll the queue with the template's batch size and call the Worker
+    handler with SQS events, deleting only what was not reported failed."""
+    _die_with_parent()
+    quiet_local_noise()
+    info = StackInfo.load(state_path)
+    mapping = info.queue_mappings[0]
+    # The lease holder's name: the process's name and pid (`ops show` reads both).
+    os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = f"{name}@{os.getpid()}"
+    handler = load_handler(info, mapping.function)
+    function = info.functions[mapping.function]
+    poller = QueuePoller(
+        info.endpoint, mapping, handler, function.name, timeout_ms=function.timeout_seconds * 1000
+    )
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"{name} polling {mapping.queue_url}", flush=True)
+    idle = 0
+    while not stopping:
+        try:
+            received, _ = poller.poll_once(wait_seconds=1)
+        except Exception as exc:  # the stack went away or hiccuped: wait, then try again
+            print(f"{name}: {type(exc).__name__}: {exc}", flush=True)
+            time.sleep(0.5)
+            received = 0
+        idle = 0 if received else idle + 1
+        if max_idle_polls is not None and idle >= max_idle_polls:
+            break
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends SIGTERM to this worker when the stack process dies (no orphans)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)

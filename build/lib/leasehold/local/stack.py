@@ -1,0 +1,308 @@
+"""Create the stack of template.yaml inside an embedded moto server and describe what was made:
+physical names, each function's environment, its event-source mappings and schedule."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from leasehold.local.template import (
+    LOCAL_CODE_BUCKET,
+    LOCAL_CODE_KEY,
+    Route,
+    http_routes,
+    load_template,
+    translate,
+)
+
+REGION = "us-east-1"
+STACK_NAME = "leasehold-local"
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+LOCAL_PARAMETERS = {
+    # Short enough for tests and the demo; the deployed defaults are in template.yaml.
+    "LeaseSeconds": "4",
+    "BackoffBaseMs": "500",
+    "BackoffCapMs": "4000",
+    "UserConcurrencyLimit": "2",
+    "SlotWaitSeconds": "1",
+    "LostWakeupGraceSeconds": "5",
+    "WorkerTimeoutSeconds": "30",
+    "QueueVisibilitySeconds": "180",
+    "MaxStepSeconds": "20",
+    "TitleFetcher": "fixture",
+}
+
+
+class StackError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    logical_id: str
+    name: str
+    handler: str
+    environment: dict[str, str]
+    timeout_seconds: int = 60
+
+
+@dataclass(frozen=True)
+class StreamMapping:
+    function: str
+    stream_arn: str
+    batch_size: int
+    filters: list[dict[str, Any]]
+    report_item_failures: bool
+    max_retries: int
+    on_failure_arn: str | None
+
+
+@dataclass(frozen=True)
+class QueueMapping:
+    function: str
+    queue_url: str
+    batch_size: int
+    report_item_failures: bool
+
+
+@dataclass
+class StackInfo:
+    endpoint: str
+    functions: dict[str, FunctionInfo]
+    stream_mappings: list[StreamMapping]
+    queue_mappings: list[QueueMapping]
+    routes: list[Route]
+    schedules: dict[str, str]
+    outputs: dict[str, str] = field(default_factory=dict)
+    local_environment: dict[str, str] = field(default_factory=dict)
+    """Variables only the local stack gives its functions (its own providers, faults)."""
+
+    def environment(self, function: str) -> dict[str, str]:
+        """The function's environment as the template resolves it, pointed at the local stack."""
+        return {
+            **self.functions[function].environment,
+            **self.local_environment,
+            **LOCAL_CREDENTIALS,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_LAMBDA_FUNCTION_NAME": self.functions[function].name,
+            "POWERTOOLS_METRICS_DISABLED": "true",
+        }
+
+    def function_for(self, handler_suffix: str) -> str:
+        for logical_id, info in self.functions.items():
+            if info.handler.endswith(handler_suffix):
+                return logical_id
+        raise StackError(f"no function with a handler ending in {handler_suffix}")
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2))
+
+    @staticmethod
+    def load(path: Path) -> StackInfo:
+        if not path.is_file():
+            raise StackError(f"no local stack is running (no {path}); start one with `make up`")
+        doc = json.loads(path.read_text())
+        return StackInfo(
+            endpoint=doc["endpoint"],
+            functions={k: FunctionInfo(**v) for k, v in doc["functions"].items()},
+            stream_mappings=[StreamMapping(**m) for m in doc["stream_mappings"]],
+            queue_mappings=[QueueMapping(**m) for m in doc["queue_mappings"]],
+            routes=[Route(**r) for r in doc["routes"]],
+            schedules=doc["schedules"],
+            outputs=doc.get("outputs", {}),
+            local_environment=doc.get("local_environment", {}),
+        )
+
+
+def check_port_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise StackError(
+                f"port {port} on 127.0.0.1 is busy; choose another with --port"
+            ) from exc
+
+
+def start_moto() -> tuple[Any, str]:
+    """An embedded moto server on 127.0.0.1 and a free port. DynamoDB requests are served one at
+    a time: DynamoDB evaluates a condition and applies its write atomically, moto's threaded
+    server does not — without this, two workers could both pass the same claim condition."""
+    import threading
+
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    dynamodb_lock = threading.Lock()
+
+    def atomic_dynamodb(app: Any) -> Any:
+        def serve(environ: dict[str, Any], start_response: Any) -> Any:
+            if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
+                with dynamodb_lock:
+                    return list(app(environ, start_response))
+            return app(environ, start_response)
+
+        return serve
+
+    class AtomicMotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = atomic_dynamodb(DomainDispatcherApplication(create_backend_app))
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    server = AtomicMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    return server, f"http://{host}:{port}"
+
+
+def client(service: str, endpoint: str | None) -> Any:
+    """A client for the local stack (or, with endpoint None, for moto's in-process mock)."""
+    return boto3.session.Session().client(  # type: ignore[call-overload]
+        service,
+        endpoint_url=endpoint or None,
+        region_name=REGION,
+        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def create_stack(
+    endpoint: str, template_path: Path, parameters: dict[str, str] | None = None
+) -> StackInfo:
+    """Translate template.yaml and create it in moto's CloudFormation; then read back what the
+    stack made. Resources moto skips (Cognito, ApiGatewayV2, alarms) are emulated or absent."""
+    template = load_template(template_path)
+    translated = translate(template, REGION)
+    s3 = client("s3", endpoint)
+    s3.create_bucket(Bucket=LOCAL_CODE_BUCKET)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("README.txt", "local stack: handlers run in-process, not from this zip")
+    s3.put_object(Bucket=LOCAL_CODE_BUCKET, Key=LOCAL_CODE_KEY, Body=buffer.getvalue())
+    cloudformation = client("cloudformation", endpoint)
+    merged = {**LOCAL_PARAMETERS, **(parameters or {})}
+    cloudformation.create_stack(
+        StackName=STACK_NAME,
+        TemplateBody=json.dumps(translated),
+        Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in merged.items()],
+    )
+    stack = cloudformation.describe_stacks(StackName=STACK_NAME)["Stacks"][0]
+    if stack["StackStatus"] != "CREATE_COMPLETE":
+        raise StackError(f"the local stack did not create: {stack['StackStatus']}")
+    info = describe_stack(endpoint, template)
+    _detach_moto_invocations()
+    return info
+
+
+def _detach_moto_invocations() -> None:
+    """moto would run a mapped Lambda itself (through Docker, absent here) on every stream record
+    and queue message — and drop them when that fails. The local pumps own the event sources,
+    so the embedded server's own hooks are cleared (the mappings stay readable in StackInfo)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.sqs.models import sqs_backends
+
+    for table in dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables.values():
+        table.lambda_event_source_mappings.clear()
+    for queue in sqs_backends[DEFAULT_ACCOUNT_ID][REGION].queues.values():
+        queue.lambda_event_source_mappings.clear()
+
+
+def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
+    cloudformation = client("cloudformation", endpoint)
+    resources = cloudformation.list_stack_resources(StackName=STACK_NAME)["StackResourceSummaries"]
+    physical = {r["LogicalResourceId"]: r.get("PhysicalResourceId", "") for r in resources}
+    lambda_client = client("lambda", endpoint)
+    sqs = client("sqs", endpoint)
+    functions: dict[str, FunctionInfo] = {}
+    name_to_logical: dict[str, str] = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        config = lambda_client.get_function_configuration(FunctionName=physical[logical_id])
+        env = (config.get("Environment") or {}).get("Variables") or {}
+        functions[logical_id] = FunctionInfo(
+            logical_id=logical_id,
+            name=config["FunctionName"],
+            handler=config["Handler"],
+            environment={k: str(v) for k, v in env.items()},
+            timeout_seconds=int(config.get("Timeout") or 60),
+        )
+        name_to_logical[config["FunctionArn"]] = logical_id
+    streams: list[StreamMapping] = []
+    queues: list[QueueMapping] = []
+    for mapping in lambda_client.list_event_source_mappings()["EventSourceMappings"]:
+        function = name_to_logical.get(mapping["FunctionArn"])
+        if function is None:
+            continue
+        report = "ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or [])
+        source = mapping["EventSourceArn"]
+        if ":dynamodb:" in source:
+            streams.append(
+                StreamMapping(
+                    function=function,
+                    stream_arn=source,
+                    batch_size=int(mapping.get("BatchSize", 100)),
+                    filters=[
+                        json.loads(f["Pattern"])
+                        for f in (mapping.get("FilterCriteria") or {}).get("Filters", [])
+                    ],
+                    report_item_failures=report,
+                    max_retries=int(mapping.get("MaximumRetryAttempts", -1)),
+                    on_failure_arn=(mapping.get("DestinationConfig") or {})
+                    .get("OnFailure", {})
+                    .get("Destination"),
+                )
+            )
+        elif ":sqs:" in source:
+            queue_name = source.rsplit(":", 1)[1]
+            queues.append(
+                QueueMapping(
+                    function=function,
+                    queue_url=sqs.get_queue_url(QueueName=queue_name)["QueueUrl"],
+                    batch_size=int(mapping.get("BatchSize", 10)),
+                    report_item_failures=report,
+                )
+            )
+    schedules = {}
+    events = client("events", endpoint)
+    for rule in events.list_rules()["Rules"]:
+        for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
+            function = name_to_logical.get(target["Arn"])
+            if function and rule.get("ScheduleExpression"):
+                schedules[function] = rule["ScheduleExpression"]
+    return StackInfo(
+        endpoint=endpoint,
+        functions=functions,
+        stream_mappings=streams,
+        queue_mappings=queues,
+        routes=http_routes(template),
+        schedules=schedules,
+        outputs={
+            k: v
+            for k, v in physical.items()
+            if k in {"JobsTable", "WorkQueue", "DeadLetterQueue", "RelayFailureQueue"}
+        },
+    )

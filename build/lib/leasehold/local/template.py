@@ -1,0 +1,85 @@
+"""template.yaml → what the local stack needs: the translated CloudFormation and the HTTP routes.
+There is no second list of resources: everything comes from the template."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOCAL_CODE_BUCKET = "leasehold-local-code"
+LOCAL_CODE_KEY = "code.zip"
+
+
+class TemplateError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    function: str
+    needs_identity: bool
+
+    def match(self, method: str, path: str) -> dict[str, str] | None:
+        if method.upper() != self.method:
+            return None
+        pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
+        found = re.match(pattern, path)
+        return found.groupdict() if found else None
+
+
+def load_template(path: Path) -> dict[str, Any]:
+    from samtranslator.yaml_helper import yaml_parse
+
+    if not path.is_file():
+        raise TemplateError(f"template not found: {path}")
+    try:
+        return dict(yaml_parse(path.read_text()))
+    except Exception as exc:  # a YAML error of any kind is one clear line
+        raise TemplateError(f"template {path} is not valid YAML: {exc}") from exc
+
+
+def http_routes(template: dict[str, Any]) -> list[Route]:
+    """Every HttpApi event of every function, as the local gateway serves it."""
+    routes = []
+    for logical_id, resource in template.get("Resources", {}).items():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        for event in (resource.get("Properties", {}).get("Events") or {}).values():
+            if event.get("Type") != "HttpApi":
+                continue
+            props = event.get("Properties", {})
+            auth = (props.get("Auth") or {}).get("Authorizer")
+            routes.append(
+                Route(
+                    method=str(props["Method"]).upper(),
+                    path=str(props["Path"]),
+                    function=logical_id,
+                    needs_identity=auth != "NONE",
+                )
+            )
+    # Literal paths before parameterised ones, as API Gateway's most-specific match does.
+    return sorted(routes, key=lambda r: (r.path.count("{"), -len(r.path)))
+
+
+def translate(template: dict[str, Any], region: str) -> dict[str, Any]:
+    """SAM → CloudFormation with aws-sam-translator, code pointed at a placeholder S3 object."""
+    from samtranslator.translator.transform import transform
+
+    class _NoManagedPolicies:
+        def load(self) -> dict[str, str]:
+            return {}
+
+    sam = copy.deepcopy(template)
+    code = f"s3://{LOCAL_CODE_BUCKET}/{LOCAL_CODE_KEY}"
+    sam.setdefault("Globals", {}).setdefault("Function", {})["CodeUri"] = code
+    for resource in sam.get("Resources", {}).values():
+        if resource.get("Type") == "AWS::Serverless::Function":
+            resource.setdefault("Properties", {}).pop("CodeUri", None)
+    os.environ.setdefault("AWS_DEFAULT_REGION", region)
+    return dict(transform(sam, {"AWS::Region": region}, _NoManagedPolicies()))

@@ -1,0 +1,1 @@
+"""Use cases in domain terms: accept, claim, run, cancel, approve, replay, sweep, relay."""

@@ -1,0 +1,154 @@
+"""The caller's use cases: accept a job, read it, list them, cancel, decide an approval."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from leasehold.domain.clock import Clock
+from leasehold.domain.errors import StoreUnavailableError, ValidationError
+from leasehold.domain.ids import IdFactory
+from leasehold.domain.job import Owner, new_job, parse_job_request
+from leasehold.domain.states import JobState
+from leasehold.kinds import JobKind
+from leasehold.service.telemetry import Telemetry
+from leasehold.service.view import job_view
+from leasehold.store import Stores
+from leasehold.store.jobs import derived_id
+
+_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_LIMIT = re.compile(r"^[0-9]{1,3}$")
+MAX_LIST_LIMIT = 100
+MAX_VERSION = 2**53
+"""Versions are counters; anything larger than a JSON-safe integer is not one of ours."""
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job_id: str
+    created: bool
+    state: str
+
+
+class JobService:
+    def __init__(
+        self,
+        stores: Stores,
+        kinds: dict[str, JobKind],
+        clock: Clock,
+        new_id: IdFactory,
+        telemetry: Telemetry,
+        default_max_attempts: int = 3,
+    ) -> None:
+        self._default_max_attempts = default_max_attempts
+        self._stores = stores
+        self._kinds = kinds
+        self._clock = clock
+        self._new_id = new_id
+        self._telemetry = telemetry
+
+    def accept(self, owner: Owner, body: Any, idempotency_key: str | None) -> Accepted:
+        """Validate, then commit job + outbox (+ key) together; only a commit returns."""
+        check_idempotency_key(idempotency_key)
+        submittable = {name for name, kind in self._kinds.items() if kind.submittable}
+        spec = parse_job_request(body, submittable, self._default_max_attempts)
+        kind = self._kinds[spec.kind]
+        kind.validate(spec.payload)
+        job_id = derived_id("j", owner, idempotency_key) if idempotency_key else self._new_id()
+        job = new_job(
+            job_id,
+            spec.kind,
+            owner,
+            spec.payload,
+            now=self._clock.now_ms(),
+            steps_total=len(kind.plan(spec.payload)),
+            max_attempts=spec.max_attempts,
+            deadline_seconds=spec.deadline_seconds,
+            budget=spec.budget,
+        )
+        try:
+            outcome = self._stores.jobs.accept(
+                job, idempotency=idempotency_key, fingerprint=spec.fingerprint()
+            )
+        except StoreUnavailableError as unavailable:
+            # The commit may have happened with its answer lost: say so, and how to find out.
+            raise StoreUnavailableError(
+                f"{unavailable} — the job may or may not have been accepted; retry with the "
+                "same Idempotency-Key to get the same job (without a key a retry may create "
+                "a second one)"
+            ) from unavailable
+        if outcome.created:
+            self._telemetry.count("JobsAccepted")
+            return Accepted(job_id=outcome.job_id, created=True, state=JobState.QUEUED.value)
+        self._telemetry.count("IdempotentReplays")
+        # A repeat answers with what the job is now (it may have run, or been cancelled).
+        existing = self._stores.jobs.get(outcome.job_id)
+        state = existing.state.value if existing else JobState.QUEUED.value
+        return Accepted(job_id=outcome.job_id, created=False, state=state)
+
+    def view(self, owner: Owner, job_id: str) -> dict[str, Any]:
+        return job_view(self._stores.jobs.get_owned(owner, job_id))
+
+    def list(
+        self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
+    ) -> dict[str, Any]:
+        parsed_state = parse_state_filter(state)
+        parsed_limit = parse_limit(limit)
+        jobs, next_cursor = self._stores.jobs.list_for_owner(
+            owner, state=parsed_state, limit=parsed_limit, cursor=cursor
+        )
+        return {"jobs": [job_view(job) for job in jobs], "next_cursor": next_cursor}
+
+    def cancel(self, owner: Owner, job_id: str) -> dict[str, Any]:
+        job = self._stores.controls.cancel(owner, job_id, now=self._clock.now_ms())
+        self._telemetry.count(
+            "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
+        )
+        return job_view(job)
+
+    def decide_approval(self, owner: Owner, job_id: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or set(body) - {"decision", "version"}:
+            raise ValidationError('the body must be {"decision": ..., "version": ...}')
+        decision = body.get("decision")
+        if decision not in ("approve", "reject"):
+            raise ValidationError('\'decision\' must be "approve" or "reject"')
+        version = body.get("version")
+        if (
+            isinstance(version, bool)
+            or not isinstance(version, int)
+            or not 1 <= version <= MAX_VERSION
+        ):
+            raise ValidationError("'version' must be the job's current version (an integer ≥ 1)")
+        job = self._stores.controls.decide_approval(
+            owner, job_id, version=version, approve=decision == "approve", now=self._clock.now_ms()
+        )
+        self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
+        return job_view(job)
+
+
+def check_idempotency_key(key: str | None) -> None:
+    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise ValidationError(
+            "Idempotency-Key must be 1–128 characters of A-Z a-z 0-9 . _ : -",
+            code="invalid_idempotency_key",
+        )
+
+
+def parse_state_filter(state: str | None) -> JobState | None:
+    if state is None or state == "":
+        return None
+    try:
+        return JobState(state)
+    except ValueError as exc:
+        known = ", ".join(s.value for s in JobState)
+        raise ValidationError(f"unknown state '{state[:32]}'; one of: {known}") from exc
+
+
+def parse_limit(limit: str | None, default: int = 20) -> int:
+    if limit is None or limit == "":
+        return default
+    # Only ASCII digits: str.isdigit() also accepts '²', which int() refuses.
+    if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_LIST_LIMIT:
+        raise ValidationError(f"'limit' must be an integer from 1 to {MAX_LIST_LIMIT}")
+    return int(limit)

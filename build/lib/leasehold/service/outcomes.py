@@ -1,0 +1,292 @@
+"""How an attempt ends, and how a job nobody will finish is settled: every ending is one fenced
+write (store/leases.py or store/upkeep.py) with one history entry and one metric."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from leasehold.domain.clock import Clock
+from leasehold.domain.errors import RelatedItemChangedError
+from leasehold.domain.job import Job
+from leasehold.domain.policies import RetryPolicy
+from leasehold.domain.states import JobState, StopReason
+from leasehold.kinds import JobKind, StepPlan
+from leasehold.service.telemetry import Telemetry
+from leasehold.store import Stores
+from leasehold.store.history import entry
+from leasehold.store.leases import ClaimRejection
+
+if TYPE_CHECKING:
+    from leasehold.service.worker import Attempt, WakeupResult
+
+logger = Logger(service="leasehold", child=True)
+
+_METRIC = {
+    JobState.FAILED: "JobsFailed",
+    JobState.DEAD: "JobsDead",
+    JobState.CANCELLED: "JobsCancelled",
+    JobState.UNKNOWN: "JobsUnknown",
+}
+
+
+def effect_uncertain_error(job: Job, why: str = "the lease expired") -> dict[str, str]:
+    """Why a job is `unknown`: names the operation an operator must reconcile."""
+    operation = (job.effect_intent or {}).get("operation_id", "?")
+    return {
+        "code": "effect_uncertain",
+        "message": f"{why} while external effect {operation} was in progress; whether it "
+        "happened is unknown — check the provider, then resolve or replay",
+    }
+
+
+class Outcomes:
+    def __init__(
+        self,
+        stores: Stores,
+        clock: Clock,
+        telemetry: Telemetry,
+        retry: RetryPolicy,
+        rng: random.Random,
+        kinds: dict[str, JobKind] | None = None,
+    ) -> None:
+        self._kinds = kinds or {}
+        self._leases = stores.leases
+        self._upkeep = stores.upkeep
+        self._clock = clock
+        self._telemetry = telemetry
+        self._retry = retry
+        self._rng = rng
+
+    # ------------------------------------------------------------------ a worker's own attempt
+
+    def _ended(self, attempt: Attempt, event: str, state: JobState, reason: str | None) -> Any:
+        job = attempt.job
+        return entry(
+            event,
+            at=self._clock.now_ms(),
+            state=state.value,
+            attempt=job.attempts,
+            epoch=job.epoch,
+            worker=job.lease_owner,
+            reason=reason,
+            operation_id=(job.effect_intent or {}).get("operation_id"),
+        )
+
+    def _result(self, disposition_ack: str) -> WakeupResult:
+        from leasehold.service.worker import Disposition, WakeupResult
+
+        return WakeupResult(Disposition.ACK, disposition_ack)
+
+    def succeed(self, attempt: Attempt, result: Any) -> WakeupResult:
+        now = self._clock.now_ms()
+        try:
+            self._leases.finish(
+                attempt.job,
+                JobState.SUCCEEDED,
+                now=now,
+                checkpoint=attempt.checkpoint,
+                result=result,
+                settle_effect=True,
+                history=self._ended(attempt, "succeeded", JobState.SUCCEEDED, None),
+                also=attempt.kind.outcome_writes(
+                    attempt.job, JobState.SUCCEEDED, result, None, now
+                ),
+            )
+        except RelatedItemChangedError as changed:
+            return self._related_changed(attempt, changed)
+        self._telemetry.count("JobsSucceeded")
+        logger.info("succeeded", extra=attempt.log_keys)
+        return self._result(JobState.SUCCEEDED.value)
+
+    def _related_changed(self, attempt: Attempt, changed: RelatedItemChangedError) -> WakeupResult:
+        """An item that had to change with the outcome moved on (a bookmark deleted or given a
+        new URL): nothing was written; the job ends `cancelled` with the kind's reason."""
+        reason, error = attempt.kind.when_related_changed(attempt.job, changed)
+        logger.info(
+            "outcome refused by a related item", extra=attempt.log_keys | {"why": reason.value}
+        )
+        return self.stop(attempt, JobState.CANCELLED, reason, error, related=False)
+
+    def stop(
+        self,
+        attempt: Attempt,
+        target: JobState,
+        reason: StopReason,
+        error: dict[str, str] | None,
+        *,
+        related: bool = True,
+    ) -> WakeupResult:
+        now = self._clock.now_ms()
+        also = attempt.kind.outcome_writes(attempt.job, target, None, error, now) if related else []
+        try:
+            self._leases.finish(
+                attempt.job,
+                target,
+                now=now,
+                checkpoint=attempt.checkpoint,
+                error=error,
+                stop_reason=reason,
+                history=self._ended(attempt, "stopped", target, reason.value),
+                also=also,
+            )
+        except RelatedItemChangedError as changed:
+            return self._related_changed(attempt, changed)
+        self._telemetry.count(_METRIC.get(target, "JobsStopped"))
+        logger.info(
+            "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": reason.value}
+        )
+        return self._result(target.value)
+
+    def budget_stop(self, attempt: Attempt, message: str) -> WakeupResult:
+        self._telemetry.count("BudgetExhausted")
+        return self.stop(
+            attempt,
+            JobState.FAILED,
+            StopReason.BUDGET_EXHAUSTED,
+            {"code": "budget_exhausted", "message": message},
+        )
+
+    def uncertain(self, attempt: Attempt, why: str) -> WakeupResult:
+        """The step that opened an external effect ended some other way than by finishing: the
+        effect may or may not have happened. The intent stays on record; nothing retries it."""
+        self._telemetry.count("EffectsUnknown")
+        return self.stop(
+            attempt,
+            JobState.UNKNOWN,
+            StopReason.EFFECT_UNCERTAIN,
+            effect_uncertain_error(attempt.job, why),
+        )
+
+    def pause(self, attempt: Attempt, step: StepPlan, index: int) -> WakeupResult:
+        now = self._clock.now_ms()
+        self._leases.finish(
+            attempt.job,
+            JobState.WAITING_APPROVAL,
+            now=now,
+            checkpoint=attempt.checkpoint,
+            approval={"step": index, "step_name": step.name, "requested_at": now},
+            history=self._ended(
+                attempt, "paused", JobState.WAITING_APPROVAL, f"approval of step {index}"
+            ),
+        )
+        self._telemetry.count("JobsPaused")
+        logger.info("waiting for approval", extra=attempt.log_keys | {"step": index})
+        return self._result(JobState.WAITING_APPROVAL.value)
+
+    def retry_or_dead(self, attempt: Attempt, error: dict[str, str]) -> WakeupResult:
+        job = attempt.job
+        if job.attempts >= job.max_attempts:
+            return self.stop(attempt, JobState.DEAD, StopReason.ATTEMPTS_EXHAUSTED, error)
+        now = self._clock.now_ms()
+        retry_at = now + self._retry.delay_ms(job.attempts, self._rng)
+        checkpoint = replace(attempt.checkpoint, step_failures=attempt.checkpoint.step_failures + 1)
+        self._leases.finish(
+            job,
+            JobState.QUEUED,
+            now=now,
+            checkpoint=checkpoint,
+            error=error,
+            retry_at=retry_at,
+            history=self._ended(attempt, "retry", JobState.QUEUED, error["code"]),
+        )
+        self._telemetry.count("JobsRetried")
+        logger.info("retry scheduled", extra=attempt.log_keys | {"retry_in_ms": retry_at - now})
+        return self._result("retry_scheduled")
+
+    def hand_back(self, attempt: Attempt, why: str) -> WakeupResult:
+        """Not enough of the invocation left for the next step: give the job back at once,
+        checkpoint kept, attempt not burned; another invocation picks it up."""
+        now = self._clock.now_ms()
+        self._leases.hand_back(
+            attempt.job,
+            now=now,
+            checkpoint=attempt.checkpoint,
+            retry_at=now,
+            history=self._ended(attempt, "handed_back", JobState.QUEUED, why),
+        )
+        self._telemetry.count("JobsHandedBack")
+        logger.info("handed back", extra=attempt.log_keys | {"why": why})
+        return self._result("handed_back")
+
+    # ------------------------------------------------------------------ jobs nobody will finish
+
+    def settle_abandoned(self, job: Job, reason: str, now: int, *, by: str) -> None:
+        """A job a worker found it cannot claim and nobody else will finish: a lease expired
+        over an open effect (→ `unknown`), a deadline passed (→ `dead`), or the last attempt's
+        lease expired (→ `dead`). Shared by the worker (rejected claims) and the sweeper.
+        Raises StaleEpochError when the job moved on meanwhile."""
+
+        def ended(event: str, state: JobState, why: str) -> dict[str, Any]:
+            return entry(
+                event,
+                at=now,
+                state=state.value,
+                attempt=job.attempts,
+                epoch=job.epoch,
+                worker=job.lease_owner,
+                reason=why,
+                by=by,
+                operation_id=(job.effect_intent or {}).get("operation_id"),
+            )
+
+        if reason == ClaimRejection.EFFECT_OPEN:
+            self._upkeep.settle_expired_lease(
+                job,
+                JobState.UNKNOWN,
+                now=now,
+                stop_reason=StopReason.EFFECT_UNCERTAIN,
+                error=effect_uncertain_error(job),
+                history=ended("lease_expired", JobState.UNKNOWN, StopReason.EFFECT_UNCERTAIN.value),
+            )
+            self._telemetry.count("JobsUnknown")
+        elif reason == ClaimRejection.DEADLINE and job.state is JobState.QUEUED:
+            self._upkeep.expire_queued(
+                job,
+                now=now,
+                history=ended("deadline", JobState.DEAD, StopReason.DEADLINE_EXCEEDED.value),
+            )
+            self._telemetry.count("JobsDead")
+        elif reason in {ClaimRejection.DEADLINE, ClaimRejection.EXHAUSTED}:
+            deadline = reason == ClaimRejection.DEADLINE
+            stop = StopReason.DEADLINE_EXCEEDED if deadline else StopReason.ATTEMPTS_EXHAUSTED
+            message = (
+                "the deadline passed while the last attempt's lease was held"
+                if deadline
+                else "the last attempt's lease expired without an outcome"
+            )
+            error = {"code": stop.value, "message": message}
+            kind = self._kinds.get(job.kind)
+            also = kind.outcome_writes(job, JobState.DEAD, None, error, now) if kind else []
+            try:
+                self._upkeep.settle_expired_lease(
+                    job,
+                    JobState.DEAD,
+                    now=now,
+                    stop_reason=stop,
+                    error=error,
+                    also=also,
+                    history=ended("lease_expired", JobState.DEAD, stop.value),
+                )
+            except RelatedItemChangedError as changed:
+                assert kind is not None
+                why, why_error = kind.when_related_changed(job, changed)
+                self._upkeep.settle_expired_lease(
+                    job,
+                    JobState.CANCELLED,
+                    now=now,
+                    stop_reason=why,
+                    error=why_error,
+                    history=ended("lease_expired", JobState.CANCELLED, why.value),
+                )
+            self._telemetry.count("JobsDead")
+        elif reason == "rescue":
+            self._upkeep.settle_expired_lease(
+                job,
+                JobState.QUEUED,
+                now=now,
+                history=ended("rescued", JobState.QUEUED, "lease expired"),
+            )

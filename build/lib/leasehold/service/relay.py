@@ -1,0 +1,65 @@
+"""Outbox → SQS: each INSERT of an outbox item becomes one wake-up, delayed until it is due."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from leasehold.domain.clock import Clock
+from leasehold.domain.errors import StoreUnavailableError
+from leasehold.domain.job import Owner
+from leasehold.domain.policies import sqs_delay_seconds
+from leasehold.service.telemetry import Telemetry
+from leasehold.store.items import OUTBOX_PREFIX, deserialize_item
+from leasehold.store.queue import Wakeup, WakeupQueue
+
+SQS_BATCH = 10
+
+
+@dataclass(frozen=True)
+class OutboxRecord:
+    sequence_number: str
+    wakeup: Wakeup
+
+
+def parse_stream_record(record: dict[str, Any], now: int) -> OutboxRecord | None:
+    """An outbox INSERT as a wake-up; None for anything else (the template's filter should have
+    dropped it already, but a relay never trusts a filter with its correctness)."""
+    ddb = record.get("dynamodb", {})
+    if record.get("eventName") != "INSERT":
+        return None
+    image = ddb.get("NewImage") or {}
+    if not image.get("pk", {}).get("S", "").startswith(OUTBOX_PREFIX):
+        return None
+    doc = deserialize_item(image)
+    return OutboxRecord(
+        sequence_number=str(ddb.get("SequenceNumber", "")),
+        wakeup=Wakeup(
+            job_id=doc["job_id"],
+            owner=Owner(tenant=doc["tenant"], user_id=doc["user_id"]),
+            dispatch_id=f"{doc['pk']}/{doc['sk']}",
+            delay_seconds=sqs_delay_seconds(now, int(doc.get("deliver_at", now))),
+        ),
+    )
+
+
+def relay_records(
+    records: list[dict[str, Any]], queue: WakeupQueue, clock: Clock, telemetry: Telemetry
+) -> list[str]:
+    """Send the batch's wake-ups with SendMessageBatch; returns the sequence numbers to report
+    as failed (Lambda retries the stream from the lowest one, so nothing is skipped)."""
+    now = clock.now_ms()
+    parsed = [(record, parse_stream_record(record, now)) for record in records]
+    outbox = [item for _, item in parsed if item is not None]
+    failed: list[str] = []
+    for start in range(0, len(outbox), SQS_BATCH):
+        chunk = outbox[start : start + SQS_BATCH]
+        try:
+            failed_ids = queue.send_batch([item.wakeup for item in chunk])
+        except StoreUnavailableError:
+            failed_ids = {item.wakeup.dispatch_id for item in chunk}
+        failed.extend(i.sequence_number for i in chunk if i.wakeup.dispatch_id in failed_ids)
+    telemetry.count("WakeupsRelayed", len(outbox) - len(failed))
+    if failed:
+        telemetry.count("RelayFailures", len(failed))
+    return failed

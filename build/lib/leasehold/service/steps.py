@@ -1,0 +1,147 @@
+"""What a running step may ask of the engine (`StepContext`). Calling the context is the
+heartbeat tick (True: go on; False: stop now — the lease is gone or a cancel came), so kinds
+that only need a tick treat it as one. Kinds with external effects use its operation ledger
+(DESIGN §8): every ledger write is fenced like any worker write, so a worker that lost its lease
+can neither open nor settle an operation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from leasehold.domain.clock import Clock
+from leasehold.service.telemetry import Telemetry
+from leasehold.store.leases import LedgerStore
+
+if TYPE_CHECKING:
+    from leasehold.domain.job import Job
+    from leasehold.service.worker import Attempt
+
+logger = Logger(service="leasehold", child=True)
+
+
+class OperationLedger:
+    """The job's operations, as this worker last wrote or read them."""
+
+    def __init__(
+        self, attempt: Attempt, store: LedgerStore, clock: Clock, telemetry: Telemetry
+    ) -> None:
+        self._attempt = attempt
+        self._store = store
+        self._clock = clock
+        self._telemetry = telemetry
+
+    def get(self, operation_id: str) -> dict[str, Any] | None:
+        return self._attempt.job.operations.get(operation_id)
+
+    def submit(
+        self,
+        operation_id: str,
+        *,
+        provider: str,
+        key: str,
+        fingerprint: str,
+        capability: str,
+        step: int,
+    ) -> None:
+        """Before the provider is called: the entry, `submitted`, and the open intent."""
+        now = self._clock.now_ms()
+        entry = {
+            "provider": provider,
+            "key": key,
+            "fingerprint": fingerprint,
+            "capability": capability,
+            "state": "submitted",
+            "step": step,
+            "submitted_at": now,
+        }
+        intent = {
+            "operation_id": operation_id,
+            "idempotency_key": key,
+            "provider": provider,
+            "capability": capability,
+            "step": step,
+            "started_at": now,
+        }
+        self._attempt.job = self._store.submit(self._attempt.job, entry, intent, now=now)
+        self._telemetry.count("EffectsSubmitted")
+        logger.info(
+            "operation submitted",
+            extra=self._attempt.log_keys | {"operation_id": operation_id, "provider": provider},
+        )
+
+    def _settle(self, operation_id: str, state: str, details: dict[str, Any]) -> None:
+        now = self._clock.now_ms()
+        entry = {**(self.get(operation_id) or {}), **details, "state": state, "settled_at": now}
+        self._attempt.job = self._store.settle(self._attempt.job, operation_id, entry, now=now)
+        logger.info(
+            f"operation {state}", extra=self._attempt.log_keys | {"operation_id": operation_id}
+        )
+
+    def confirm(self, operation_id: str, receipt: dict[str, Any], *, reconciled: bool) -> None:
+        """After the provider answered (or was asked afterwards): `confirmed`, with its receipt."""
+        self._settle(operation_id, "confirmed", {"receipt": receipt, "reconciled": reconciled})
+        if reconciled:
+            self._telemetry.count("EffectsReconciled")
+
+    def fail(self, operation_id: str, error: dict[str, str]) -> None:
+        """The provider refused it, and charged nothing: `failed`."""
+        self._settle(operation_id, "failed", {"error": error})
+
+    def release(self, operation_id: str, why: str) -> None:
+        """Nothing reached the provider (the connection never opened): the entry is released and
+        the next try calls again with the same key."""
+        self._settle(operation_id, "released", {"error": {"code": "not_sent", "message": why}})
+
+
+class StepContext:
+    def __init__(
+        self,
+        attempt: Attempt,
+        tick: Callable[[], bool],
+        ledger: OperationLedger,
+        clock: Clock,
+        telemetry: Telemetry,
+        save: Callable[[Job, dict[str, Any]], Job] | None = None,
+    ) -> None:
+        self._attempt = attempt
+        self._tick = tick
+        self._save = save or (lambda job, state: job)
+        self.ledger = ledger
+        self._clock = clock
+        self._telemetry = telemetry
+
+    def __call__(self) -> bool:
+        return self._tick()
+
+    @property
+    def job(self) -> Job:
+        return self._attempt.job
+
+    @property
+    def log_keys(self) -> dict[str, Any]:
+        return self._attempt.log_keys
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """The kind's progress as last saved (None before the first save)."""
+        return self._attempt.job.kind_state
+
+    def save_progress(self, state: dict[str, Any]) -> None:
+        """Save the kind's progress under the fence (a crash resumes from it)."""
+        self._attempt.job = self._save(self._attempt.job, state)
+
+    def lease_expires_at(self) -> int:
+        return self._attempt.job.lease_expires_at or 0
+
+    def deadline_at(self) -> int:
+        return self._attempt.job.deadline_at
+
+    def remaining_ms(self) -> int | None:
+        """What is left of the invocation (None when the caller set no limit)."""
+        return self._attempt.remaining_ms() if self._attempt.remaining_ms else None

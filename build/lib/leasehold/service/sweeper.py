@@ -1,0 +1,105 @@
+"""The sweeper: rescues expired leases, re-dispatches lost wake-ups, ends jobs past their
+deadline. Bounded work per run; every write is conditional, so two sweepers never collide."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+from aws_lambda_powertools import Logger
+
+from leasehold.domain.clock import Clock
+from leasehold.domain.errors import StaleEpochError, StoreUnavailableError
+from leasehold.domain.policies import RetryPolicy
+from leasehold.domain.states import JobState
+from leasehold.kinds import JobKind
+from leasehold.service.outcomes import Outcomes
+from leasehold.service.telemetry import Telemetry
+from leasehold.store import Stores
+from leasehold.store.history import entry
+from leasehold.store.leases import ClaimRejection, reconcilable
+
+logger = Logger(service="leasehold", child=True)
+
+SWEEPER = "sweeper"
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    batch_limit: int
+    lost_wakeup_grace_ms: int
+
+
+def sweep(
+    stores: Stores,
+    clock: Clock,
+    settings: SweepSettings,
+    telemetry: Telemetry,
+    kinds: dict[str, JobKind] | None = None,
+) -> dict[str, int]:
+    """One pass. A store that fails mid-pass ends the pass (counted); the next run goes on."""
+    report: Counter[str] = Counter()
+    try:
+        _sweep(stores, clock, settings, telemetry, report, kinds or {})
+    except StoreUnavailableError as unavailable:
+        report["unavailable"] += 1
+        logger.warning("sweep cut short: store unavailable", extra={"detail": str(unavailable)})
+    for name, value in report.items():
+        telemetry.count(f"Sweeper{name.capitalize()}", value)
+    if report:
+        logger.info("sweep", extra=dict(report))
+    return dict(report)
+
+
+def _sweep(
+    stores: Stores,
+    clock: Clock,
+    settings: SweepSettings,
+    telemetry: Telemetry,
+    report: Counter[str],
+    kinds: dict[str, JobKind],
+) -> None:
+    now = clock.now_ms()
+    outcomes = Outcomes(stores, clock, telemetry, RetryPolicy(0, 0), random.Random(), kinds)
+    active = stores.jobs.list_active(limit=settings.batch_limit)
+    for job in (j for j in active if j.state is JobState.RUNNING):
+        if (job.lease_expires_at or 0) >= now:
+            continue
+        if job.effect_intent and not reconcilable(job):
+            reason, counted = ClaimRejection.EFFECT_OPEN, "unknown"
+        elif job.deadline_at <= now:
+            reason, counted = ClaimRejection.DEADLINE, "dead"
+        elif job.attempts >= job.max_attempts:
+            reason, counted = ClaimRejection.EXHAUSTED, "dead"
+        else:
+            reason, counted = "rescue", "rescued"
+        try:
+            outcomes.settle_abandoned(job, reason, now, by=SWEEPER)
+            report[counted] += 1
+        except StaleEpochError:
+            report["raced"] += 1
+    grace = settings.lost_wakeup_grace_ms
+    for job in (j for j in active if j.state is JobState.QUEUED):
+        try:
+            if job.deadline_at <= now:
+                stores.upkeep.expire_queued(
+                    job,
+                    now=now,
+                    history=entry(
+                        "deadline",
+                        at=now,
+                        state=JobState.DEAD.value,
+                        reason="deadline_exceeded",
+                        by=SWEEPER,
+                    ),
+                )
+                telemetry.count("JobsDead")
+                report["dead"] += 1
+            elif (job.next_attempt_at or 0) <= now - grace and (
+                job.last_dispatch_at or 0
+            ) <= now - grace:
+                stores.upkeep.redispatch(job, now=now)
+                report["redispatched"] += 1
+        except StaleEpochError:
+            report["raced"] += 1

@@ -1,0 +1,157 @@
+"""The job view of the HTTP contract (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.domain.clock import iso
+from leasehold.domain.job import Job
+from leasehold.domain.states import JobState
+from leasehold.store.history import expand
+
+BOOKMARK_KINDS = frozenset({"title", "enrich"})
+
+
+def history_view(job: Job) -> list[dict[str, Any]]:
+    """The stored history spelled out, times as ISO 8601 UTC."""
+    entries = []
+    for stored in job.history:
+        entry = expand(stored)
+        entry["at"] = iso(entry.get("at"))
+        entries.append(entry)
+    return entries
+
+
+def operations_view(job: Job) -> list[dict[str, Any]]:
+    """The operation ledger (DESIGN §8): open (`submitted`) and settled operations, times ISO."""
+    out = []
+    for operation_id, entry in sorted(job.operations.items()):
+        row: dict[str, Any] = {"operation_id": operation_id, **entry}
+        for name in ("submitted_at", "settled_at"):
+            if name in row:
+                row[name] = iso(row[name])
+        out.append(row)
+    return out
+
+
+def effect_view(job: Job) -> dict[str, Any] | None:
+    if not job.effect_intent:
+        return None
+    return {
+        "operation_id": job.effect_intent.get("operation_id"),
+        "idempotency_key": job.effect_intent.get("idempotency_key"),
+        "step": job.effect_intent.get("step"),
+        "started_at": iso(job.effect_intent.get("started_at")),
+    }
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "job_id": job.job_id,
+        "kind": job.kind,
+        "state": job.state.value,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "version": job.version,
+        "epoch": job.epoch,
+        "created_at": iso(job.created_at),
+        "updated_at": iso(job.updated_at),
+        "deadline_at": iso(job.deadline_at),
+        "budget": {
+            "max_cost": job.budget.max_cost,
+            "cost_used": job.checkpoint.cost_used,
+            "max_steps": job.budget.max_steps,
+            "steps_used": job.checkpoint.steps_used,
+        },
+        "progress": {"step": job.checkpoint.next_step, "steps_total": job.steps_total},
+        "cancel_requested": job.cancel_requested,
+        "replays": job.replays,
+    }
+    if job.next_attempt_at is not None and job.state is JobState.QUEUED:
+        view["next_attempt_at"] = iso(job.next_attempt_at)
+    if job.approval:
+        view["approval"] = {
+            "step": job.approval.get("step"),
+            "step_name": job.approval.get("step_name"),
+            "requested_at": iso(job.approval.get("requested_at")),
+        }
+    if job.operations:
+        view["operations"] = operations_view(job)
+    effect = effect_view(job)
+    if effect:
+        # An external effect is in progress: said plainly, so nobody mistakes it for done.
+        view["effect"] = effect
+    if job.state is JobState.SUCCEEDED and job.result is not None:
+        view["result"] = job.result
+    if job.error:
+        view["error"] = {"code": job.error.get("code", ""), "message": job.error.get("message", "")}
+    if job.stop_reason:
+        view["stop_reason"] = job.stop_reason
+    if job.resolution:
+        view["resolution"] = {**job.resolution, "at": iso(job.resolution.get("at"))}
+    return view
+
+
+def ops_row(job: Job, now: int) -> dict[str, Any]:
+    """What an operator needs to decide about one job."""
+    return {
+        "job_id": job.job_id,
+        "kind": job.kind,
+        "state": job.state.value,
+        "tenant": job.owner.tenant,
+        "user_id": job.owner.user_id,
+        "age_seconds": round((now - job.created_at) / 1000, 1),
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "epoch": job.epoch,
+        "last_error": job.error,
+        "stop_reason": job.stop_reason,
+        "next_attempt_at": iso(job.next_attempt_at) if job.state is JobState.QUEUED else None,
+        "lease_owner": job.lease_owner,
+        "lease_expires_at": iso(job.lease_expires_at),
+        "effect": effect_view(job),
+        "operations": operations_view(job),
+        "replays": job.replays,
+        "history": history_view(job),
+        # The reading list's jobs name their bookmark, so a dead title job leads to it
+        "bookmark_id": job.payload.get("bookmark_id") if job.kind in BOOKMARK_KINDS else None,
+    }
+
+
+def lease_view(job: Job) -> dict[str, Any] | None:
+    """Who holds the job now: the worker's name (a Lambda log stream deployed; locally the
+    worker process's name and pid, `worker-1@12345`), the epoch and the lease's end."""
+    if job.state is not JobState.RUNNING or not job.lease_owner:
+        return None
+    name, _, pid = job.lease_owner.partition("@")
+    lease: dict[str, Any] = {
+        "holder": job.lease_owner,
+        "worker": name,
+        "epoch": job.epoch,
+        "expires_at": iso(job.lease_expires_at),
+    }
+    if pid.isdigit():
+        lease["pid"] = int(pid)
+    return lease
+
+
+def operator_view(job: Job, now: int) -> dict[str, Any]:
+    """One job, whole, for an operator: the caller's view, whose it is, every attempt's end and
+    every operator act (history), the operation ledger, the lease holder."""
+    view = job_view(job)
+    view.update(
+        {
+            "tenant": job.owner.tenant,
+            "user_id": job.owner.user_id,
+            "age_seconds": round((now - job.created_at) / 1000, 1),
+            "history": history_view(job),
+            "history_dropped": job.history_dropped,
+            "operations": operations_view(job),
+            "lease": lease_view(job),
+            "last_dispatch_at": iso(job.last_dispatch_at),
+            "payload": job.payload if job.kind in BOOKMARK_KINDS else None,
+        }
+    )
+    if job.kind in BOOKMARK_KINDS:
+        view["bookmark_id"] = job.payload.get("bookmark_id")
+    return view

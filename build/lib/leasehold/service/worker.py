@@ -1,0 +1,441 @@
+"""The worker's use case: claim a job from a wake-up, run its steps from the checkpoint under the
+lease, save the outcome under the fence — and only then let the message go (DESIGN §3.2–3.6).
+
+What the store and the invocation may do to it (DESIGN §10) is part of the contract:
+- a store that stays unavailable (after the store's bounded retries) never turns into a step
+  failure: the message is kept (or re-sent) and the lease, if any, runs out for the sweeper;
+- a record is claimed only when a lease's worth of work fits in the invocation's remaining time,
+  and a step that would not fit is handed back (checkpoint kept, attempt not burned);
+- an open external effect is never erased by anything but the completion of its own step: an
+  error, a cancel or a lost lease in an effect step leaves the job `unknown`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from leasehold.domain.clock import Clock
+from leasehold.domain.errors import (
+    ClaimRejectedError,
+    FatalStepError,
+    HandBackError,
+    SlotsFullError,
+    StaleEpochError,
+    StepError,
+    StepInterruptedError,
+    StopJobError,
+    StoreUnavailableError,
+    TransientStepError,
+)
+from leasehold.domain.job import Checkpoint, Job
+from leasehold.domain.policies import MAX_RESULT_BYTES, LeasePolicy, RetryPolicy
+from leasehold.domain.states import JobState, StopReason
+from leasehold.kinds import JobKind, StepPlan
+from leasehold.service.outcomes import Outcomes, effect_uncertain_error
+from leasehold.service.steps import OperationLedger, StepContext
+from leasehold.service.telemetry import Telemetry
+from leasehold.store import Stores
+from leasehold.store.leases import ClaimRejection, reconcilable
+from leasehold.store.queue import Wakeup, WakeupQueue
+
+logger = Logger(service="leasehold", child=True)
+
+RemainingMs = Callable[[], int]
+
+
+class Disposition(StrEnum):
+    ACK = "ack"
+    """The job item says all there is to say: the message may be deleted."""
+    KEEP = "keep"
+    """Report the message as failed so SQS keeps it (it was re-delayed, or the store failed)."""
+
+
+@dataclass(frozen=True)
+class WakeupResult:
+    disposition: Disposition
+    outcome: str
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    worker_id: str
+    lease: LeasePolicy
+    retry: RetryPolicy
+    slot_wait_ms: int
+    heartbeat_every_ms: int
+    resend_delay_s: tuple[int, int] = (2, 5)
+    """A wake-up the store could not serve goes back to SQS this many seconds out (jittered)."""
+
+
+@dataclass
+class Attempt:
+    """One claimed attempt as this worker last saw it."""
+
+    job: Job
+    kind: JobKind
+    plan: list[StepPlan]
+    checkpoint: Checkpoint
+    last_beat: int
+    remaining_ms: RemainingMs | None
+    lease_lost: bool = False
+    log_keys: dict[str, Any] = field(default_factory=dict)
+
+
+class WorkerService:
+    def __init__(
+        self,
+        stores: Stores,
+        queue: WakeupQueue,
+        kinds: dict[str, JobKind],
+        clock: Clock,
+        settings: WorkerSettings,
+        telemetry: Telemetry,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._leases = stores.leases
+        self._ledger = stores.ledger
+        self._queue = queue
+        self._kinds = kinds
+        self._clock = clock
+        self._settings = settings
+        self._telemetry = telemetry
+        self._rng = rng or random.Random()
+        self._outcomes = Outcomes(stores, clock, telemetry, settings.retry, self._rng, kinds)
+
+    # ------------------------------------------------------------------ claim
+
+    def handle(
+        self,
+        wakeup: Wakeup,
+        receipt_handle: str | None = None,
+        remaining_ms: RemainingMs | None = None,
+    ) -> WakeupResult:
+        """Handle one wake-up. Safe for any message: duplicate, late, early or for a job that is
+        long finished. `remaining_ms` is the invocation's time left (Lambda's context)."""
+        lease_ms = self._settings.lease.lease_ms
+        if remaining_ms is not None and remaining_ms() < lease_ms + self._margin():
+            return self._hand_off(wakeup, "no_time", delay_s=0)
+        now = self._clock.now_ms()
+        try:
+            job = self._leases.claim(
+                wakeup.job_id,
+                wakeup.owner,
+                worker_id=self._settings.worker_id,
+                now=now,
+                lease_ms=lease_ms,
+            )
+        except SlotsFullError:
+            # Wait for a free slot without burning an attempt or spinning on this message; say
+            # so on the job, or the sweeper would take the wait for a lost wake-up (D5).
+            self._telemetry.count("SlotWaits")
+            # (if even that fails, the re-sent wake-up still goes out; at worst the sweeper adds
+            # a copy)
+            with contextlib.suppress(StoreUnavailableError):
+                self._leases.note_dispatch(wakeup.job_id, now=now)
+            delay_s = max(1, self._settings.slot_wait_ms // 1000)
+            return self._hand_off(wakeup, "slots_full", delay_s=delay_s)
+        except ClaimRejectedError as rejected:
+            return self._on_rejected_claim(wakeup, rejected, receipt_handle, now)
+        except StoreUnavailableError as unavailable:
+            logger.warning(
+                "claim: store unavailable",
+                extra={"job_id": wakeup.job_id, "detail": str(unavailable)},
+            )
+            low, high = self._settings.resend_delay_s
+            return self._hand_off(wakeup, "store_unavailable", delay_s=self._rng.randint(low, high))
+        self._telemetry.count("JobsClaimed")
+        return self._run(job, remaining_ms)
+
+    def _margin(self) -> int:
+        return self._settings.lease.safety_margin_ms
+
+    def _hand_off(self, wakeup: Wakeup, outcome: str, *, delay_s: int) -> WakeupResult:
+        """Put the wake-up back on the queue as a new message `delay_s` out and let this one go
+        (its receive count does not grow); if even SQS refuses, keep this one."""
+        try:
+            self._queue.send(replace(wakeup, delay_seconds=delay_s))
+        except StoreUnavailableError:
+            return WakeupResult(Disposition.KEEP, outcome)
+        logger.info("wake-up handed off", extra={"job_id": wakeup.job_id, "why": outcome})
+        return WakeupResult(Disposition.ACK, outcome)
+
+    def _on_rejected_claim(
+        self, wakeup: Wakeup, rejected: ClaimRejectedError, receipt_handle: str | None, now: int
+    ) -> WakeupResult:
+        job = rejected.job if isinstance(rejected.job, Job) else None
+        reason = rejected.reason
+        extra: dict[str, Any] = {"job_id": wakeup.job_id, "reason": reason}
+        if job is not None:
+            extra |= {"epoch": job.epoch, "attempt": job.attempts, "state": job.state.value}
+        self._telemetry.count("ClaimConflicts")
+        logger.info("claim rejected", extra=extra)
+        if job is None or reason in {
+            ClaimRejection.TERMINAL,
+            ClaimRejection.PAUSED,
+            ClaimRejection.UNCERTAIN,
+            ClaimRejection.LEASED,
+        }:
+            return WakeupResult(Disposition.ACK, reason)
+        if reason == ClaimRejection.NOT_DUE:
+            due_in_s = ((job.next_attempt_at or now) - now + 999) // 1000
+            if receipt_handle is not None:
+                self._queue.delay(receipt_handle, due_in_s)
+                return WakeupResult(Disposition.KEEP, reason)
+            return self._hand_off(wakeup, reason, delay_s=min(900, due_in_s))
+        try:
+            self._outcomes.settle_abandoned(job, reason, now, by=self._settings.worker_id)
+        except StaleEpochError:
+            self._telemetry.count("StaleWritesRejected")
+        except StoreUnavailableError:
+            return WakeupResult(Disposition.KEEP, "store_unavailable")
+        return WakeupResult(Disposition.ACK, reason)
+
+    # ------------------------------------------------------------------ run
+
+    def _run(self, job: Job, remaining_ms: RemainingMs | None) -> WakeupResult:
+        kind = self._kinds[job.kind]
+        attempt = Attempt(
+            job=job,
+            kind=kind,
+            plan=kind.plan(job.payload),
+            checkpoint=replace(job.checkpoint, outputs=list(job.checkpoint.outputs)),
+            last_beat=self._clock.now_ms(),
+            remaining_ms=remaining_ms,
+            log_keys={"job_id": job.job_id, "epoch": job.epoch, "attempt": job.attempts},
+        )
+        logger.info("claimed", extra=attempt.log_keys | {"step": attempt.checkpoint.next_step})
+        try:
+            return self._run_steps(kind, attempt)
+        except StaleEpochError as stale:
+            self._telemetry.count("StaleWritesRejected")
+            logger.warning("stale write rejected", extra=attempt.log_keys | {"detail": str(stale)})
+            return WakeupResult(Disposition.ACK, "stale")
+        except StoreUnavailableError as unavailable:
+            # Nothing could be saved: keep the message. The lease runs out and the sweeper (or a
+            # redelivery) takes the job on from its last checkpoint — or to `unknown` if an
+            # effect was open.
+            logger.warning(
+                "store unavailable; message kept",
+                extra=attempt.log_keys | {"detail": str(unavailable)},
+            )
+            return WakeupResult(Disposition.KEEP, "store_unavailable")
+
+    def _run_steps(self, kind: JobKind, attempt: Attempt) -> WakeupResult:
+        total = len(attempt.plan)
+        while attempt.checkpoint.next_step < total:
+            index = attempt.checkpoint.next_step
+            step = attempt.plan[index]
+            stop = self._check_before_step(attempt, step, index)
+            if stop is not None:
+                return stop
+            output = self._run_one(kind, attempt, step, index)
+            if isinstance(output, WakeupResult):
+                return output
+            checkpoint = attempt.checkpoint
+            attempt.checkpoint = Checkpoint(
+                next_step=index + 1,
+                cost_used=checkpoint.cost_used + step.cost,
+                steps_used=checkpoint.steps_used + 1,
+                outputs=[*checkpoint.outputs, output],
+                approved_step=checkpoint.approved_step,
+                step_failures=0,
+            )
+            if index + 1 < total:
+                attempt.job = self._leases.save_checkpoint(
+                    attempt.job,
+                    attempt.checkpoint,
+                    now=self._clock.now_ms(),
+                    lease_ms=self._settings.lease.lease_ms,
+                )
+                attempt.last_beat = self._clock.now_ms()
+                logger.info("checkpoint", extra=attempt.log_keys | {"step": index + 1})
+        return self._succeed(attempt)
+
+    def _check_before_step(
+        self, attempt: Attempt, step: StepPlan, index: int
+    ) -> WakeupResult | None:
+        """Cancellation, deadline, the invocation's time, the lease, budget, then approval
+        (DESIGN §5, §10)."""
+        job, checkpoint, now = attempt.job, attempt.checkpoint, self._clock.now_ms()
+        if job.cancel_requested:
+            return self._outcomes.stop(
+                attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None
+            )
+        if now >= job.deadline_at:
+            return self._outcomes.stop(
+                attempt,
+                JobState.DEAD,
+                StopReason.DEADLINE_EXCEEDED,
+                {
+                    "code": "deadline_exceeded",
+                    "message": f"the deadline passed before step {index}",
+                },
+            )
+        if attempt.remaining_ms is not None and (
+            attempt.remaining_ms() < step.duration_ms + self._margin()
+        ):
+            return self._outcomes.hand_back(
+                attempt, f"step {index} would not fit in the invocation"
+            )
+        if not self._settings.lease.may_start_step(
+            now, job.lease_expires_at or 0, step.duration_ms
+        ):
+            attempt.job = self._leases.heartbeat(
+                job, now=now, lease_ms=self._settings.lease.lease_ms
+            )
+            attempt.last_beat = now
+            if attempt.job.cancel_requested:
+                return self._outcomes.stop(
+                    attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None
+                )
+        budget = job.budget
+        if budget.max_steps is not None and checkpoint.steps_used + 1 > budget.max_steps:
+            return self._outcomes.budget_stop(
+                attempt, f"step {index} would pass max_steps {budget.max_steps}"
+            )
+        if budget.max_cost is not None and checkpoint.cost_used + step.cost > budget.max_cost:
+            return self._outcomes.budget_stop(
+                attempt,
+                f"step {index} costs {step.cost}; {checkpoint.cost_used} of {budget.max_cost} used",
+            )
+        if step.needs_approval and checkpoint.approved_step != index:
+            return self._outcomes.pause(attempt, step, index)
+        return None
+
+    def _run_one(self, kind: JobKind, attempt: Attempt, step: StepPlan, index: int) -> Any:
+        if step.has_effect:
+            now = self._clock.now_ms()
+            # Stable across attempts, workers and replays of the same work (DESIGN §8).
+            operation_id = f"{attempt.job.job_id}:{index}"
+            attempt.job = self._leases.record_effect_intent(
+                attempt.job,
+                {
+                    "operation_id": operation_id,
+                    "idempotency_key": operation_id,
+                    "step": index,
+                    "started_at": now,
+                },
+                now=now,
+            )
+            self._telemetry.count("EffectsSubmitted")
+            logger.info(
+                "effect intent recorded", extra=attempt.log_keys | {"operation_id": operation_id}
+            )
+        try_number = attempt.checkpoint.step_failures + 1
+        context = StepContext(
+            attempt,
+            lambda: self._tick(attempt),
+            OperationLedger(attempt, self._ledger, self._clock, self._telemetry),
+            self._clock,
+            self._telemetry,
+            save=lambda job, state: self._leases.save_progress(
+                job, state, now=self._clock.now_ms(), lease_ms=self._settings.lease.lease_ms
+            ),
+        )
+        try:
+            return kind.run_step(attempt.job.payload, index, try_number, context)
+        except (StoreUnavailableError, StaleEpochError):
+            raise
+        except StepInterruptedError:
+            if attempt.lease_lost:
+                logger.warning("lease lost during the step", extra=attempt.log_keys)
+                return WakeupResult(Disposition.ACK, "lease_lost")
+            if attempt.job.effect_intent:
+                return self._outcomes.uncertain(attempt, "a cancel interrupted the effect step")
+            return self._outcomes.stop(
+                attempt, JobState.CANCELLED, StopReason.CANCELLED_BY_USER, None
+            )
+        except StepError as failed:
+            return self._step_failed(attempt, failed)
+        except StopJobError as stop:
+            return self._outcomes.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason(stop.reason),
+                {"code": stop.error_code, "message": str(stop)[:500], **_flat(stop.record)},
+            )
+        except HandBackError as short:
+            return self._outcomes.hand_back(attempt, str(short))
+        except Exception as unexpected:  # a bug in a kind is retried, never lost
+            logger.exception("step raised", extra=attempt.log_keys)
+            return self._step_failed(
+                attempt,
+                TransientStepError(
+                    f"the step raised {type(unexpected).__name__}", error_code="unexpected_error"
+                ),
+            )
+
+    def _step_failed(self, attempt: Attempt, failed: StepError) -> WakeupResult:
+        """A step raised. With an effect open (and not declared settled by the kind), its
+        outcome is uncertain: a provider that can be asked (idempotent key, status lookup)
+        lets the next attempt reconcile it — the retry keeps the operation open; any other
+        makes the job `unknown`."""
+        error = {"code": failed.error_code, "message": str(failed)[:500]}
+        if attempt.job.effect_intent and not failed.effect_settled:
+            if not reconcilable(attempt.job):
+                return self._outcomes.uncertain(attempt, f"the effect step failed: {failed}")
+            return self._outcomes.retry_or_dead(attempt, error)
+        if isinstance(failed, FatalStepError):
+            return self._outcomes.stop(attempt, JobState.FAILED, StopReason.HANDLER_ERROR, error)
+        return self._outcomes.retry_or_dead(attempt, error)
+
+    def _tick(self, attempt: Attempt) -> bool:
+        """Heartbeat while a step runs; False tells the step to stop (lease lost or cancel). A
+        heartbeat the store could not take is tried again at the next tick while the lease
+        still holds — the step goes on; it is never counted as the step failing."""
+        now = self._clock.now_ms()
+        if now - attempt.last_beat >= self._settings.heartbeat_every_ms:
+            try:
+                attempt.job = self._leases.heartbeat(
+                    attempt.job, now=now, lease_ms=self._settings.lease.lease_ms
+                )
+                attempt.last_beat = now
+            except StaleEpochError:
+                attempt.lease_lost = True
+                return False
+            except StoreUnavailableError:
+                self._telemetry.count("HeartbeatsFailed")
+                logger.warning(
+                    "heartbeat failed; retrying while the lease holds", extra=attempt.log_keys
+                )
+        if (attempt.job.lease_expires_at or 0) <= now + self._margin() // 2:
+            attempt.lease_lost = True
+            return False
+        return not attempt.job.cancel_requested
+
+    def _succeed(self, attempt: Attempt) -> WakeupResult:
+        result = attempt.kind.result(attempt.job, attempt.checkpoint)
+        if len(json.dumps(result, separators=(",", ":")).encode()) > MAX_RESULT_BYTES:
+            return self._outcomes.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
+                {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
+            )
+        return self._outcomes.succeed(attempt, result)
+
+
+def _flat(record: dict[str, Any]) -> dict[str, str]:
+    """A kind's record for the job's error: strings only, bounded (the view shows it)."""
+    return {
+        str(k)[:40]: str(v)[:200]
+        for k, v in list(record.items())[:8]
+        if k not in {"code", "message"}
+    }
+
+
+__all__ = [
+    "Attempt",
+    "Disposition",
+    "WakeupResult",
+    "WorkerService",
+    "WorkerSettings",
+    "effect_uncertain_error",
+]

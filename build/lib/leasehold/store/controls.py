@@ -1,0 +1,154 @@
+"""ControlStore: the caller's controls on a job — cancel and the approval decision — each one
+conditional write (or one transaction with a wake-up) guarded by owner, state and version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.domain.errors import ConflictError, JobNotFoundError, LeaseholdError
+from leasehold.domain.job import Job, Owner
+from leasehold.domain.states import JobState, StopReason
+from leasehold.store.expressions import Expression
+from leasehold.store.guards import (
+    append_history,
+    keep_for_operators,
+    outbox_put,
+    owned,
+    state_change,
+)
+from leasehold.store.history import entry
+from leasehold.store.items import job_from_item, job_key
+from leasehold.store.table import ConditionFailed, Table
+
+
+def _require_owned(job: Job | None, owner: Owner, job_id: str) -> Job:
+    if job is None or (job.owner.tenant, job.owner.user_id) != (owner.tenant, owner.user_id):
+        raise JobNotFoundError(f"no job {job_id}")
+    return job
+
+
+class ControlStore:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def _update_or_old(self, params: dict[str, Any]) -> tuple[Job | None, Job | None]:
+        """(new job, None) when the update applied; (None, old job or None) when its condition
+        failed — the old item comes with the failure, not from a second read."""
+        try:
+            item = self._table.update(params)
+        except ConditionFailed as failed:
+            old = failed.old_item()
+            return None, job_from_item(old) if old else None
+        assert item is not None
+        return job_from_item(item), None
+
+    def cancel(self, owner: Owner, job_id: str, *, now: int) -> Job:
+        """`queued` / `waiting_approval` → `cancelled` at once; `running` → `cancel_requested`
+        (the worker stops before its next step); anything else → ConflictError."""
+        for _ in range(3):  # the job may change state between the two guarded writes
+            expr = owned(Expression(), owner)
+            expr.condition(
+                f"{expr.name('state')} IN ({expr.value(JobState.QUEUED.value)},"
+                f" {expr.value(JobState.WAITING_APPROVAL.value)})"
+            )
+            expr.increment("version").set("updated_at", now)
+            state_change(expr, JobState.CANCELLED, from_active=False)
+            expr.set("stop_reason", StopReason.CANCELLED_BY_USER.value)
+            expr.set("cancel_requested", True).remove("approval", "next_attempt_at")
+            keep_for_operators(expr, JobState.CANCELLED, now)
+            append_history(
+                expr,
+                entry(
+                    "cancelled",
+                    at=now,
+                    state=JobState.CANCELLED.value,
+                    reason=StopReason.CANCELLED_BY_USER.value,
+                    by=owner.user_id,
+                ),
+            )
+            new, old = self._update_or_old(expr.update_params(job_key(job_id)))
+            if new is not None:
+                return new
+            old = _require_owned(old, owner, job_id)
+            if old.state is not JobState.RUNNING:
+                raise ConflictError(
+                    f"job {job_id} is {old.state.value}; only queued, waiting_approval or "
+                    "running jobs can be cancelled",
+                    code="not_cancellable",
+                )
+            expr = owned(Expression(), owner)
+            expr.condition(f"{expr.name('state')} = {expr.value(JobState.RUNNING.value)}")
+            expr.increment("version").set("updated_at", now).set("cancel_requested", True)
+            new, old = self._update_or_old(expr.update_params(job_key(job_id)))
+            if new is not None:
+                return new
+        raise ConflictError(f"job {job_id} kept changing; try again", code="busy")
+
+    def decide_approval(
+        self, owner: Owner, job_id: str, *, version: int, approve: bool, now: int
+    ) -> Job:
+        """Approve (back to `queued` through the outbox, resuming at the paused step) or reject
+        (`cancelled` / `approval_rejected`), only in `waiting_approval` at the given version."""
+        expr = owned(Expression(), owner)
+        expr.condition(
+            f"{expr.name('state')} = {expr.value(JobState.WAITING_APPROVAL.value)}"
+            f" AND {expr.name('version')} = {expr.value(version)}"
+        )
+        expr.increment("version").set("updated_at", now).remove("approval")
+        if approve:
+            state_change(expr, JobState.QUEUED, from_active=False)
+            expr.set_raw("approved_step", expr.name("next_step"))
+            expr.set("next_attempt_at", now).set("last_dispatch_at", now)
+            append_history(
+                expr, entry("approved", at=now, state=JobState.QUEUED.value, by=owner.user_id)
+            )
+        else:
+            state_change(expr, JobState.CANCELLED, from_active=False)
+            expr.set("stop_reason", StopReason.APPROVAL_REJECTED.value)
+            keep_for_operators(expr, JobState.CANCELLED, now)
+            append_history(
+                expr,
+                entry(
+                    "rejected",
+                    at=now,
+                    state=JobState.CANCELLED.value,
+                    reason=StopReason.APPROVAL_REJECTED.value,
+                    by=owner.user_id,
+                ),
+            )
+        update = expr.update_params(job_key(job_id))
+        if not approve:
+            new, old = self._update_or_old(update)
+            if new is not None:
+                return new
+            raise self._approval_conflict(old, owner, job_id, version)
+        try:
+            self._table.transact(
+                [
+                    {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                    outbox_put(job_id, owner, version=version + 1, deliver_at=now, now=now),
+                ]
+            )
+        except ConditionFailed as failed:
+            if not failed.failed_at(0):
+                raise LeaseholdError("approval failed a condition it cannot explain") from failed
+            old_item = failed.old_item(0)
+            raise self._approval_conflict(
+                job_from_item(old_item) if old_item else None, owner, job_id, version
+            ) from failed
+        # A transaction returns no attributes: the job is read once after the commit (D9).
+        item = self._table.get(job_key(job_id))
+        return _require_owned(job_from_item(item) if item else None, owner, job_id)
+
+    @staticmethod
+    def _approval_conflict(
+        old: Job | None, owner: Owner, job_id: str, version: int
+    ) -> LeaseholdError:
+        job = _require_owned(old, owner, job_id)
+        if job.state is not JobState.WAITING_APPROVAL:
+            return ConflictError(
+                f"job {job_id} is {job.state.value}, not waiting_approval", code="not_waiting"
+            )
+        return ConflictError(
+            f"version {version} is stale; the job is at version {job.version}", code="stale_version"
+        )

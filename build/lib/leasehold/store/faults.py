@@ -1,0 +1,219 @@
+"""Fault injection at the client boundary (DESIGN §10): moto never throttles, never cancels a
+transaction for a conflict and never loses an answer, so those faults are injected here — on the
+wire, where botocore's own retry rules and our classification see them exactly as they would see
+DynamoDB's and SQS's.
+
+Switched on by configuration only: `LEASEHOLD_FAULTS` (read once into Settings) or
+`leasehold local up --faults …`, e.g.
+
+    dynamodb.TransactWriteItems:TransactionConflict=0.05,dynamodb.UpdateItem:ThrottlingException=0.02
+
+Each rule is `service.Operation:ErrorCode=probability`, optionally `@N` to inject at most N
+times (`=1@2`: the next two calls fail). `Operation` may be `*`. Error codes:
+
+- a cancellation reason of `TransactWriteItems` (`TransactionConflict`, `ThrottlingError`,
+  `ProvisionedThroughputExceeded`): the call fails with `TransactionCanceledException` whose
+  `CancellationReasons` name one item with that code and `None` for the others; nothing applied;
+- any other code (`ThrottlingException`, `ProvisionedThroughputExceededException`,
+  `RequestLimitExceeded`, `InternalServerError`, `InternalError`, `ServiceUnavailable`, …): the
+  service answers that error (HTTP 500 for the internal/unavailable ones, else 400); nothing
+  applied; botocore retries it if its rules say so;
+- `ReadTimeout`: the request **is applied**, then the answer is lost (a `ReadTimeoutError`):
+  the case of a commit whose answer never arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
+from botocore.exceptions import ReadTimeoutError
+
+CANCELLATION_REASONS = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+)
+RESPONSE_LOST = "ReadTimeout"
+INJECTED_MARK = "leasehold_fault_injected"
+_SERVER_ERRORS = frozenset(
+    {"InternalServerError", "InternalError", "InternalFailure", "ServiceUnavailable"}
+)
+_RULE = re.compile(
+    r"^(?P<service>[a-z0-9-]+)\.(?P<operation>\*|[A-Za-z]+):(?P<code>[A-Za-z.]+)"
+    r"=(?P<probability>[0-9]*\.?[0-9]+)(?:@(?P<limit>[0-9]+))?$"
+)
+
+
+class FaultSpecError(ValueError):
+    """A LEASEHOLD_FAULTS value that cannot be read: said in one line, never ignored."""
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    service: str
+    operation: str
+    code: str
+    probability: float
+    limit: int | None = None
+
+    def applies_to(self, service: str, operation: str) -> bool:
+        return self.service == service and self.operation in {"*", operation}
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    rules: tuple[FaultRule, ...]
+
+    @staticmethod
+    def parse(spec: str | None) -> FaultPlan:
+        """`service.Operation:Code=p,…` → a plan; an empty spec is no faults."""
+        rules: list[FaultRule] = []
+        for raw in (spec or "").split(","):
+            text = raw.strip()
+            if not text:
+                continue
+            found = _RULE.fullmatch(text)
+            if not found:
+                raise FaultSpecError(
+                    f"fault rule {text!r} is not service.Operation:ErrorCode=probability"
+                )
+            probability = float(found["probability"])
+            if not 0.0 <= probability <= 1.0:
+                raise FaultSpecError(f"fault rule {text!r}: probability must be within 0..1")
+            code = found["code"]
+            if code in CANCELLATION_REASONS and found["operation"] not in {
+                "TransactWriteItems",
+                "*",
+            }:
+                raise FaultSpecError(
+                    f"fault rule {text!r}: {code} is a transaction cancellation reason"
+                )
+            limit = int(found["limit"]) if found["limit"] else None
+            rules.append(FaultRule(found["service"], found["operation"], code, probability, limit))
+        return FaultPlan(tuple(rules))
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+
+class FaultInjector:
+    """Registered on one client's event system. Counts what it injected (tests read it)."""
+
+    def __init__(self, plan: FaultPlan, service: str, rng: random.Random | None = None) -> None:
+        self._service = service
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._rules: list[FaultRule] = []
+        self._used: dict[FaultRule, int] = {}
+        self.injected: dict[str, int] = {}
+        self.use(plan)
+
+    def use(self, plan: FaultPlan) -> None:
+        """Replace the rules (an empty plan switches injection off)."""
+        with self._lock:
+            self._rules = [rule for rule in plan.rules if rule.service == self._service]
+            self._used = {}
+
+    def _draw(self, operation: str) -> FaultRule | None:
+        with self._lock:
+            for rule in self._rules:
+                if not rule.applies_to(self._service, operation):
+                    continue
+                if rule.limit is not None and self._used.get(rule, 0) >= rule.limit:
+                    continue
+                if self._rng.random() < rule.probability:
+                    self._used[rule] = self._used.get(rule, 0) + 1
+                    key = f"{operation}:{rule.code}"
+                    self.injected[key] = self.injected.get(key, 0) + 1
+                    return rule
+        return None
+
+    def before_send(self, request: Any, **kwargs: Any) -> AWSResponse | None:
+        # The context lives across botocore's retries of one call: a mark from the last try
+        # must not make the mock skip this one.
+        request.context.pop(INJECTED_MARK, None)
+        operation = _operation_of(request)
+        rule = self._draw(operation)
+        if rule is None:
+            return None
+        if rule.code == RESPONSE_LOST:
+            request.context["leasehold_fault_response_lost"] = True
+            return None
+        # The in-process moto mock is a before-send handler too: this mark tells it to leave the
+        # request alone (tests/support/atomic.py), as the service would after such an error.
+        request.context[INJECTED_MARK] = rule.code
+        return _error_response(rule.code, self._service, request, self._rng)
+
+    def after_call(self, http_response: Any, parsed: Any, model: Any, **kwargs: Any) -> None:
+        context = kwargs.get("context") or {}
+        if context.pop("leasehold_fault_response_lost", False):
+            raise ReadTimeoutError(endpoint_url=f"injected://{self._service}/{model.name}")
+
+
+def _operation_of(request: Any) -> str:
+    target = request.headers.get("X-Amz-Target", b"")
+    target = target.decode() if isinstance(target, bytes) else str(target)
+    if target:
+        return target.rsplit(".", 1)[-1]
+    body = request.body or b""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
+    found = re.search(r"(?:^|&)Action=([A-Za-z]+)", text)
+    return found.group(1) if found else ""
+
+
+def _error_response(code: str, service: str, request: Any, rng: random.Random) -> AWSResponse:
+    body: dict[str, Any] = {"__type": f"com.amazonaws.injected#{code}", "message": "injected fault"}
+    status = 500 if code in _SERVER_ERRORS else 400
+    if code in CANCELLATION_REASONS:
+        count = _transact_item_count(request)
+        chosen = rng.randrange(count) if count else 0
+        body = {
+            "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "message": f"Transaction cancelled, please refer cancellation reasons for specific "
+            f"reasons [injected {code}]",
+            "CancellationReasons": [
+                {"Code": code, "Message": "injected fault"} if i == chosen else {"Code": "None"}
+                for i in range(max(count, 1))
+            ],
+        }
+        status = 400
+    headers = {"Content-Type": "application/x-amz-json-1.0"}
+    if service == "sqs":  # SQS speaks JSON with query-compatible error codes
+        headers["x-amzn-query-error"] = f"{code};{'Receiver' if status >= 500 else 'Sender'}"
+    raw = _RawBody(json.dumps(body).encode())
+    wire_headers = HTTPHeaders()
+    for name, value in headers.items():
+        wire_headers[name] = value
+    return AWSResponse(request.url, status, wire_headers, raw)
+
+
+def _transact_item_count(request: Any) -> int:
+    try:
+        doc = json.loads(request.body or b"{}")
+    except ValueError:
+        return 1
+    return len(doc.get("TransactItems") or []) or 1
+
+
+class _RawBody:
+    """The raw-stream shape AWSResponse reads its content from."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Any:
+        yield self._data
+
+
+def install_faults(client: Any, plan: FaultPlan, rng: random.Random | None = None) -> FaultInjector:
+    """Attach the plan's rules for this client's service; returns the injector (its counts)."""
+    service = client.meta.service_model.service_name
+    injector = FaultInjector(plan, service, rng)
+    client.meta.events.register_first(f"before-send.{service}", injector.before_send)
+    client.meta.events.register(f"after-call.{service}", injector.after_call)
+    return injector

@@ -1,0 +1,121 @@
+"""The conditions and shared transaction pieces every job write is built from: the worker's
+fence, the owner check, the outbox wake-up, and the bounded history write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.domain.job import Job, Owner
+from leasehold.domain.states import JobState
+from leasehold.store.expressions import Expression
+from leasehold.store.history import appended
+from leasehold.store.items import (
+    ACTIVE_STATES,
+    JOB_TTL_SECONDS,
+    new_job_item,
+    outbox_item,
+    state_partition,
+)
+
+
+def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
+    """A new job and its first wake-up: the two Puts every creation commits together
+    (DESIGN §3.1), each conditional on not existing. A job made under an idempotency key keeps
+    the hash of its request (`fp`), and a failed condition returns the job as it is."""
+    item = new_job_item(job)
+    if fingerprint is not None:
+        item["fp"] = {"S": fingerprint}
+    return [
+        {
+            "Put": {
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(pk)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+        outbox_put(
+            job.job_id,
+            job.owner,
+            version=job.version,
+            deliver_at=job.created_at,
+            now=job.created_at,
+        ),
+    ]
+
+
+def state_change(expr: Expression, target: JobState, *, from_active: bool) -> Expression:
+    """Set the state and move the job's `by_state` entry only when its partition changes (an
+    index write costs a write unit; `queued` ↔ `running` costs none)."""
+    expr.set("state", target.value)
+    partition = state_partition(target)
+    if partition is None:
+        expr.remove("gsi1pk")
+    elif not (from_active and target in ACTIVE_STATES):
+        expr.set("gsi1pk", partition)
+    return expr
+
+
+def fenced(job: Job, now: int, *, require_deadline: bool = True) -> Expression:
+    """The guard of every worker write after the claim (DESIGN §3.3): my epoch, still running,
+    my lease not expired, the deadline not passed. Bumps `version` and `updated_at`."""
+    expr = Expression()
+    now_v = expr.value(now)
+    expr.condition(
+        f"{expr.name('epoch')} = {expr.value(job.epoch)}"
+        f" AND {expr.name('state')} = {expr.value(JobState.RUNNING.value)}"
+        f" AND {expr.name('lease_expires_at')} > {now_v}"
+    )
+    if require_deadline:
+        expr.condition(f"{expr.name('deadline_at')} > {now_v}")
+    expr.increment("version").set("updated_at", now)
+    return expr
+
+
+def owned(expr: Expression, owner: Owner) -> Expression:
+    """Only the job's own tenant and user may act on it."""
+    return expr.condition(
+        f"{expr.name('tenant')} = {expr.value(owner.tenant)}"
+        f" AND {expr.name('user_id')} = {expr.value(owner.user_id)}"
+    )
+
+
+def outbox_put(
+    job_id: str, owner: Owner, *, version: int, deliver_at: int, now: int
+) -> dict[str, Any]:
+    """A new wake-up, committed with the write that needs it (DESIGN §3.1, §3.5)."""
+    return {
+        "Put": {
+            "Item": outbox_item(job_id, owner, version=version, deliver_at=deliver_at, now_ms=now),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
+
+
+def set_history(expr: Expression, job: Job, new: dict[str, Any]) -> None:
+    """Write the bounded history computed from `job` — valid because every caller's condition
+    (the fence, or the version it read) guarantees `job` is the item as it is now."""
+    history, dropped = appended(job.history, new)
+    expr.set("history", history)
+    if dropped:
+        expr.set_raw(
+            "history_dropped", f"if_not_exists({{x}}, {expr.value(0)}) + {expr.value(dropped)}"
+        )
+
+
+def append_history(expr: Expression, new: dict[str, Any]) -> None:
+    """Append without having read the item (API controls: cancel, approval). Bounded by the
+    state machine: each can happen once per pause or once per life; the next bounded write
+    trims the list."""
+    expr.set_raw(
+        "history", f"list_append(if_not_exists({{x}}, {expr.value([])}), {expr.value([new])})"
+    )
+
+
+def keep_for_operators(expr: Expression, target: JobState, now: int) -> None:
+    """How long the table keeps a job after this write (TTL `expires_at`): a job that waits for
+    an operator is never deleted silently — `unknown` has no TTL at all, `dead` and `failed` are
+    kept JOB_TTL_SECONDS from the moment they got there (not from the deadline)."""
+    if target is JobState.UNKNOWN:
+        expr.remove("expires_at")
+    elif target in {JobState.DEAD, JobState.FAILED, JobState.SUCCEEDED, JobState.CANCELLED}:
+        expr.set("expires_at", now // 1000 + JOB_TTL_SECONDS)

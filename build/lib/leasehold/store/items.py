@@ -1,0 +1,256 @@
+"""Keys and item shapes of the single table, and the codec between items and `Job`."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from leasehold.domain.bookmark import Bookmark
+from leasehold.domain.errors import BookmarkNotFoundError, JobNotFoundError
+from leasehold.domain.job import Budget, Checkpoint, Job, Owner
+from leasehold.domain.states import JobState
+
+JOB_SK = "JOB"
+OUTBOX_PREFIX = "OUTBOX#"
+STATE_INDEX = "by_state"
+OWNER_INDEX = "by_owner"
+OUTBOX_TTL_SECONDS = 2 * 24 * 3600
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+JOB_TTL_SECONDS = 30 * 24 * 3600
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+_JOB_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
+def job_key(job_id: str) -> dict[str, Any]:
+    """The job item's key. An id that could never have been issued is an unknown job (404), not
+    a request for DynamoDB to reject."""
+    if not _JOB_ID.fullmatch(job_id):
+        raise JobNotFoundError(f"no job {job_id[:100]!r}")
+    return {"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": JOB_SK}}
+
+
+def slots_key(owner: Owner) -> dict[str, Any]:
+    return {"pk": {"S": f"SLOTS#{owner.tenant}#{owner.user_id}"}, "sk": {"S": "SLOTS"}}
+
+
+def idempotency_key(owner: Owner, key: str) -> dict[str, Any]:
+    return {"pk": {"S": f"IDEMP#{owner.tenant}#{owner.user_id}#{key}"}, "sk": {"S": "IDEMP"}}
+
+
+ACTIVE_PARTITION = "STATE#active"
+ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.RUNNING})
+UNINDEXED_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED})
+
+
+def state_partition(state: JobState) -> str | None:
+    """The job's `by_state` partition (a sparse index, decision C3): `queued` and `running`
+    share one, so a claim or a retry moves no index entry; `succeeded` and `cancelled` leave the
+    index (None); every state an operator acts on keeps its own."""
+    if state in ACTIVE_STATES:
+        return ACTIVE_PARTITION
+    if state in UNINDEXED_STATES:
+        return None
+    return f"STATE#{state.value}"
+
+
+def owner_partition(owner: Owner) -> str:
+    return f"OWNER#{owner.tenant}#{owner.user_id}"
+
+
+def time_sort_key(created_at: int, job_id: str) -> str:
+    return f"{created_at:013d}#{job_id}"
+
+
+def serialize(value: Any) -> dict[str, Any]:
+    return dict(_serializer.serialize(value))
+
+
+def deserialize_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _plain(_deserializer.deserialize(value)) for name, value in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, set):
+        return {_plain(v) for v in value}
+    return value
+
+
+def outbox_item(
+    job_id: str, owner: Owner, *, version: int, deliver_at: int, now_ms: int
+) -> dict[str, Any]:
+    """A wake-up waiting for the relay: the stream's INSERT of this item becomes one SQS message.
+    It is never updated or deleted by code; TTL removes it (deletes by TTL are free). The sort
+    key is the job's version after the write that dispatches, so each dispatch is a new item."""
+    return {
+        "pk": {"S": f"{OUTBOX_PREFIX}{job_id}"},
+        "sk": {"S": f"DISPATCH#{version:010d}"},
+        "job_id": {"S": job_id},
+        "tenant": {"S": owner.tenant},
+        "user_id": {"S": owner.user_id},
+        "deliver_at": {"N": str(deliver_at)},
+        "expires_at": {"N": str(now_ms // 1000 + OUTBOX_TTL_SECONDS)},
+    }
+
+
+def new_job_item(job: Job) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "pk": f"JOB#{job.job_id}",
+        "sk": JOB_SK,
+        "gsi1pk": state_partition(job.state),
+        "gsi1sk": time_sort_key(job.created_at, job.job_id),
+        "gsi2pk": owner_partition(job.owner),
+        "gsi2sk": time_sort_key(job.created_at, job.job_id),
+        "job_id": job.job_id,
+        "kind": job.kind,
+        "tenant": job.owner.tenant,
+        "user_id": job.owner.user_id,
+        "state": job.state.value,
+        "payload": json.dumps(job.payload, separators=(",", ":")),
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "epoch": job.epoch,
+        "version": job.version,
+        "created_at": job.created_at,
+        "updated_at": job.updated_at,
+        "deadline_at": job.deadline_at,
+        "next_attempt_at": job.next_attempt_at,
+        "last_dispatch_at": job.last_dispatch_at,
+        "steps_total": job.steps_total,
+        "next_step": 0,
+        "cost_used": 0,
+        "steps_used": 0,
+        "step_failures": 0,
+        "outputs": "[]",
+        "cancel_requested": False,
+        "replays": 0,
+        "operations": {},
+        "expires_at": job.deadline_at // 1000 + JOB_TTL_SECONDS,
+    }
+    if job.budget.max_cost is not None:
+        doc["max_cost"] = job.budget.max_cost
+    if job.budget.max_steps is not None:
+        doc["max_steps"] = job.budget.max_steps
+    return {name: serialize(value) for name, value in doc.items() if value is not None}
+
+
+def job_from_item(item: Mapping[str, Any]) -> Job:
+    doc = deserialize_item(item)
+    return Job(
+        job_id=doc["job_id"],
+        kind=doc["kind"],
+        owner=Owner(tenant=doc["tenant"], user_id=doc["user_id"]),
+        state=JobState(doc["state"]),
+        payload=json.loads(doc["payload"]),
+        attempts=doc["attempts"],
+        max_attempts=doc["max_attempts"],
+        epoch=doc["epoch"],
+        version=doc["version"],
+        created_at=doc["created_at"],
+        updated_at=doc["updated_at"],
+        deadline_at=doc["deadline_at"],
+        next_attempt_at=doc.get("next_attempt_at"),
+        budget=Budget(max_cost=doc.get("max_cost"), max_steps=doc.get("max_steps")),
+        checkpoint=Checkpoint(
+            next_step=doc.get("next_step", 0),
+            cost_used=doc.get("cost_used", 0),
+            steps_used=doc.get("steps_used", 0),
+            outputs=json.loads(doc.get("outputs", "[]")),
+            approved_step=doc.get("approved_step"),
+            step_failures=doc.get("step_failures", 0),
+        ),
+        steps_total=doc.get("steps_total", 0),
+        cancel_requested=bool(doc.get("cancel_requested", False)),
+        lease_owner=doc.get("lease_owner"),
+        slot_token=doc.get("slot_token"),
+        lease_expires_at=doc.get("lease_expires_at"),
+        approval=doc.get("approval"),
+        result=json.loads(doc["result"]) if "result" in doc else None,
+        error=doc.get("error"),
+        stop_reason=doc.get("stop_reason"),
+        effect_intent=doc.get("effect_intent"),
+        operations=doc.get("operations") or {},
+        kind_state=json.loads(doc["kind_state"]) if "kind_state" in doc else None,
+        replays=doc.get("replays", 0),
+        history=doc.get("history", []),
+        history_dropped=doc.get("history_dropped", 0),
+        resolution=doc.get("resolution"),
+        last_dispatch_at=doc.get("last_dispatch_at"),
+    )
+
+
+# ------------------------------------------------------------------ the reading list
+
+_BOOKMARK_ID = re.compile(r"^b_[0-9a-f]{22}$")
+
+
+def bookmarks_partition(tenant: str) -> str:
+    """One item collection per tenant: the list is shared by the tenant's members, oldest first
+    (bookmark ids sort by creation time)."""
+    return f"BOOKMARKS#{tenant}"
+
+
+def bookmark_key(tenant: str, bookmark_id: str) -> dict[str, Any]:
+    """An id that could never have been issued is an unknown bookmark (404), not a request for
+    DynamoDB to reject."""
+    if not _BOOKMARK_ID.fullmatch(bookmark_id):
+        raise BookmarkNotFoundError(f"no bookmark {bookmark_id[:100]!r}")
+    return {"pk": {"S": bookmarks_partition(tenant)}, "sk": {"S": f"BM#{bookmark_id}"}}
+
+
+def new_bookmark_item(bookmark: Bookmark) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        **{
+            name: value["S"]
+            for name, value in bookmark_key(bookmark.tenant, bookmark.bookmark_id).items()
+        },
+        "bookmark_id": bookmark.bookmark_id,
+        "tenant": bookmark.tenant,
+        "owner": bookmark.owner,
+        "url": bookmark.url,
+        "note": bookmark.note,
+        "version": bookmark.version,
+        "source_version": bookmark.source_version,
+        "created_at": bookmark.created_at,
+        "updated_at": bookmark.updated_at,
+        "title_job_id": bookmark.title_job_id,
+        "title_status": bookmark.title_status,
+        "title_mode": bookmark.title_mode,
+    }
+    return {name: serialize(value) for name, value in doc.items() if value is not None}
+
+
+def bookmark_from_item(item: Mapping[str, Any]) -> Bookmark:
+    doc = deserialize_item(item)
+    return Bookmark(
+        bookmark_id=doc["bookmark_id"],
+        tenant=doc["tenant"],
+        owner=doc["owner"],
+        url=doc["url"],
+        note=doc.get("note", ""),
+        version=doc["version"],
+        source_version=doc["source_version"],
+        created_at=doc["created_at"],
+        updated_at=doc["updated_at"],
+        title_job_id=doc["title_job_id"],
+        title=doc.get("title"),
+        title_status=doc.get("title_status", "pending"),
+        title_error=doc.get("title_error"),
+        title_mode=doc.get("title_mode"),
+        read_by=set(doc.get("read_by", set())),
+        enrichment=doc.get("enrichment"),
+    )

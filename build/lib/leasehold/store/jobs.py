@@ -1,0 +1,257 @@
+"""JobStore: how a job comes into the table and how it is read back — accept (job + outbox
+wake-up in one transaction, DESIGN §3.1), get, and the listings."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from leasehold.domain.errors import (
+    IdempotencyConflictError,
+    JobNotFoundError,
+    LeaseholdError,
+    ValidationError,
+)
+from leasehold.domain.job import Job, Owner
+from leasehold.domain.states import JobState
+from leasehold.store.guards import new_job_writes
+from leasehold.store.items import (
+    ACTIVE_PARTITION,
+    OWNER_INDEX,
+    STATE_INDEX,
+    deserialize_item,
+    job_from_item,
+    job_key,
+    owner_partition,
+    state_partition,
+)
+from leasehold.store.table import ConditionFailed, Table
+
+
+@dataclass(frozen=True)
+class AcceptResult:
+    job_id: str
+    created: bool
+
+
+def fingerprint_hash(fingerprint: str) -> str:
+    """88 bits of the request's hash: kept on the job, compared on a repeat."""
+    return hashlib.sha256(fingerprint.encode()).hexdigest()[:22]
+
+
+def request_token(owner: Owner, idempotency: str, fp_hash: str) -> str:
+    """Same key and body → same ClientRequestToken: an SDK retry of a commit whose answer was
+    lost succeeds on DynamoDB instead of failing its own condition."""
+    source = f"{owner.tenant}|{owner.user_id}|{idempotency}|{fp_hash}"
+    return hashlib.sha256(source.encode()).hexdigest()[:36]
+
+
+def derived_id(prefix: str, owner: Owner, idempotency: str, namespace: str = "") -> str:
+    """The id of what a keyed request makes: the same tenant, user and key always name the same
+    job (or bookmark), so a repeat meets the first one's condition (decision C4)."""
+    source = f"{namespace}|{owner.tenant}|{owner.user_id}|{idempotency}"
+    return f"{prefix}_{hashlib.sha256(source.encode()).hexdigest()[:22]}"
+
+
+def encode_cursor(key: dict[str, Any] | None) -> str | None:
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(
+    cursor: str | None,
+    *,
+    partition_attribute: str,
+    partition: str,
+    sort_attribute: str,
+    index_keys: bool = True,
+) -> dict[str, Any] | None:
+    """A cursor is the LastEvaluatedKey of the same query: the table key and the index key, each
+    a string, in the partition being queried (DynamoDB refuses a start key from another
+    partition with a ValidationException). Anything else is a 400 here."""
+    if not cursor:
+        return None
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationError("'cursor' is not a cursor this API returned") from exc
+    expected = {"pk", "sk", partition_attribute, sort_attribute} if index_keys else {"pk", "sk"}
+    if (
+        not isinstance(key, dict)
+        or set(key) != expected
+        or not all(isinstance(v, dict) and isinstance(v.get("S"), str) for v in key.values())
+        or key[partition_attribute]["S"] != partition
+    ):
+        raise ValidationError("'cursor' is not a cursor this API returned")
+    return key
+
+
+class JobStore:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def accept(self, job: Job, *, idempotency: str | None, fingerprint: str) -> AcceptResult:
+        """Job + outbox wake-up in one transaction, each Put conditional on
+        `attribute_not_exists`. Returns only after the commit (DESIGN §3.1).
+
+        With an idempotency key the job's id is derived from the key (decision C4), so the
+        key needs no item of its own: a repeat fails the job's own condition and finds the
+        first job in the failure — the same body answers it, another body is a conflict."""
+        fp_hash = fingerprint_hash(fingerprint)
+        keyed = idempotency is not None
+        items = new_job_writes(job, fp_hash if keyed else None)
+        token = request_token(job.owner, idempotency, fp_hash) if idempotency else None
+        try:
+            self._table.transact(items, token=token)
+        except ConditionFailed as failed:
+            if not failed.failed_at(0):
+                raise LeaseholdError("accept failed a condition it cannot explain") from failed
+            old = deserialize_item(failed.old_item(0) or {})
+            if not keyed:
+                # Our own fresh id already exists: an earlier try of this very call committed
+                # and its answer was lost (the SDK retried it). It is accepted.
+                return AcceptResult(job_id=job.job_id, created=True)
+            if old.get("fp") != fp_hash:
+                raise IdempotencyConflictError() from failed
+            return AcceptResult(job_id=job.job_id, created=False)
+        return AcceptResult(job_id=job.job_id, created=True)
+
+    def get(self, job_id: str) -> Job | None:
+        item = self._table.get(job_key(job_id))
+        return job_from_item(item) if item else None
+
+    def get_owned(self, owner: Owner, job_id: str) -> Job:
+        """The job if it is the caller's; otherwise the same JobNotFoundError as an unknown id."""
+        job = self.get(job_id)
+        if job is None or (job.owner.tenant, job.owner.user_id) != (owner.tenant, owner.user_id):
+            raise JobNotFoundError(f"no job {job_id}")
+        return job
+
+    def list_for_owner(
+        self, owner: Owner, *, state: JobState | None, limit: int, cursor: str | None
+    ) -> tuple[list[Job], str | None]:
+        """The owner's jobs, newest first (index `by_owner`, keys only: a state filter is
+        applied to the items read, decision C2)."""
+        partition = owner_partition(owner)
+        params: dict[str, Any] = {
+            "IndexName": OWNER_INDEX,
+            "KeyConditionExpression": "gsi2pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": partition}},
+            "ScanIndexForward": False,
+        }
+        start = decode_cursor(
+            cursor, partition_attribute="gsi2pk", partition=partition, sort_attribute="gsi2sk"
+        )
+        return self._query_jobs(
+            params, limit=limit, start=start, state=state, index_keys=("gsi2pk", "gsi2sk")
+        )
+
+    def list_by_state(
+        self, state: JobState, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[Job], str | None]:
+        """Jobs in one state, oldest first (index `by_state`; `queued` and `running` share a
+        partition and are told apart by reading the items). `succeeded` and `cancelled` jobs are
+        not in the index (decision C3)."""
+        partition = state_partition(state)
+        if partition is None:
+            raise ValidationError(
+                f"{state.value} jobs are not listed by state: finished jobs leave the state "
+                "index; find them by id, or by owner with GET /jobs?state="
+            )
+        params: dict[str, Any] = {
+            "IndexName": STATE_INDEX,
+            "KeyConditionExpression": "gsi1pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": partition}},
+            "ScanIndexForward": True,
+        }
+        start = decode_cursor(
+            cursor, partition_attribute="gsi1pk", partition=partition, sort_attribute="gsi1sk"
+        )
+        shared = partition == ACTIVE_PARTITION
+        return self._query_jobs(
+            params,
+            limit=limit,
+            start=start,
+            state=state if shared else None,
+            index_keys=("gsi1pk", "gsi1sk"),
+        )
+
+    def list_active(self, *, limit: int) -> list[Job]:
+        """`queued` and `running` jobs, oldest first, in one query (the sweeper's round)."""
+        params: dict[str, Any] = {
+            "IndexName": STATE_INDEX,
+            "KeyConditionExpression": "gsi1pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": ACTIVE_PARTITION}},
+            "ScanIndexForward": True,
+        }
+        jobs, _ = self._query_jobs(
+            params, limit=limit, start=None, state=None, index_keys=("gsi1pk", "gsi1sk")
+        )
+        return jobs
+
+    def count_by_state(self, state: JobState, *, max_pages: int = 10) -> int | None:
+        """Jobs in a state, from the index (bounded: at most `max_pages` pages); None for the
+        states the index does not hold. `queued` and `running` are told apart by reading up to
+        1,000 of their items."""
+        partition = state_partition(state)
+        if partition is None:
+            return None
+        if partition == ACTIVE_PARTITION:
+            return sum(1 for job in self.list_active(limit=1000) if job.state is state)
+        params: dict[str, Any] = {
+            "IndexName": STATE_INDEX,
+            "KeyConditionExpression": "gsi1pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": partition}},
+            "Select": "COUNT",
+        }
+        total = 0
+        for _ in range(max_pages):
+            page = self._table.query(**params)
+            total += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                break
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return total
+
+    def _query_jobs(
+        self,
+        params: dict[str, Any],
+        *,
+        limit: int,
+        start: dict[str, Any] | None,
+        state: JobState | None,
+        index_keys: tuple[str, str],
+        max_pages: int = 10,
+    ) -> tuple[list[Job], str | None]:
+        """Query the index page by page, read the items, keep those in `state` (when given),
+        until `limit` jobs or the pages run out. The cursor is the index key of the last job
+        returned (or of the last page read), so nothing is skipped or repeated."""
+        jobs: list[Job] = []
+        last_key: dict[str, Any] | None = None
+        for _ in range(max_pages):
+            page_params = dict(params, Limit=limit if state is not None else limit - len(jobs))
+            if start:
+                page_params["ExclusiveStartKey"] = start
+            page = self._table.query(**page_params)
+            keys = [{"pk": item["pk"], "sk": item["sk"]} for item in page["Items"]]
+            found = {item["pk"]["S"]: job_from_item(item) for item in self._table.batch_get(keys)}
+            last_key = page.get("LastEvaluatedKey")
+            for key in keys:
+                job = found.get(key["pk"]["S"])
+                if job is None or (state is not None and job.state is not state):
+                    continue
+                jobs.append(job)
+                if len(jobs) == limit:
+                    item_key = {"pk": key["pk"], "sk": key["sk"]}
+                    raw = next(i for i in page["Items"] if i["pk"] == key["pk"])
+                    item_key.update({name: raw[name] for name in index_keys})
+                    more = last_key is not None or key is not keys[-1]
+                    return jobs, encode_cursor(item_key) if more else None
+            if not last_key:
+                break
+            start = last_key
+        return jobs, encode_cursor(last_key)

@@ -1,0 +1,363 @@
+"""LeaseStore: the worker's writes. A claim makes one worker the only valid holder (epoch + 1, a
+lease); every later write is fenced by that epoch, the state and the lease (DESIGN §3.2–3.5)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from leasehold.domain.errors import (
+    ClaimRejectedError,
+    LeaseholdError,
+    RelatedItemChangedError,
+    SlotsFullError,
+    StaleEpochError,
+    StoreUnavailableError,
+)
+from leasehold.domain.job import Checkpoint, Job, Owner
+from leasehold.domain.states import JobState, StopReason, is_terminal
+from leasehold.store.expressions import Expression
+from leasehold.store.guards import (
+    fenced,
+    keep_for_operators,
+    outbox_put,
+    owned,
+    set_history,
+    state_change,
+)
+from leasehold.store.items import job_from_item, job_key
+from leasehold.store.slots import SlotStore, new_token
+from leasehold.store.table import ConditionFailed, Table
+
+RECONCILABLE = ("idempotent_key", "status_lookup")
+"""Capabilities whose open operation a new worker can settle by asking the provider (DESIGN §8):
+a job left with one is claimable again; any other open effect makes it `unknown`."""
+
+
+class ClaimRejection:
+    """Why a claim's condition failed, read from the item DynamoDB returned with the failure."""
+
+    NOT_FOUND = "not_found"
+    TERMINAL = "terminal"
+    PAUSED = "paused"
+    UNCERTAIN = "uncertain"
+    LEASED = "leased"
+    NOT_DUE = "not_due"
+    EFFECT_OPEN = "effect_open"
+    DEADLINE = "deadline"
+    EXHAUSTED = "exhausted"
+
+
+def classify_claim(job: Job | None, now: int) -> ClaimRejectedError:
+    if job is None:
+        return ClaimRejectedError(ClaimRejection.NOT_FOUND)
+    if is_terminal(job.state):
+        return ClaimRejectedError(ClaimRejection.TERMINAL, job)
+    if job.state is JobState.WAITING_APPROVAL:
+        return ClaimRejectedError(ClaimRejection.PAUSED, job)
+    if job.state is JobState.UNKNOWN:
+        return ClaimRejectedError(ClaimRejection.UNCERTAIN, job)
+    if job.state is JobState.RUNNING and (job.lease_expires_at or 0) >= now:
+        return ClaimRejectedError(ClaimRejection.LEASED, job)
+    if job.state is JobState.RUNNING and job.effect_intent and not reconcilable(job):
+        return ClaimRejectedError(ClaimRejection.EFFECT_OPEN, job)
+    if job.deadline_at <= now:
+        return ClaimRejectedError(ClaimRejection.DEADLINE, job)
+    if job.attempts >= job.max_attempts:
+        return ClaimRejectedError(ClaimRejection.EXHAUSTED, job)
+    return ClaimRejectedError(ClaimRejection.NOT_DUE, job)
+
+
+def reconcilable(job: Job) -> bool:
+    """Whether the job's open effect can be settled by asking its provider (DESIGN §8)."""
+    return (job.effect_intent or {}).get("capability") in RECONCILABLE
+
+
+def _set_checkpoint(expr: Expression, checkpoint: Checkpoint) -> None:
+    expr.set("next_step", checkpoint.next_step).set("cost_used", checkpoint.cost_used)
+    expr.set("steps_used", checkpoint.steps_used).set("step_failures", checkpoint.step_failures)
+    expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
+
+
+class LeaseStore:
+    """The worker's writes. With `slots` (a per-user limit), a claim takes a slot first and
+    every write that takes the job out of `running` gives it back afterwards (decision C5)."""
+
+    def __init__(self, table: Table, slots: SlotStore | None = None) -> None:
+        self._table = table
+        self._slots = slots
+
+    def claim(self, job_id: str, owner: Owner, *, worker_id: str, now: int, lease_ms: int) -> Job:
+        """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
+        conditional write (DESIGN §3.2). With a per-user limit, a slot is taken first (its own
+        single-item write, decision C5) and given back if the claim fails. Raises
+        ClaimRejectedError with the reason read from the failed item, or SlotsFullError."""
+        if self._slots is None:
+            return self._claim_once(job_id, owner, worker_id, now, lease_ms, None, None)
+        slots = self._slots
+        for _ in range(2):
+            token = new_token(now)
+            take = slots.take(owner, job_id, token)
+            if take.full_item is not None and slots.repair(owner, take.full_item, now):
+                take = slots.take(owner, job_id, token)
+            if not take.took and take.held_token is None:
+                raise SlotsFullError(f"per-user limit of {slots.limit} running jobs reached")
+            try:
+                return self._claim_once(
+                    job_id,
+                    owner,
+                    worker_id,
+                    now,
+                    lease_ms,
+                    token if take.took else None,
+                    take.held_token,
+                )
+            except ClaimRejectedError as rejected:
+                if take.took:
+                    slots.release(owner, job_id, token)
+                    raise
+                old = rejected.job if isinstance(rejected.job, Job) else None
+                if old is None or old.state is JobState.RUNNING or take.held_token is None:
+                    raise
+                # The job holds no slot any more (it left `running`; its release was lost or
+                # is on its way): that entry is nobody's — free it, and take a slot afresh.
+                slots.release(owner, job_id, take.held_token)
+        raise ClaimRejectedError(ClaimRejection.NOT_DUE)
+
+    def _claim_once(
+        self,
+        job_id: str,
+        owner: Owner,
+        worker_id: str,
+        now: int,
+        lease_ms: int,
+        took_token: str | None,
+        held_token: str | None,
+    ) -> Job:
+        expr = owned(Expression(), owner)
+        state, attempts = expr.name("state"), expr.name("attempts")
+        lease, deadline = expr.name("lease_expires_at"), expr.name("deadline_at")
+        max_attempts, effect = expr.name("max_attempts"), expr.name("effect_intent")
+        queued, running = expr.value(JobState.QUEUED.value), expr.value(JobState.RUNNING.value)
+        now_v = expr.value(now)
+        expr.condition(
+            f"({state} = {queued} AND {expr.name('next_attempt_at')} <= {now_v}"
+            f" AND {deadline} > {now_v} AND {attempts} < {max_attempts})"
+            f" OR ({state} = {running} AND {lease} < {now_v} AND {deadline} > {now_v}"
+            f" AND {attempts} < {max_attempts} AND (attribute_not_exists({effect})"
+            f" OR {effect}.{expr.name('capability')} IN"
+            f" ({', '.join(expr.value(c) for c in RECONCILABLE)})))"
+        )
+        if held_token is not None:
+            # Adopting the job's slot entry: only the claim lineage that made it may
+            expr.condition(f"{expr.name('slot_token')} = {expr.value(held_token)}")
+        if took_token is not None:
+            expr.set("slot_token", took_token)
+        state_change(expr, JobState.RUNNING, from_active=True)
+        expr.increment("epoch").increment("attempts")
+        expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
+        expr.set("updated_at", now)  # queued and running share a `by_state` entry: no move
+        expr.increment("version").remove("next_attempt_at")
+        try:
+            item = self._table.update(expr.update_params(job_key(job_id)))
+        except ConditionFailed as failed:
+            old = failed.old_item()
+            raise classify_claim(job_from_item(old) if old else None, now) from failed
+        assert item is not None
+        return job_from_item(item)
+
+    def release_slot(self, job: Job) -> None:
+        """After the job left `running` under this worker's epoch: give its slot back. A
+        failure here only delays it (the repair frees entries nobody holds)."""
+        if self._slots is None or not job.slot_token:
+            return
+        with contextlib.suppress(StoreUnavailableError):
+            self._slots.release(job.owner, job.job_id, job.slot_token)
+
+    def _fenced_update(self, expr: Expression, job: Job, *, stale_message: str) -> Job:
+        try:
+            item = self._table.update(expr.update_params(job_key(job.job_id)))
+        except ConditionFailed as failed:
+            raise StaleEpochError(stale_message) from failed
+        assert item is not None
+        return job_from_item(item)
+
+    def heartbeat(self, job: Job, *, now: int, lease_ms: int) -> Job:
+        """Extend my lease; returns the item so the worker sees `cancel_requested`."""
+        expr = fenced(job, now).set("lease_expires_at", now + lease_ms)
+        return self._fenced_update(expr, job, stale_message="heartbeat under a lost lease")
+
+    def save_checkpoint(self, job: Job, checkpoint: Checkpoint, *, now: int, lease_ms: int) -> Job:
+        """Progress after a finished step, under the lease, extending it. A finished step also
+        settles the effect it opened, so the intent goes with it."""
+        expr = fenced(job, now)
+        _set_checkpoint(expr, checkpoint)
+        expr.set("lease_expires_at", now + lease_ms).remove("effect_intent")
+        return self._fenced_update(expr, job, stale_message="checkpoint under a lost lease")
+
+    def save_progress(self, job: Job, state: dict[str, Any], *, now: int, lease_ms: int) -> Job:
+        """A kind's own progress inside a step (the agent's checkpoint), under the fence,
+        extending the lease: a resume starts from it."""
+        expr = fenced(job, now).set("kind_state", json.dumps(state, separators=(",", ":")))
+        expr.set("lease_expires_at", now + lease_ms)
+        return self._fenced_update(expr, job, stale_message="progress under a lost lease")
+
+    def record_effect_intent(self, job: Job, intent: dict[str, Any], *, now: int) -> Job:
+        """The ledger entry written before an external effect (DESIGN §3.6): while it is open, no
+        outcome but the step's own completion removes it, and an expired lease makes the job
+        `unknown`, never an automatic retry."""
+        expr = fenced(job, now).set("effect_intent", intent)
+        return self._fenced_update(expr, job, stale_message="effect intent under a lost lease")
+
+    def finish(
+        self,
+        job: Job,
+        target: JobState,
+        *,
+        now: int,
+        checkpoint: Checkpoint,
+        history: dict[str, Any],
+        result: Any = None,
+        error: dict[str, str] | None = None,
+        stop_reason: StopReason | None = None,
+        retry_at: int | None = None,
+        approval: dict[str, Any] | None = None,
+        settle_effect: bool = False,
+        also: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """The outcome of this worker's attempt, under the fence (DESIGN §3.3–3.5), in one
+        transaction with the per-user slot release, a retry's delayed wake-up and any `also`
+        items (a kind's own writes that must land with the outcome, or not at all).
+
+        An open effect intent is kept unless `settle_effect` (the step that opened it ran to
+        its end). Raises StaleEpochError when the fence fails, RelatedItemChangedError (with
+        the item's index in `also`) when one of `also`'s conditions fails."""
+        expr = fenced(job, now, require_deadline=target is not JobState.DEAD)
+        _set_checkpoint(expr, checkpoint)
+        state_change(expr, target, from_active=True)
+        expr.remove("lease_owner", "lease_expires_at")
+        if settle_effect:
+            expr.remove("effect_intent")
+        keep_for_operators(expr, target, now)
+        set_history(expr, job, history)
+        if result is not None:
+            expr.set("result", json.dumps(result, separators=(",", ":")))
+        if error is not None:
+            expr.set("error", error)
+        if stop_reason is not None:
+            expr.set("stop_reason", stop_reason.value)
+        extra: list[dict[str, Any]] = list(also or [])
+        first_related = 1
+        if target is JobState.QUEUED:
+            assert retry_at is not None, "a retry needs retry_at"
+            expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
+            extra.insert(
+                0,
+                outbox_put(
+                    job.job_id, job.owner, version=job.version + 1, deliver_at=retry_at, now=now
+                ),
+            )
+            first_related = 2
+        if target is JobState.WAITING_APPROVAL:
+            assert approval is not None, "a pause needs the approval request"
+            # A pause is not a failed try: the attempt it used is given back.
+            expr.set("approval", approval).increment("attempts", -1)
+        self._write(
+            expr,
+            job,
+            extra,
+            stale_message=f"{target} under a lost lease",
+            first_related=first_related,
+            related=len(also or []),
+        )
+
+    def hand_back(
+        self, job: Job, *, now: int, checkpoint: Checkpoint, retry_at: int, history: dict[str, Any]
+    ) -> None:
+        """Give the job back unfinished (not enough time left in this invocation for its next
+        step): `queued` again at `retry_at` with a wake-up, checkpoint kept, the attempt given
+        back — it was not a failed try. Never used while an effect is open."""
+        expr = fenced(job, now)
+        _set_checkpoint(expr, checkpoint)
+        state_change(expr, JobState.QUEUED, from_active=True)
+        expr.remove("lease_owner", "lease_expires_at").increment("attempts", -1)
+        expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
+        set_history(expr, job, history)
+        wakeup = outbox_put(
+            job.job_id, job.owner, version=job.version + 1, deliver_at=retry_at, now=now
+        )
+        self._write(expr, job, [wakeup], stale_message="hand-back under a lost lease")
+
+    def note_dispatch(self, job_id: str, *, now: int) -> None:
+        """Record that a wake-up for this queued job was just sent straight to SQS (a slot wait,
+        a hand-off), so the sweeper does not mistake it for lost and add another copy."""
+        expr = Expression()
+        expr.condition(f"{expr.name('state')} = {expr.value(JobState.QUEUED.value)}")
+        expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
+        with contextlib.suppress(ConditionFailed):  # no longer queued: nothing to guard
+            self._table.update(expr.update_params(job_key(job_id)), return_new=False)
+
+    def _write(
+        self,
+        expr: Expression,
+        job: Job,
+        extra: list[dict[str, Any]],
+        *,
+        stale_message: str,
+        first_related: int = 1,
+        related: int = 0,
+    ) -> None:
+        """One UpdateItem when it alone gives the guarantee; a transaction when a wake-up or a
+        kind's item must commit with it. The job leaves `running` here, so its slot token goes
+        with it, and the slot is given back once the write is in (decision C5)."""
+        expr.remove("slot_token")
+        update = expr.update_params(job_key(job.job_id))
+        items = list(extra)
+        try:
+            if not items:
+                self._table.update(update, return_new=False)
+            else:
+                self._table.transact(
+                    [
+                        {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                        *items,
+                    ]
+                )
+        except ConditionFailed as failed:
+            if not failed.reasons or failed.failed_at(0):
+                raise StaleEpochError(stale_message) from failed
+            for index in range(related):
+                if failed.failed_at(first_related + index):
+                    raise RelatedItemChangedError(
+                        index, failed.old_item(first_related + index)
+                    ) from failed
+            raise LeaseholdError("a worker write failed a condition it cannot explain") from failed
+        self.release_slot(job)
+
+
+class LedgerStore:
+    """The operation ledger on the job item (DESIGN §8), written under the worker's fence: an
+    entry is `submitted` before the provider is called, then `confirmed` with the receipt or
+    `failed` with the error. While one is submitted, `effect_intent` names it."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def _write(self, expr: Expression, job: Job, what: str) -> Job:
+        try:
+            item = self._table.update(expr.update_params(job_key(job.job_id)))
+        except ConditionFailed as failed:
+            raise StaleEpochError(f"{what} under a lost lease") from failed
+        assert item is not None
+        return job_from_item(item)
+
+    def submit(self, job: Job, entry: dict[str, Any], intent: dict[str, Any], *, now: int) -> Job:
+        expr = fenced(job, now).set_entry("operations", intent["operation_id"], entry)
+        expr.set("effect_intent", intent)
+        return self._write(expr, job, "operation submitted")
+
+    def settle(self, job: Job, operation_id: str, entry: dict[str, Any], *, now: int) -> Job:
+        expr = fenced(job, now).set_entry("operations", operation_id, entry)
+        expr.remove("effect_intent")
+        return self._write(expr, job, "operation settled")

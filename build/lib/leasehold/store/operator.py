@@ -1,0 +1,172 @@
+"""OperatorStore: an operator's acts on a job — replay and resolve. Each reads the job, then
+writes conditional on the version it read; each records who, when and why in the history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.domain.errors import ConflictError, JobNotFoundError, ValidationError
+from leasehold.domain.job import Job
+from leasehold.domain.states import REPLAYABLE_STATES, JobState, StopReason
+from leasehold.store.expressions import Expression
+from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
+from leasehold.store.history import entry
+from leasehold.store.items import JOB_TTL_SECONDS, job_from_item, job_key
+from leasehold.store.table import ConditionFailed, Table
+
+
+class OperatorStore:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def _read(self, job_id: str) -> Job:
+        item = self._table.get(job_key(job_id))
+        if item is None:
+            raise JobNotFoundError(f"no job {job_id}")
+        return job_from_item(item)
+
+    def replay(
+        self, job_id: str, *, operator: str, note: str, checked_provider: bool, now: int
+    ) -> Job:
+        """`dead` / `failed` / `unknown` → `queued` under the same job id (decision D12): attempts
+        start again, the deadline and the TTL are renewed, budget use is kept, `replays` counts
+        up, and the history says who replayed it and why. An `unknown` job is replayed only on
+        the operator's word that they checked the provider (its effect may have happened)."""
+        job = self._read(job_id)
+        if job.state not in REPLAYABLE_STATES:
+            raise ConflictError(
+                f"job {job_id} is {job.state.value}; only dead, failed or unknown jobs replay",
+                code="not_replayable",
+            )
+        if job.state is JobState.UNKNOWN and not checked_provider:
+            raise ValidationError(
+                f"job {job_id} is unknown: its effect may have happened. Check the provider "
+                'first, then replay with {"checked_provider": true, "note": "..."}',
+                code="checked_provider_required",
+            )
+        expr = Expression()
+        expr.condition(f"{expr.name('version')} = {expr.value(job.version)}")
+        expr.increment("version").increment("replays").set("updated_at", now)
+        state_change(expr, JobState.QUEUED, from_active=False)
+        expr.set("attempts", 0).set("next_attempt_at", now).set("last_dispatch_at", now)
+        deadline_at = now + (job.deadline_at - job.created_at)
+        expr.set("deadline_at", deadline_at)
+        expr.set("expires_at", deadline_at // 1000 + JOB_TTL_SECONDS)
+        expr.set("cancel_requested", False).set("step_failures", 0)
+        set_history(
+            expr,
+            job,
+            entry(
+                "replayed",
+                at=now,
+                state=JobState.QUEUED.value,
+                attempt=job.attempts,
+                epoch=job.epoch,
+                reason=f"from {job.state.value}"
+                + (f" ({job.stop_reason})" if job.stop_reason else ""),
+                by=operator,
+                note=note,
+                operation_id=(job.effect_intent or {}).get("operation_id"),
+            ),
+        )
+        expr.remove("error", "stop_reason", "result", "effect_intent", "approval", "resolution")
+        open_operation = (job.effect_intent or {}).get("operation_id")
+        if open_operation and open_operation in job.operations:
+            # The operator checked the provider: the next try calls again with the same key
+            # (an idempotent provider still deduplicates it).
+            expr.set_entry(
+                "operations",
+                open_operation,
+                {
+                    **job.operations[open_operation],
+                    "state": "released",
+                    "settled_at": now,
+                    "released_by": operator,
+                    "note": note,
+                },
+            )
+        wakeup = outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
+        try:
+            self._table.transact([{"Update": expr.update_params(job_key(job_id))}, wakeup])
+        except ConditionFailed as failed:
+            raise ConflictError(
+                f"job {job_id} changed while it was being replayed; look again", code="busy"
+            ) from failed
+        return self._read(job_id)
+
+    def resolve(
+        self,
+        job_id: str,
+        *,
+        operator: str,
+        succeeded: bool,
+        note: str,
+        receipt: str | None,
+        now: int,
+    ) -> Job:
+        """Settle an `unknown` job on an operator's word: `succeeded` (with the provider's
+        receipt when they have it) or `failed`. The job then says what was resolved and by whom
+        (`resolution`), and the uncertainty error is replaced."""
+        job = self._read(job_id)
+        if job.state is not JobState.UNKNOWN:
+            raise ConflictError(
+                f"job {job_id} is {job.state.value}, not unknown", code="not_unknown"
+            )
+        target = JobState.SUCCEEDED if succeeded else JobState.FAILED
+        operation_id = (job.effect_intent or {}).get("operation_id")
+        resolution: dict[str, Any] = {
+            "outcome": target.value,
+            "by": operator,
+            "at": now,
+            "note": note,
+        }
+        if receipt:
+            resolution["receipt"] = receipt
+        if operation_id:
+            resolution["operation_id"] = operation_id
+        expr = Expression()
+        expr.condition(f"{expr.name('version')} = {expr.value(job.version)}")
+        expr.increment("version").set("updated_at", now)
+        state_change(expr, target, from_active=False)
+        expr.set("stop_reason", StopReason.RESOLVED_BY_OPERATOR.value)
+        expr.set("resolution", resolution)
+        keep_for_operators(expr, target, now)
+        set_history(
+            expr,
+            job,
+            entry(
+                "resolved",
+                at=now,
+                state=target.value,
+                reason=StopReason.RESOLVED_BY_OPERATOR.value,
+                by=operator,
+                note=note,
+                operation_id=operation_id,
+            ),
+        )
+        if operation_id and operation_id in job.operations:
+            settled = {
+                **job.operations[operation_id],
+                "settled_at": now,
+                "resolved_by": operator,
+                "state": "confirmed" if succeeded else "failed",
+            }
+            if receipt:
+                settled["receipt"] = {"receipt": receipt}
+            expr.set_entry("operations", operation_id, settled)
+        if succeeded:
+            expr.remove("effect_intent", "error")
+        else:
+            expr.remove("effect_intent")
+            expr.set(
+                "error",
+                {"code": "resolved_failed", "message": f"resolved as failed by {operator}: {note}"},
+            )
+        try:
+            item = self._table.update(expr.update_params(job_key(job_id)))
+        except ConditionFailed as failed:
+            raise ConflictError(
+                f"job {job_id} changed while it was being resolved; look again", code="busy"
+            ) from failed
+        assert item is not None
+        return job_from_item(item)

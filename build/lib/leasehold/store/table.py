@@ -1,0 +1,204 @@
+"""The one door to the DynamoDB table. Every request of every store goes through here, so each
+failure is classified in one place (DESIGN §10, STYLE #5):
+
+- a failed condition is `ConditionFailed`, carrying the old item (single writes ask for
+  `ReturnValuesOnConditionCheckFailure=ALL_OLD`) or the transaction's cancellation reasons, in
+  the order of the transaction's items — callers decide what it means, never by reading messages;
+- a transaction cancelled for `TransactionConflict`, `ThrottlingError` or
+  `ProvisionedThroughputExceeded` (which botocore does not retry) is retried here with full
+  jitter a bounded number of times, then `StoreUnavailableError`;
+- throttles, internal errors and timeouts of single requests are retried by botocore's standard
+  mode (see handlers/wiring.py), then `StoreUnavailableError`;
+- anything else (a `ValidationError`, an item over 400 KB) is a `LeaseholdError`: a bug, never
+  mistaken for "try again".
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from leasehold.domain.errors import LeaseholdError, StoreUnavailableError
+from leasehold.store.errors import error_code, translate
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+RETRYABLE_CANCELLATIONS = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+)
+
+
+class ConditionFailed(Exception):  # noqa: N818 - a control-flow signal inside store/, not an error
+    """A write's condition did not hold. `item` is the old item of a single write; `reasons` are
+    the cancellation reasons of a transaction (one per item, in order)."""
+
+    def __init__(
+        self, *, item: Mapping[str, Any] | None = None, reasons: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__("condition failed")
+        self.item = dict(item) if item else None
+        self.reasons = reasons or []
+
+    def failed_at(self, index: int) -> bool:
+        """Whether the transaction item at `index` is the one whose condition failed."""
+        return (
+            index < len(self.reasons)
+            and self.reasons[index].get("Code") == "ConditionalCheckFailed"
+        )
+
+    def old_item(self, index: int = 0) -> dict[str, Any] | None:
+        """The old item (ALL_OLD) of the failed single write, or of transaction item `index`."""
+        if self.reasons:
+            if index < len(self.reasons):
+                return cast(dict[str, Any] | None, self.reasons[index].get("Item"))
+            return None
+        return self.item
+
+
+@dataclass
+class TransactionRetry:
+    """Bounded full-jitter retries of a cancelled-for-contention transaction."""
+
+    attempts: int = 4
+    base_ms: int = 25
+    cap_ms: int = 400
+    sleep: Callable[[float], None] = field(default=time.sleep)
+    rng: random.Random = field(default_factory=random.Random)
+
+    def pause(self, attempt: int) -> None:
+        ceiling = min(self.cap_ms, self.base_ms * (2 ** (attempt - 1)))
+        self.sleep(self.rng.uniform(0, ceiling) / 1000)
+
+
+@dataclass
+class TableStats:
+    """What the door saw (tests and the benchmark read it)."""
+
+    transaction_retries: int = 0
+    transactions_given_up: int = 0
+
+
+class Table:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        name: str,
+        *,
+        retry: TransactionRetry | None = None,
+    ) -> None:
+        self.client = client
+        self.name = name
+        self.retry = retry or TransactionRetry()
+        self.stats = TableStats()
+
+    # ---------------------------------------------------------------- reads
+
+    def get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            answer = self.client.get_item(TableName=self.name, Key=key, ConsistentRead=True)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from exc
+        return cast(dict[str, Any] | None, answer.get("Item"))
+
+    def query(self, **params: Any) -> dict[str, Any]:
+        try:
+            return cast(dict[str, Any], self.client.query(TableName=self.name, **params))
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from exc
+
+    def batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Items for `keys` (strongly consistent), unprocessed keys retried a bounded number of
+        times; a key still unprocessed after that is `StoreUnavailableError`."""
+        found: list[dict[str, Any]] = []
+        pending = list(keys)
+        try:
+            for _ in range(10):
+                if not pending:
+                    return found
+                chunk, pending = pending[:100], pending[100:]
+                answer = self.client.batch_get_item(
+                    RequestItems={self.name: {"Keys": chunk, "ConsistentRead": True}}
+                )
+                found.extend(answer["Responses"].get(self.name, []))
+                unprocessed = (
+                    cast(dict[str, Any], answer.get("UnprocessedKeys") or {})
+                    .get(self.name, {})
+                    .get("Keys")
+                )
+                if unprocessed:
+                    pending = list(unprocessed) + pending
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from exc
+        if pending:
+            raise StoreUnavailableError("the store kept keys unprocessed; nothing was promised")
+        return found
+
+    # ---------------------------------------------------------------- writes
+
+    def update(self, params: dict[str, Any], *, return_new: bool = True) -> dict[str, Any] | None:
+        """One conditional UpdateItem. Returns the new item (or None when `return_new` is
+        False); raises ConditionFailed with the old item."""
+        try:
+            answer = self.client.update_item(
+                TableName=self.name,
+                **params,
+                ReturnValues="ALL_NEW" if return_new else "NONE",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
+            raise translate(exc) from exc
+        except BotoCoreError as exc:
+            raise translate(exc) from exc
+        return cast(dict[str, Any], answer.get("Attributes")) if return_new else None
+
+    def transact(self, items: list[dict[str, Any]], *, token: str | None = None) -> None:
+        """One TransactWriteItems (each item a {"Put"|"Update"|"Delete"|"ConditionCheck": …}
+        whose TableName defaults to this table). Raises ConditionFailed with the reasons when
+        any condition failed; retries contention and throttling cancellations; otherwise
+        StoreUnavailableError or LeaseholdError."""
+        prepared = [_with_table(item, self.name) for item in items]
+        params: dict[str, Any] = {"TransactItems": prepared}
+        if token:
+            params["ClientRequestToken"] = token
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                self.client.transact_write_items(**params)
+                return
+            except ClientError as exc:
+                code = error_code(exc)
+                if code != "TransactionCanceledException":
+                    raise translate(exc) from exc
+                reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
+                codes = {str(reason.get("Code") or "") for reason in reasons}
+                if "ConditionalCheckFailed" in codes:
+                    raise ConditionFailed(reasons=reasons) from exc
+                if not codes & RETRYABLE_CANCELLATIONS:
+                    raise LeaseholdError(
+                        f"transaction cancelled: {sorted(c for c in codes if c)}"
+                    ) from exc
+                if attempt == self.retry.attempts:
+                    self.stats.transactions_given_up += 1
+                    reasons_seen = sorted(codes & RETRYABLE_CANCELLATIONS)
+                    raise StoreUnavailableError(
+                        f"the store kept cancelling the transaction ({reasons_seen}); "
+                        "nothing was promised"
+                    ) from exc
+                self.stats.transaction_retries += 1
+                self.retry.pause(attempt)
+            except BotoCoreError as exc:
+                raise translate(exc) from exc
+
+
+def _with_table(item: dict[str, Any], table: str) -> dict[str, Any]:
+    ((operation, body),) = item.items()
+    if "TableName" in body:
+        return item
+    return {operation: {"TableName": table, **body}}

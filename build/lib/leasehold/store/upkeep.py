@@ -1,0 +1,130 @@
+"""UpkeepStore: the writes that settle what no worker will settle — an expired lease, a queued
+job past its deadline, a lost wake-up. Each is conditional on what was seen (the epoch, or the
+version), so a live worker is never overtaken and two sweepers never both act."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.domain.errors import RelatedItemChangedError, StaleEpochError
+from leasehold.domain.job import Job
+from leasehold.domain.states import JobState, StopReason
+from leasehold.store.expressions import Expression
+from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
+from leasehold.store.items import job_key
+from leasehold.store.leases import LeaseStore
+from leasehold.store.table import ConditionFailed, Table
+
+
+class UpkeepStore:
+    def __init__(self, table: Table, leases: LeaseStore | None = None) -> None:
+        self._table = table
+        self._leases = leases
+
+    def settle_expired_lease(
+        self,
+        job: Job,
+        target: JobState,
+        *,
+        now: int,
+        history: dict[str, Any],
+        stop_reason: StopReason | None = None,
+        error: dict[str, str] | None = None,
+        also: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """A `running` job whose lease (as last seen, `job.epoch`) expired: back to `queued` with a
+        fresh wake-up (rescue), or to `unknown` (an effect was open) or `dead`. Conditional on
+        the same epoch and the lease still expired, so a live worker is never overtaken."""
+        expr = Expression()
+        expr.condition(
+            f"{expr.name('epoch')} = {expr.value(job.epoch)}"
+            f" AND {expr.name('state')} = {expr.value(JobState.RUNNING.value)}"
+            f" AND {expr.name('lease_expires_at')} < {expr.value(now)}"
+        )
+        expr.increment("version").set("updated_at", now)
+        state_change(expr, target, from_active=True)
+        expr.remove("lease_owner", "lease_expires_at")
+        keep_for_operators(expr, target, now)
+        set_history(expr, job, history)
+        if stop_reason is not None:
+            expr.set("stop_reason", stop_reason.value)
+        if error is not None:
+            expr.set("error", error)
+        extra: list[dict[str, Any]] = []
+        if target is JobState.QUEUED:
+            expr.set("next_attempt_at", now).set("last_dispatch_at", now)
+            extra.append(
+                outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
+            )
+        expr.remove("slot_token")
+        related = list(also or [])
+        extra.extend(related)
+        self._apply(
+            expr,
+            job,
+            extra,
+            stale_message="lease no longer expired",
+            related=(len(extra) - len(related), len(related)),
+        )
+        if self._leases is not None:
+            self._leases.release_slot(job)
+
+    def expire_queued(self, job: Job, *, now: int, history: dict[str, Any]) -> None:
+        """A `queued` job whose deadline passed becomes `dead` / `deadline_exceeded`."""
+        expr = Expression()
+        expr.condition(
+            f"{expr.name('state')} = {expr.value(JobState.QUEUED.value)}"
+            f" AND {expr.name('version')} = {expr.value(job.version)}"
+            f" AND {expr.name('deadline_at')} <= {expr.value(now)}"
+        )
+        expr.increment("version").set("updated_at", now)
+        state_change(expr, JobState.DEAD, from_active=True)
+        expr.set("stop_reason", StopReason.DEADLINE_EXCEEDED.value)
+        expr.set(
+            "error", {"code": "deadline_exceeded", "message": "the deadline passed while queued"}
+        )
+        keep_for_operators(expr, JobState.DEAD, now)
+        set_history(expr, job, history)
+        self._apply(expr, job, [], stale_message="no longer queued")
+
+    def redispatch(self, job: Job, *, now: int) -> None:
+        """A new wake-up for a due `queued` job whose last one was lost; conditional on the
+        version seen, so two sweepers never both dispatch."""
+        expr = Expression()
+        expr.condition(
+            f"{expr.name('state')} = {expr.value(JobState.QUEUED.value)}"
+            f" AND {expr.name('version')} = {expr.value(job.version)}"
+        )
+        expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
+        wakeup = outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
+        self._apply(expr, job, [wakeup], stale_message="job changed meanwhile")
+
+    def _apply(
+        self,
+        expr: Expression,
+        job: Job,
+        extra: list[dict[str, Any]],
+        *,
+        stale_message: str,
+        related: tuple[int, int] = (0, 0),
+    ) -> None:
+        """`related` = (index of the first related item among `extra`, how many)."""
+        update = expr.update_params(job_key(job.job_id))
+        try:
+            if not extra:
+                self._table.update(update, return_new=False)
+            else:
+                self._table.transact(
+                    [
+                        {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                        *extra,
+                    ]
+                )
+        except ConditionFailed as failed:
+            first, count = related
+            for index in range(count):
+                if failed.failed_at(1 + first + index):
+                    raise RelatedItemChangedError(
+                        index, failed.old_item(1 + first + index)
+                    ) from failed
+            raise StaleEpochError(stale_message) from failed
