@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench clean mutants
+.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench clean mutants soak
 
 setup: $(STAMP)
 
@@ -37,13 +37,13 @@ test-e2e: setup
 	$(BIN)/pytest -m e2e
 
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 
 format: setup
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench scripts
+	$(BIN)/ruff check --fix src tests bench scripts
 
 validate: setup
 	$(BIN)/sam validate --lint --template template.yaml
@@ -74,3 +74,7 @@ clean:
 # Break each guarantee once in a temporary copy and run the suite: every mutant must be killed.
 mutants: setup
 	$(BIN)/python scripts/mutants.py
+
+# A thousand jobs over HTTP while workers are killed and store faults are injected (local stack).
+soak: setup
+	$(BIN)/python scripts/soak.py
