@@ -172,6 +172,23 @@ def _redrive(args: argparse.Namespace) -> dict[str, Any]:
     return {"redrive": "done", "moved": moved, "how": "receive/send/delete (no move task here)"}
 
 
+def _cmd_smoke(args: argparse.Namespace) -> int:
+    from leasehold.smoke import Smoke, SmokeError
+
+    url = args.url
+    if not url:
+        from leasehold.local.stack import StackError, StackInfo
+
+        try:
+            url = StackInfo.load(Path(args.state)).api_url
+        except StackError as exc:
+            raise CliError(f"{exc} (or pass --url for a deployed stack)") from exc
+    try:
+        return Smoke(url, token=args.token, ops_token=args.ops_token).run()
+    except SmokeError as exc:
+        raise CliError(str(exc)) from exc
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from leasehold.demo import run_demo
 
@@ -258,6 +275,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--capability", choices=PROVIDER_MODES, required=True)
     serve.add_argument("--db", default=".leasehold/provider.sqlite3", help="the charge ledger")
     serve.set_defaults(run=_cmd_provider_serve)
+    smoke = commands.add_parser(
+        "smoke", help="one successful and one failing operation of each application, anywhere"
+    )
+    smoke.add_argument("--url", help="the API's base URL (default: the running local stack)")
+    smoke.add_argument("--token", help="a user's ID token (deployed); locally X-Demo-User")
+    smoke.add_argument("--ops-token", help="an operator's ID token, for the replay (deployed)")
+    smoke.add_argument("--state", default=".leasehold/local-stack.json")
+    smoke.set_defaults(run=_cmd_smoke)
     demo = commands.add_parser("demo", help="the ten-task demo on the local stack")
     demo.add_argument("--port", type=int, default=0)
     demo.add_argument("--template", default="template.yaml")

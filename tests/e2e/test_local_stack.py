@@ -186,3 +186,30 @@ def test_local_up_stops_its_workers_on_sigterm(tmp_path: Path) -> None:
     assert running.process.returncode == 0
     left = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
     assert left.stdout.strip() == ""
+
+
+def test_smoke_runs_the_same_scenario_against_the_local_stack(stack: LocalStackProcess) -> None:
+    import subprocess
+    import sys
+
+    stack.start_worker("w1")
+    stack.start_worker("w2")
+    out = subprocess.run(
+        [sys.executable, "-m", "leasehold.cli", "smoke", "--state", str(stack.state)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    printed = out.stdout
+    for seen in (
+        "it succeeds",
+        "a job that fails for good",
+        "an operator replays it",
+        "its title lands",
+        "its title fails",
+    ):
+        assert f"ok   {seen}" in printed, printed
+    assert "FAIL" not in printed
+    assert "timeout" in printed and "stored: failed" in printed

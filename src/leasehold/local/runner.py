@@ -126,6 +126,9 @@ class LocalStack:
 
             self._threads.append(Repeater(f"schedule:{function}", self.sweep_seconds, run_schedule))
         self.gateway.start()
+        info.api_url = self.url
+        info.pid = os.getpid()
+        info.save(self.state_path)
         for thread in self._threads:
             thread.start()
         return info

@@ -84,6 +84,10 @@ class StackInfo:
     outputs: dict[str, str] = field(default_factory=dict)
     local_environment: dict[str, str] = field(default_factory=dict)
     """Variables only the local stack gives its functions (its own providers, faults)."""
+    api_url: str = ""
+    """The local gateway's base URL (set once it listens)."""
+    pid: int = 0
+    """The `leasehold local up` process."""
 
     def environment(self, function: str) -> dict[str, str]:
         """The function's environment as the template resolves it, pointed at the local stack."""
@@ -122,6 +126,8 @@ class StackInfo:
             schedules=doc["schedules"],
             outputs=doc.get("outputs", {}),
             local_environment=doc.get("local_environment", {}),
+            api_url=doc.get("api_url", ""),
+            pid=doc.get("pid", 0),
         )
 
 
