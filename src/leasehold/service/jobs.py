@@ -53,7 +53,7 @@ class JobService:
         submittable = {name for name, kind in self._kinds.items() if kind.submittable}
         spec = parse_job_request(body, submittable, self._default_max_attempts)
         kind = self._kinds[spec.kind]
-        kind.validate(spec.payload)
+        kind.validate_for(spec.payload, owner)
         job = new_job(
             self._new_id(),
             spec.kind,
