@@ -503,3 +503,13 @@ def test_a_cancel_between_tools_stops_the_agent(harness: Harness) -> None:
 def test_a_hosted_planner_must_be_configured_to_be_asked_for(harness: Harness) -> None:
     with pytest.raises(ValidationError, match="needs a model endpoint"):
         submit_doc_prep(harness, {"document": {"text": "x"}, "planner": {"kind": "hosted"}})
+
+
+def test_a_bucket_document_with_no_bucket_configured_fails_before_a_step_is_spent(
+    harness: Harness,
+) -> None:
+    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}})
+    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
+    job = _job(harness, job_id)
+    assert (job.state, job.error["code"]) == (JobState.FAILED, "documents_unconfigured")
+    assert job.kind_state is None

@@ -129,6 +129,8 @@ class DocPrepKind(KindBase):
             if proposal is None:
                 break
             allowed = self._allow(ctx, proposal, checkpoint, job_input)
+            if allowed.tool == "extract" and job_input.s3_key is not None:
+                self._reader()  # a cold S3 client is made now, not inside extract's bound
             operation_id = f"{job.job_id}:tool:{allowed.step_index}"
             tool_keys = keys | {"tool": allowed.tool, "operation_id": operation_id}
             checkpoint = checkpoint.begin(allowed.tool)
@@ -249,6 +251,15 @@ class DocPrepKind(KindBase):
         assert key is not None  # exactly one of text / s3_key (spec.DocPrepInput)
         return lambda: self._read_document(key)
 
+    def _reader(self) -> DocumentReader:
+        if self._documents is None:
+            if self._documents_factory is None:
+                raise FatalStepError(
+                    "no documents bucket is configured", error_code="documents_unconfigured"
+                )
+            self._documents = self._documents_factory()
+        return self._documents
+
     def _read_document(self, key: str) -> str:
         from leasehold.agent.spec import (
             MAX_DOCUMENT_BYTES,
@@ -257,14 +268,8 @@ class DocPrepKind(KindBase):
         )
         from leasehold.store.documents import DocumentNotFoundError, DocumentUnavailableError
 
-        if self._documents is None:
-            if self._documents_factory is None:
-                raise FatalStepError(
-                    "no documents bucket is configured", error_code="documents_unconfigured"
-                )
-            self._documents = self._documents_factory()
         try:
-            return decode_document(self._documents.read(key, MAX_DOCUMENT_BYTES))
+            return decode_document(self._reader().read(key, MAX_DOCUMENT_BYTES))
         except DocumentUnavailableError as unavailable:
             raise TransientStepError(str(unavailable), error_code=unavailable.code) from None
         except (DocumentNotFoundError, DocumentUnreadableError) as unusable:
