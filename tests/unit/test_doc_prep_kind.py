@@ -210,3 +210,17 @@ def test_the_hosted_planner_is_off_unless_an_endpoint_and_a_model_are_set() -> N
         Settings.from_env(_env(HOSTED_PLANNER_API_KEY_SECRET="arn:aws:secretsmanager:x"))
     with pytest.raises(SettingsError, match="DOCUMENTS_BUCKET"):
         Settings.from_env(_env(DOCUMENTS_BUCKET=""))
+
+
+def test_the_hosted_planner_is_built_only_when_configured_and_checked_at_cold_start() -> None:
+    from leasehold.agent.hosted import HostedPlannerConfigError
+    from leasehold.handlers.wiring import _hosted_planner
+
+    assert _hosted_planner(Settings.from_env(_env())) is None
+    configured = _env(HOSTED_PLANNER_ENDPOINT="https://models.example/v1/chat/completions",
+                      HOSTED_PLANNER_MODEL="small")  # fmt: skip
+    factory = _hosted_planner(Settings.from_env(configured))
+    assert callable(factory)  # built, not called: no request, no secret read at cold start
+    plain_http = configured | {"HOSTED_PLANNER_ENDPOINT": "http://models.example/v1/chat"}
+    with pytest.raises(HostedPlannerConfigError, match="https"):
+        _hosted_planner(Settings.from_env(plain_http))
