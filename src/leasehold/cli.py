@@ -189,6 +189,55 @@ def _cmd_smoke(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
 
 
+# ---------------------------------------------------------------- docs (doc_prep's documents)
+
+
+def _cmd_docs_put(args: argparse.Namespace) -> int:
+    """Upload a document for doc_prep jobs to the running local stack's documents bucket, under
+    the demo user's tenant, and print the `s3_key` a job names it by (stdout: the key alone)."""
+    from leasehold.agent.spec import (
+        MAX_DOCUMENT_BYTES,
+        DocumentUnreadableError,
+        decode_document,
+        document_prefix,
+        tenant_of_key,
+    )
+    from leasehold.local.gateway import DEMO_USERS
+    from leasehold.local.stack import StackError, StackInfo, client
+
+    try:
+        stack = StackInfo.load(Path(args.state))
+    except StackError as exc:
+        raise CliError(str(exc)) from exc
+    bucket = stack.outputs.get("DocumentsBucket")
+    if not bucket:
+        raise CliError("the running local stack has no documents bucket; restart it (make up)")
+    path = Path(args.file)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
+    try:
+        decode_document(data)
+    except DocumentUnreadableError as exc:
+        raise CliError(f"{args.file}: {exc} (a doc_prep document is UTF-8 text ≤ "
+                       f"{MAX_DOCUMENT_BYTES} bytes)") from exc  # fmt: skip
+    tenant = DEMO_USERS[args.user]["custom:tenant"]
+    key = document_prefix(tenant) + (args.name or path.name)
+    if tenant_of_key(key) != tenant:
+        raise CliError(
+            f"{key!r} is not a usable document key: use a name of A-Z a-z 0-9 ! _ . * ' ( ) - "
+            "(pass --name to choose one)"
+        )
+    client("s3", stack.endpoint).put_object(
+        Bucket=bucket, Key=key, Body=data, ContentType="text/plain; charset=utf-8"
+    )
+    print(f"uploaded {len(data)} bytes for {args.user} (tenant {tenant}) to s3://{bucket}/{key}",
+          file=sys.stderr)  # fmt: skip
+    print(key)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from leasehold.demo import run_demo
 
@@ -206,6 +255,12 @@ def _cmd_provider_serve(args: argparse.Namespace) -> int:
         return serve_provider(args.port, args.capability, Path(args.db))
     except (OSError, sqlite3.Error) as exc:
         raise CliError(f"cannot serve the provider (port {args.port}, {args.db}): {exc}") from exc
+
+
+def _demo_users() -> list[str]:
+    from leasehold.local.gateway import DEMO_USERS
+
+    return list(DEMO_USERS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -283,6 +338,16 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--ops-token", help="an operator's ID token, for the replay (deployed)")
     smoke.add_argument("--state", default=".leasehold/local-stack.json")
     smoke.set_defaults(run=_cmd_smoke)
+    docs = commands.add_parser("docs", help="documents for doc_prep jobs (local stack)")
+    docs_commands = docs.add_subparsers(dest="docs_command", required=True)
+    put = docs_commands.add_parser(
+        "put", help="upload FILE under the user's tenant; prints the s3_key for a doc_prep job"
+    )
+    put.add_argument("file")
+    put.add_argument("--user", required=True, choices=sorted(_demo_users()))
+    put.add_argument("--name", help="the document's name in the bucket (default: FILE's name)")
+    put.add_argument("--state", default=".leasehold/local-stack.json")
+    put.set_defaults(run=_cmd_docs_put)
     demo = commands.add_parser("demo", help="the ten-task demo on the local stack")
     demo.add_argument("--port", type=int, default=0)
     demo.add_argument("--template", default="template.yaml")

@@ -66,6 +66,7 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
         "TABLE_NAME": "jobs",
         "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/work",
         "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+        "DOCUMENTS_BUCKET": "leasehold-documents",
     }
     tpl = template()
     params = {name: str(p.get("Default")) for name, p in tpl["Parameters"].items()}
@@ -92,23 +93,36 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
     assert Settings.from_env(env).user_concurrency_limit == int(params["UserConcurrencyLimit"])
 
 
+DOCUMENTS_READ = {"Fn::Sub": "${DocumentsBucket.Arn}/tenants/*/documents/*"}
+"""The one other wildcard: the worker reads any tenant's documents by exact key (doc_prep)."""
+
+
 def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
     # What CloudFormation will create (after SAM's transform): no AWS managed policy (their
-    # resources are "*"), and every statement names resources of this stack. The one wildcard
-    # allowed is the log-stream part of the function's own log group's ARN.
+    # resources are "*"), and every statement names resources of this stack. The wildcards
+    # allowed are the log-stream part of the function's own log group's ARN, and the worker's
+    # GetObject on tenants/*/documents/* of the documents bucket.
     translated = translate(template(), "us-east-1")
     roles = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
     assert set(roles) == {"ApiRole", "RelayRole", "WorkerRole", "SweeperRole"}
+    extra = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Policy"}
+    assert set(extra) == {"WorkerHostedPlannerKeyPolicy"}
+    assert extra["WorkerHostedPlannerKeyPolicy"]["Properties"]["Roles"] == [{"Ref": "WorkerRole"}]
+    policies = [(name, p) for name, role in roles.items() for p in role["Properties"]["Policies"]]
+    policies += [("WorkerRole", {"PolicyDocument": p["Properties"]["PolicyDocument"]})
+                 for p in extra.values()]  # fmt: skip
     for name, role in roles.items():
         assert not role["Properties"].get("ManagedPolicyArns"), name
-        for policy in role["Properties"]["Policies"]:
-            for statement in policy["PolicyDocument"]["Statement"]:
-                resources = statement["Resource"]
-                for resource in resources if isinstance(resources, list) else [resources]:
-                    assert resource != "*", (name, statement)
-                    if "*" in json.dumps(resource):
-                        log_group = name.replace("Role", "LogGroup")
-                        assert resource == {"Fn::GetAtt": [log_group, "Arn"]}, (name, statement)
+    for name, policy in policies:
+        for statement in policy["PolicyDocument"]["Statement"]:
+            resources = statement["Resource"]
+            for resource in resources if isinstance(resources, list) else [resources]:
+                assert resource != "*", (name, statement)
+                if resource == DOCUMENTS_READ:
+                    assert (name, statement["Action"]) == ("WorkerRole", ["s3:GetObject"])
+                elif "*" in json.dumps(resource):
+                    log_group = name.replace("Role", "LogGroup")
+                    assert resource == {"Fn::GetAtt": [log_group, "Arn"]}, (name, statement)
     functions = {
         n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
     }

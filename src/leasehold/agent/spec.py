@@ -19,6 +19,10 @@ from leasehold.domain.errors import LeaseholdError, ValidationError
 MAX_DOCUMENT_BYTES: Final = 16 * 1024
 MAX_REQUIRED_FIELDS: Final = 10
 MAX_PROPOSALS: Final = 10
+MAX_STEP_DELAY_MS: Final = 3_000
+"""`planner.step_delay_ms` (fixture and scripted planners only): the planner "thinks" this long
+before each proposal, heartbeating, so a demo can stop a worker between two tools. Bounded so
+four delays and the tools' bounds still fit in one step (≤ 20 s, the local MAX_STEP_SECONDS)."""
 MAX_KEY_CHARS: Final = 512
 PLANNER_KINDS: Final = ("fixture", "scripted", "hosted")
 # AWS's "safe characters" for object keys, and "/" between segments.
@@ -37,6 +41,7 @@ class DocumentUnreadableError(LeaseholdError):
 class PlannerSpec:
     kind: str  # one of PLANNER_KINDS
     proposals: tuple[Proposal, ...] = ()
+    step_delay_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -161,10 +166,11 @@ def _planner(value: Any, hosted_configured: bool) -> PlannerSpec:
         return PlannerSpec(kind="fixture")
     if not isinstance(value, dict):
         raise ValidationError("'payload.planner' must be an object")
-    _refuse_unknown(value, {"kind", "proposals"}, "payload.planner")
+    _refuse_unknown(value, {"kind", "proposals", "step_delay_ms"}, "payload.planner")
     kind = value.get("kind")
     if kind not in PLANNER_KINDS:
         raise ValidationError(f"'payload.planner.kind' must be one of: {', '.join(PLANNER_KINDS)}")
+    delay = _step_delay_ms(value, kind)
     if kind != "scripted":
         if "proposals" in value:
             raise ValidationError("'payload.planner.proposals' is only for kind 'scripted'")
@@ -172,13 +178,26 @@ def _planner(value: Any, hosted_configured: bool) -> PlannerSpec:
             raise ValidationError(
                 "'payload.planner.kind' 'hosted' needs a model endpoint, and none is configured"
             )
-        return PlannerSpec(kind=kind)
+        return PlannerSpec(kind=kind, step_delay_ms=delay)
     proposals = value.get("proposals")
     if not isinstance(proposals, list) or not 1 <= len(proposals) <= MAX_PROPOSALS:
         raise ValidationError(
             f"'payload.planner.proposals' must be a list of 1 to {MAX_PROPOSALS} proposals"
         )
-    return PlannerSpec(kind="scripted", proposals=tuple(_proposals(proposals)))
+    return PlannerSpec(kind="scripted", proposals=tuple(_proposals(proposals)), step_delay_ms=delay)
+
+
+def _step_delay_ms(value: dict[str, Any], kind: str) -> int:
+    if "step_delay_ms" not in value:
+        return 0
+    if kind == "hosted":
+        raise ValidationError("'payload.planner.step_delay_ms' is only for 'fixture' or 'scripted'")
+    delay = value["step_delay_ms"]
+    if isinstance(delay, bool) or not isinstance(delay, int) or not 0 <= delay <= MAX_STEP_DELAY_MS:
+        raise ValidationError(
+            f"'payload.planner.step_delay_ms' must be an integer from 0 to {MAX_STEP_DELAY_MS}"
+        )
+    return delay
 
 
 def _proposals(items: list[Any]) -> list[Proposal]:

@@ -133,17 +133,30 @@ class RelatedItemChangedError(LeaseholdError):
 class StopJobError(LeaseholdError):
     """A kind ends the job itself, not as a step failure: `failed` with a stop reason of its
     own (`tool_rejected`, `budget_exhausted`), the error for the job view and an entry for the
-    history (`record`: a small dict, never the content the job worked on)."""
+    history (`record`: a small dict, never the content the job worked on).
+
+    `state` is `failed` unless the kind knows no attempt can finish before the job's deadline:
+    then `dead` (with the reason `deadline_exceeded`), as the engine ends a job whose deadline
+    passed — no hand-back loop until it does."""
 
     code = "stopped_by_kind"
 
     def __init__(
-        self, reason: str, error_code: str, message: str, record: dict[str, Any] | None = None
+        self,
+        reason: str,
+        error_code: str,
+        message: str,
+        record: dict[str, Any] | None = None,
+        *,
+        state: str = "failed",
     ) -> None:
         super().__init__(message)
+        if state not in {"failed", "dead"}:
+            raise ValueError(f"a kind may end a job failed or dead, not {state!r}")
         self.reason = reason
         self.error_code = error_code
         self.record = record or {}
+        self.state = state
 
 
 class HandBackError(LeaseholdError):

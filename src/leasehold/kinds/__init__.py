@@ -6,13 +6,16 @@ finds its item changed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from leasehold.agent.planner import Planner
     from leasehold.domain.errors import RelatedItemChangedError
-    from leasehold.domain.job import Checkpoint, Job
+    from leasehold.domain.job import Checkpoint, Job, Owner
     from leasehold.domain.states import JobState, StopReason
+    from leasehold.store.documents import DocumentReader
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,10 @@ class JobKind(Protocol):
 
     def validate(self, payload: dict[str, Any]) -> None:
         """Raise ValidationError for a payload that can never run."""
+
+    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+        """What the API calls at accept: `validate`, plus any rule that depends on who submits
+        (doc_prep: a document key must be in the caller's tenant)."""
 
     def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
         """The steps of a job, known up front (≤ 20, DESIGN §3.8)."""
@@ -60,6 +67,12 @@ class KindBase:
 
     name = "base"
     submittable = True
+
+    def validate(self, payload: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+        self.validate(payload)
 
     def result(self, job: Job, checkpoint: Checkpoint) -> Any:
         return {
@@ -91,9 +104,18 @@ class KindConfig:
     local_providers: dict[str, str] | None = None
     """The local stack's own providers by mode (idempotent, lookup, none): a request may pick one
     and ask it for a fault. Never set when deployed."""
+    documents: Callable[[], DocumentReader] | None = None
+    """doc_prep: builds the reader of the documents bucket (on first use); None = no bucket, and
+    a job naming an `s3_key` fails when its extract runs."""
+    hosted_planner: Callable[[], Planner] | None = None
+    """doc_prep: builds the configured hosted planner; None = `planner.kind: hosted` is a 400."""
+    agent_safety_margin_ms: int = 2_000
+    """doc_prep: time kept back before the lease and the deadline beyond a tool's bound (the
+    worker's lease safety margin, capped at the agent guard's 2 s)."""
 
 
 def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
+    from leasehold.kinds.doc_prep import DocPrepKind
     from leasehold.kinds.enrich import EnrichKind
     from leasehold.kinds.synthetic import SyntheticKind
     from leasehold.kinds.title import TitleKind
@@ -106,6 +128,11 @@ def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
             config.enrichment_provider_url,
             config.enrichment_provider_capability,
             local_providers=config.local_providers,
+        ),
+        DocPrepKind(
+            documents=config.documents,
+            hosted_planner=config.hosted_planner,
+            safety_margin_ms=config.agent_safety_margin_ms,
         ),
     ]
     return {kind.name: kind for kind in kinds}

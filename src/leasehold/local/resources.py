@@ -17,6 +17,8 @@ from leasehold.local.template import load_template
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "template.yaml"
 REGION = "us-east-1"
+DOCUMENTS_BUCKET = "documents"
+"""The documents bucket's name in tests (created in moto by `create_documents_bucket`)."""
 
 
 @cache
@@ -111,6 +113,7 @@ def template_environment(table: str, queues: dict[str, str], **overrides: str) -
         "JobsTable": table,
         "WorkQueue": queues["work"],
         "DeadLetterQueue": queues["dlq"],
+        "DocumentsBucket": queues.get("documents", DOCUMENTS_BUCKET),
         **params,
     }
     env = {}
@@ -126,3 +129,43 @@ def template_environment(table: str, queues: dict[str, str], **overrides: str) -
 def clients() -> tuple[Any, Any]:
     session = boto3.session.Session(region_name=REGION)
     return session.client("dynamodb"), session.client("sqs")
+
+
+def create_documents_bucket(s3: Any, name: str = DOCUMENTS_BUCKET) -> str:
+    """The documents bucket with the template's encryption, public access block, ownership and
+    lifecycle (moto's CloudFormation applies only the encryption; the local stack does the rest
+    the same way, see local/stack.py)."""
+    s3.create_bucket(Bucket=name)
+    apply_bucket_settings(s3, name, _resource("DocumentsBucket"))
+    return name
+
+
+def apply_bucket_settings(s3: Any, name: str, props: dict[str, Any]) -> None:
+    """The template's bucket properties through the S3 API, in the shapes S3 takes."""
+    encryption = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    s3.put_bucket_encryption(
+        Bucket=name,
+        ServerSideEncryptionConfiguration={
+            "Rules": [
+                {"ApplyServerSideEncryptionByDefault": rule["ServerSideEncryptionByDefault"]}
+                for rule in encryption
+            ]
+        },
+    )
+    s3.put_public_access_block(
+        Bucket=name, PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"]
+    )
+    s3.put_bucket_ownership_controls(Bucket=name, OwnershipControls=props["OwnershipControls"])
+    rules = []
+    for rule in props["LifecycleConfiguration"]["Rules"]:
+        converted: dict[str, Any] = {
+            "ID": rule["Id"],
+            "Status": rule["Status"],
+            "Filter": {"Prefix": rule.get("Prefix", "")},
+        }
+        if "ExpirationInDays" in rule:
+            converted["Expiration"] = {"Days": rule["ExpirationInDays"]}
+        if "AbortIncompleteMultipartUpload" in rule:
+            converted["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
+        rules.append(converted)
+    s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})

@@ -218,8 +218,20 @@ def create_stack(
     if stack["StackStatus"] != "CREATE_COMPLETE":
         raise StackError(f"the local stack did not create: {stack['StackStatus']}")
     info = describe_stack(endpoint, template)
+    _complete_documents_bucket(s3, template, info)
     _detach_moto_invocations()
     return info
+
+
+def _complete_documents_bucket(s3: Any, template: dict[str, Any], info: StackInfo) -> None:
+    """moto's CloudFormation makes the documents bucket with its encryption only: the public
+    access block, ownership controls and lifecycle rules of the template are applied here
+    through the S3 API, so the local bucket is the template's bucket."""
+    from leasehold.local.resources import apply_bucket_settings
+
+    bucket = info.outputs.get("DocumentsBucket")
+    if bucket:
+        apply_bucket_settings(s3, bucket, template["Resources"]["DocumentsBucket"]["Properties"])
 
 
 def _detach_moto_invocations() -> None:
@@ -309,6 +321,7 @@ def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
         outputs={
             k: v
             for k, v in physical.items()
-            if k in {"JobsTable", "WorkQueue", "DeadLetterQueue", "RelayFailureQueue"}
+            if k
+            in {"JobsTable", "WorkQueue", "DeadLetterQueue", "RelayFailureQueue", "DocumentsBucket"}
         },
     )

@@ -54,7 +54,7 @@ class JobService:
         submittable = {name for name, kind in self._kinds.items() if kind.submittable}
         spec = parse_job_request(body, submittable, self._default_max_attempts)
         kind = self._kinds[spec.kind]
-        kind.validate(spec.payload)
+        kind.validate_for(spec.payload, owner)
         job_id = derived_id("j", owner, idempotency_key) if idempotency_key else self._new_id()
         job = new_job(
             job_id,

@@ -63,7 +63,14 @@ class Outcomes:
 
     # ------------------------------------------------------------------ a worker's own attempt
 
-    def _ended(self, attempt: Attempt, event: str, state: JobState, reason: str | None) -> Any:
+    def _ended(
+        self,
+        attempt: Attempt,
+        event: str,
+        state: JobState,
+        reason: str | None,
+        note: str | None = None,
+    ) -> Any:
         job = attempt.job
         return entry(
             event,
@@ -73,6 +80,7 @@ class Outcomes:
             epoch=job.epoch,
             worker=job.lease_owner,
             reason=reason,
+            note=note,
             operation_id=(job.effect_intent or {}).get("operation_id"),
         )
 
@@ -119,6 +127,7 @@ class Outcomes:
         error: dict[str, str] | None,
         *,
         related: bool = True,
+        note: str | None = None,
     ) -> WakeupResult:
         now = self._clock.now_ms()
         also = attempt.kind.outcome_writes(attempt.job, target, None, error, now) if related else []
@@ -130,7 +139,7 @@ class Outcomes:
                 checkpoint=attempt.checkpoint,
                 error=error,
                 stop_reason=reason,
-                history=self._ended(attempt, "stopped", target, reason.value),
+                history=self._ended(attempt, "stopped", target, reason.value, note),
                 also=also,
             )
         except RelatedItemChangedError as changed:

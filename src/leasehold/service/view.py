@@ -45,6 +45,20 @@ def effect_view(job: Job) -> dict[str, Any] | None:
     }
 
 
+def agent_view(job: Job) -> dict[str, Any] | None:
+    """A doc_prep job's agent progress (DESIGN §9): the tools finished, the tool steps started
+    in the job's life (≤ 3) and the tool begun and not finished — names and counters only, never
+    a field value (those are in the result, once it succeeds)."""
+    if job.kind != "doc_prep" or not job.kind_state:
+        return None
+    state = job.kind_state
+    return {
+        "tools_run": list(state.get("tools_run") or []),
+        "steps_started": state.get("steps_started", 0),
+        "tool_in_flight": state.get("tool_in_flight"),
+    }
+
+
 def job_view(job: Job) -> dict[str, Any]:
     view: dict[str, Any] = {
         "job_id": job.job_id,
@@ -81,6 +95,9 @@ def job_view(job: Job) -> dict[str, Any]:
     if effect:
         # An external effect is in progress: said plainly, so nobody mistakes it for done.
         view["effect"] = effect
+    agent = agent_view(job)
+    if agent:
+        view["agent"] = agent
     if job.state is JobState.SUCCEEDED and job.result is not None:
         view["result"] = job.result
     if job.error:
@@ -110,6 +127,7 @@ def ops_row(job: Job, now: int) -> dict[str, Any]:
         "lease_owner": job.lease_owner,
         "lease_expires_at": iso(job.lease_expires_at),
         "effect": effect_view(job),
+        "agent": agent_view(job),
         "operations": operations_view(job),
         "replays": job.replays,
         "history": history_view(job),

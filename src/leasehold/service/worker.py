@@ -357,9 +357,10 @@ class WorkerService:
         except StopJobError as stop:
             return self._outcomes.stop(
                 attempt,
-                JobState.FAILED,
+                JobState(stop.state),
                 StopReason(stop.reason),
                 {"code": stop.error_code, "message": str(stop)[:500], **_flat(stop.record)},
+                note=_history_note(stop.record),
             )
         except HandBackError as short:
             return self._outcomes.hand_back(attempt, str(short))
@@ -420,6 +421,13 @@ class WorkerService:
                 {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
             )
         return self._outcomes.succeed(attempt, result)
+
+
+def _history_note(record: dict[str, Any]) -> str | None:
+    """What the history says of a kind's stop (`tool=send_email reason=tool_not_allowed`): the
+    record's short fields, not its message (the job's error has that)."""
+    parts = [f"{k}={v}" for k, v in _flat(record).items() if k not in {"event", "message"}]
+    return " ".join(parts) or None
 
 
 def _flat(record: dict[str, Any]) -> dict[str, str]:

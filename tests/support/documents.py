@@ -1,0 +1,99 @@
+"""doc_prep in the harness: the kind wired to a documents bucket in moto, test planners in the
+hosted planner's slot (the real hosted adapter is never called by tests), and the sample
+documents of samples/documents/."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+
+from leasehold.agent.checkpoint import AgentCheckpoint
+from leasehold.agent.planner import Planner
+from leasehold.domain.job import Owner
+from leasehold.kinds import JobKind, registry
+from leasehold.kinds.doc_prep import DocPrepKind
+from leasehold.service.jobs import JobService
+from leasehold.store.documents import S3Documents
+from tests.support.harness import ALICE, Harness
+from tests.support.resources import REGION, ROOT
+
+SAMPLES = ROOT / "samples" / "documents"
+SAMPLE_NAMES = sorted(path.name for path in SAMPLES.glob("*.txt"))
+
+
+def sample(name: str) -> str:
+    return (SAMPLES / name).read_text(encoding="utf-8")
+
+
+def s3() -> Any:
+    return boto3.session.Session(region_name=REGION).client("s3")
+
+
+class CountingReader:
+    """The S3 reader, counting reads (what `extract` fetched), with an optional hook that runs
+    before each read (crash a worker inside its tool)."""
+
+    def __init__(self, bucket: str, hook: Callable[[int], None] | None = None) -> None:
+        self._real = S3Documents(s3(), bucket)
+        self._hook = hook
+        self.reads = 0
+
+    def read(self, key: str, max_bytes: int) -> bytes:
+        self.reads += 1
+        if self._hook is not None:
+            self._hook(self.reads)
+        return self._real.read(key, max_bytes)
+
+
+class CallbackPlanner:
+    """A planner in the hosted slot whose answers come from a test function (raise, return
+    garbage, act while it "thinks")."""
+
+    def __init__(self, answer: Callable[[AgentCheckpoint], Any]) -> None:
+        self._answer = answer
+
+    def propose(self, checkpoint: AgentCheckpoint) -> Any:
+        return self._answer(checkpoint)
+
+
+def doc_prep_kinds(
+    *,
+    reader: Any = None,
+    planner: Planner | None = None,
+    kind: type[DocPrepKind] = DocPrepKind,
+) -> dict[str, JobKind]:
+    """The registry with doc_prep reading through `reader` and `planner` as its hosted one."""
+    return {
+        **registry(),
+        "doc_prep": kind(
+            documents=(lambda: reader) if reader is not None else None,
+            hosted_planner=(lambda: planner) if planner is not None else None,
+        ),
+    }
+
+
+def jobs_with(harness: Harness, kinds: dict[str, JobKind]) -> JobService:
+    return JobService(
+        harness.stores, kinds, harness.clock, harness.new_id, harness.telemetry,
+        default_max_attempts=3,
+    )  # fmt: skip
+
+
+def submit_doc_prep(
+    harness: Harness,
+    payload: dict[str, Any],
+    *,
+    kinds: dict[str, JobKind] | None = None,
+    owner: Owner = ALICE,
+    **body: Any,
+) -> str:
+    service = jobs_with(harness, kinds or doc_prep_kinds())
+    return service.accept(owner, {"kind": "doc_prep", "payload": payload, **body}, None).job_id
+
+
+def scripted(*tools: str | dict[str, Any]) -> dict[str, Any]:
+    """A scripted planner's payload part: tool names (args `{}`) or whole proposals."""
+    proposals = [t if isinstance(t, dict) else {"tool": t, "args": {}} for t in tools]
+    return {"kind": "scripted", "proposals": proposals}
