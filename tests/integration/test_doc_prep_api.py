@@ -153,3 +153,17 @@ def test_no_log_line_carries_the_documents_content(
     assert any('"tool budget spent"' in line for line in lines)
     # ...and not one line, at any level, carries the document's content
     assert MARKER not in logs
+
+
+def test_an_inline_document_of_16_kib_is_accepted_whatever_its_script(call: Any) -> None:
+    # 16 KiB of UTF-8 text (German umlauts escape to 6 bytes each in ASCII JSON): accepted
+    text = ("Rechnungsnummer: Ü-2026-17 Gesamtbetrag: 1.234,56 EUR äöü\n" * 400)[: 16 * 1024 - 64]
+    while len(text.encode()) > 16 * 1024:
+        text = text[:-1]
+    body = {"kind": "doc_prep", "payload": {"document": {"text": text}}}
+    status, answer, _ = call("api-submit-job.json", body=body)
+    assert status == 202, answer
+    # and more than 16 KiB of text is refused by the kind's own rule
+    body["payload"]["document"]["text"] = text + "ü" * 40
+    status, answer, _ = call("api-submit-job.json", body=body)
+    assert status == 400

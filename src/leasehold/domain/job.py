@@ -125,9 +125,14 @@ def _positive_int(value: Any, name: str, *, low: int, high: int) -> int:
 
 
 def parse_job_request(
-    body: Any, known_kinds: set[str], default_max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    body: Any,
+    known_kinds: set[str],
+    default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    payload_limits: dict[str, int] | None = None,
 ) -> JobSpec:
-    """Validate the generic fields of `POST /jobs` (DESIGN §4); the kind validates its payload."""
+    """Validate the generic fields of `POST /jobs` (DESIGN §4); the kind validates its payload.
+    The payload's size is its UTF-8 JSON (a kind may allow more than 16 KiB: doc_prep's inline
+    document of up to 16 KiB comes with its other fields)."""
     if not isinstance(body, dict):
         raise ValidationError("the body must be a JSON object")
     allowed = {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
@@ -145,10 +150,10 @@ def parse_job_request(
     payload = body.get("payload")
     if not isinstance(payload, dict):
         raise ValidationError("'payload' is required and must be a JSON object")
-    if len(json.dumps(payload, separators=(",", ":")).encode()) > MAX_PAYLOAD_BYTES:
-        raise ValidationError(
-            f"'payload' is larger than {MAX_PAYLOAD_BYTES} bytes", code="too_large"
-        )
+    limit = (payload_limits or {}).get(kind, MAX_PAYLOAD_BYTES)
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit:
+        raise ValidationError(f"'payload' is larger than {limit} bytes", code="too_large")
     budget = Budget()
     raw_budget = body.get("budget")
     if raw_budget is not None:

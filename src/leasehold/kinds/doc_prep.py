@@ -72,6 +72,9 @@ DELAY_SLICE_S: Final = 0.25
 class DocPrepKind(KindBase):
     name = "doc_prep"
     submittable = True
+    max_payload_bytes = 20 * 1024
+    """An inline document may be 16 KiB of UTF-8 text; its JSON (escapes, required_fields, a
+    scripted planner's proposals) gets room around it. Its own rules check the text itself."""
 
     def __init__(
         self,

@@ -52,7 +52,12 @@ class JobService:
         """Validate, then commit job + outbox (+ key) together; only a commit returns."""
         check_idempotency_key(idempotency_key)
         submittable = {name for name, kind in self._kinds.items() if kind.submittable}
-        spec = parse_job_request(body, submittable, self._default_max_attempts)
+        limits = {
+            name: kind.max_payload_bytes
+            for name, kind in self._kinds.items()
+            if getattr(kind, "max_payload_bytes", None)
+        }
+        spec = parse_job_request(body, submittable, self._default_max_attempts, limits)
         kind = self._kinds[spec.kind]
         kind.validate_for(spec.payload, owner)
         job_id = derived_id("j", owner, idempotency_key) if idempotency_key else self._new_id()

@@ -355,6 +355,8 @@ class WorkerService:
         except StepError as failed:
             return self._step_failed(attempt, failed)
         except StopJobError as stop:
+            if stop.reason == StopReason.BUDGET_EXHAUSTED:
+                self._telemetry.count("BudgetExhausted")
             return self._outcomes.stop(
                 attempt,
                 JobState(stop.state),
