@@ -177,6 +177,14 @@ def option_set_lines(results: dict[str, Any]) -> list[str]:
             for s in sets[:8]
         )
         lines.append(f"- {scenario} (≤ {found['target_wcu']} WCU): {described}")
+        without = found["cheapest_without_option"]
+        lines.append(
+            "  - the cheapest set leaving one option out: "
+            + "; ".join(
+                f"without {n}: {{{', '.join(str(o) for o in w['options'])}}} → {w['wcu_per_job']:g}"
+                for n, w in without.items()
+            )
+        )
     lines.append("")
     lines.append("Options: " + "; ".join(f"{n}. {name}" for n, name in names.items()) + ".")
     return lines

@@ -87,16 +87,13 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
                 for name in (HEADLINE, NO_LIMIT, THREE_STEP)
             },
             "option_sets_meeting_targets": {
-                name: {
-                    "target_wcu": target,
-                    "sets": smallest_sets(
-                        measured_by_name[name].writes,
-                        stack.spec,
-                        measured_by_name[name].jobs,
-                        JOB_PHASES,
-                        target,
-                    ),
-                }
+                name: smallest_sets(
+                    measured_by_name[name].writes,
+                    stack.spec,
+                    measured_by_name[name].jobs,
+                    JOB_PHASES,
+                    target,
+                )
                 for name, target in ((HEADLINE, 11), (NO_LIMIT, 9), (THREE_STEP, 13))
             },
             "options": [

@@ -79,6 +79,13 @@ def slots_outside_transactions(events: list[WriteEvent]) -> list[WriteEvent]:
     return [_without(e, "SLOTS") for e in events]
 
 
+def slot_release_outside_outcome(events: list[WriteEvent]) -> list[WriteEvent]:
+    """Only the release leaves the transaction: the claim still takes its slot atomically (the
+    limit is never exceeded); the outcome commits without the slot, which is freed by a single
+    write after it."""
+    return [_without(e, "SLOTS") if e.phase == "outcome" else e for e in events]
+
+
 def key_in_job_item(events: list[WriteEvent]) -> list[WriteEvent]:
     """No idempotency-key item: the job item carries the key and the body's fingerprint (its
     key derived from them), so every later write of that job item carries them too."""
@@ -215,11 +222,22 @@ OPTIONS: list[Option] = [
         "items are harder to read in the console; the codec (store/items.py) maps the names",
         transform=short_attribute_names,
     ),
+    Option(
+        "slot release as a single write after the outcome",
+        "the claim keeps its transaction with the slot take; the outcome commits alone and the "
+        "slot is released by a single write after it",
+        "a crash between the outcome and the release leaves a finished job holding a slot: "
+        "the sweeper (or the next claim) must drop holders that are no longer running; the "
+        "limit itself is never exceeded",
+        transform=slot_release_outside_outcome,
+    ),
 ]
+EXCLUSIVE = {frozenset({3, 8})}
+"""Options that are alternatives to each other: never priced together."""
 COMBINATIONS = {
     "options 1-4 together": [0, 1, 2, 3],
     "options 1-4 and 6": [0, 1, 2, 3, 5],
-    "all seven": list(range(7)),
+    "options 1-7 together": list(range(7)),
 }
 
 
@@ -233,26 +251,62 @@ def apply(
     return events, table
 
 
+SAMPLE_JOBS = 20
+"""Jobs whose writes the exhaustive search prices (every job of a scenario writes alike)."""
+
+
+def sample_jobs(events: list[WriteEvent], jobs: int, wanted: int) -> tuple[list[WriteEvent], int]:
+    """The writes of the first `wanted` jobs: every request that wrote one of their job items
+    (with the other items of that request: outbox, key, slot, bookmark)."""
+    job_keys: list[str] = []
+    for event in events:
+        pk = str(event.key["pk"].get("S", ""))
+        if event.kind == "JOB" and pk not in job_keys:
+            job_keys.append(pk)
+    if len(job_keys) <= wanted or len(job_keys) != jobs:
+        return events, jobs
+    chosen = set(job_keys[:wanted])
+    requests = {e.request for e in events if e.kind == "JOB" and str(e.key["pk"]["S"]) in chosen}
+    return [e for e in events if e.request in requests], wanted
+
+
 def smallest_sets(
     events: list[WriteEvent], table: TableSpec, jobs: int, phases: list[str], target: float
-) -> list[dict[str, Any]]:
-    """Every combination of options (2^7) priced; those meeting `target` WCU/job, fewest
-    options first, then cheapest — which changes are enough, and which are not needed."""
-    kept = [e for e in events if e.phase in phases]
-    found: list[tuple[list[int], float]] = []
+) -> dict[str, Any]:
+    """Every combination of options (but EXCLUSIVE pairs) priced: the smallest sets that meet
+    `target` WCU/job (and those one option larger), and, for each option, the cheapest set
+    without it — which changes are enough, and which one could be left out."""
+    kept, jobs = sample_jobs([e for e in events if e.phase in phases], jobs, SAMPLE_JOBS)
+    priced_sets: list[tuple[list[int], float]] = []
     for mask in range(1 << len(OPTIONS)):
         chosen = [option for i, option in enumerate(OPTIONS) if mask >> i & 1]
+        numbers = [OPTIONS.index(o) + 1 for o in chosen]
+        if any(pair <= set(numbers) for pair in EXCLUSIVE):
+            continue
         changed, spec = apply(chosen, kept, table)
         wcu = round(sum(priced(changed, spec).values()) / jobs, 3)
-        if wcu <= target:
-            found.append(([OPTIONS.index(o) + 1 for o in chosen], wcu))
-    found.sort(key=lambda entry: (len(entry[0]), entry[1]))
-    smallest = len(found[0][0]) if found else 0
-    return [
-        {"options": numbers, "wcu_per_job": wcu}
-        for numbers, wcu in found
-        if len(numbers) <= smallest + 1
-    ]
+        priced_sets.append((numbers, wcu))
+    meeting = sorted(
+        (entry for entry in priced_sets if entry[1] <= target),
+        key=lambda entry: (len(entry[0]), entry[1]),
+    )
+    smallest = len(meeting[0][0]) if meeting else 0
+    without: dict[str, Any] = {}
+    for number in range(1, len(OPTIONS) + 1):
+        numbers, wcu = min(
+            (entry for entry in priced_sets if number not in entry[0]),
+            key=lambda entry: (entry[1], len(entry[0])),
+        )
+        without[str(number)] = {"options": numbers, "wcu_per_job": wcu}
+    return {
+        "target_wcu": target,
+        "sets": [
+            {"options": numbers, "wcu_per_job": wcu}
+            for numbers, wcu in meeting
+            if len(numbers) <= smallest + 1
+        ],
+        "cheapest_without_option": without,
+    }
 
 
 def priced(events: list[WriteEvent], table: TableSpec) -> dict[str, float]:

@@ -4,6 +4,7 @@ numbers, so an option that silently prices something else would mislead."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bench.meter import IndexSpec, TableSpec, WriteEvent, price_write
@@ -12,6 +13,8 @@ from bench.whatif import (
     apply,
     key_in_job_item,
     one_active_state_key,
+    sample_jobs,
+    slot_release_outside_outcome,
     slots_outside_transactions,
     wakeup_on_job_stream,
 )
@@ -92,6 +95,15 @@ def test_slot_writes_outside_the_transaction_halve_claim_and_outcome_bases() -> 
     assert [e.transactional for e in slots_outside_transactions(retry)] == [True, True, False]
 
 
+def test_a_release_outside_the_outcome_keeps_the_claim_s_transaction() -> None:
+    claim = [replace(e, phase="claim") for e in CLAIM]
+    outcome = [replace(e, phase="outcome") for e in SUCCEED]
+    changed = slot_release_outside_outcome(claim + outcome)
+    assert [e.transactional for e in changed] == [True, True, False, False]
+    # the claim as today (7); the outcome: job 1 + slot 1 + indexes 3
+    assert (total(changed[:2]), total(changed[2:])) == (7, 5)
+
+
 def test_one_active_key_moves_no_entry_on_claim_and_removes_it_on_success() -> None:
     changed = one_active_state_key(CLAIM + SUCCEED)
     costs = [price_write(TABLE, e).indexes for e in changed]
@@ -125,3 +137,20 @@ def test_options_compose_in_a_fixed_order_whatever_the_order_given() -> None:
     assert a == b
     # a later option must not put a transaction back that an earlier one took apart
     assert not any(e.transactional for e in a if e.request in (2, 3))
+
+
+def test_the_search_prices_a_sample_of_whole_jobs() -> None:
+    def of_job(n: int) -> list[WriteEvent]:
+        out = []
+        for e in ALL:
+            pk = str(e.key["pk"]["S"]).replace("j1", f"j{n}")
+            out.append(replace(e, key={**e.key, "pk": {"S": pk}}, request=e.request + 10 * n))
+        return out
+
+    events = of_job(1) + of_job(2) + of_job(3)
+    sampled, jobs = sample_jobs(events, 3, 2)
+    assert jobs == 2
+    assert {e.request // 10 for e in sampled} == {1, 2}
+    assert total(sampled) / jobs == total(events) / 3
+    # a count that does not match the job items found: nothing is left out
+    assert sample_jobs(events, 4, 2) == (events, 4)
