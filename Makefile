@@ -65,8 +65,9 @@ deploy: build
 delete: setup
 	$(BIN)/sam delete
 
+# Counts on moto, priced: bench/results.json, bench/README.md, bench/cost.svg (a few minutes).
 bench: setup
-	$(BIN)/python bench/run_bench.py
+	$(BIN)/python -m bench.run_bench
 
 clean:
 	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,191 @@
+"""Capacity on paper (docs/capacity.md) from the measured per-job figures in bench/results.json:
+`python -m bench.plan [--scale 10]` prints the request rates, capacity units, hot keys,
+concurrency and the monthly bill for the stated workload. Arithmetic only — every input is
+either a measured per-job figure (moto, counts) or an assumption named here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.pricing import GIB, LAMBDA, PRICES
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Workload:
+    jobs_per_day: float = 1_000_000
+    peak_jobs_per_second: float = 200
+    users: int = 10_000
+    retry_share: float = 0.01
+    step_seconds: float = 1.0
+    """Average time a job's steps take (their own work), for Lambda concurrency."""
+    mix: tuple[tuple[str, float], ...] = (
+        ("1-step burst, ~200 B, key", 0.60),
+        ("3-step burst, ~200 B, key", 0.15),
+        ("title job (POST /bookmarks), key", 0.10),
+        ("1-step burst, 1 KiB, key", 0.05),
+        ("1-step burst, ~200 B, no key", 0.05),
+        ("1-step burst, ~200 B, key, approval", 0.03),
+        ("1-step burst, 8 KiB, key", 0.02),
+    )
+
+    def scaled(self, factor: float) -> Workload:
+        return Workload(
+            jobs_per_day=self.jobs_per_day * factor,
+            peak_jobs_per_second=self.peak_jobs_per_second * factor,
+            users=int(self.users * factor),
+            retry_share=self.retry_share,
+            step_seconds=self.step_seconds,
+            mix=self.mix,
+        )
+
+
+RETRY = "1-step burst, ~200 B, key, retry-once"
+HEADLINE = "1-step burst, ~200 B, key"
+DAYS_PER_MONTH = 30
+WORKER_BATCH = 5
+"""template.yaml's WorkerBatchSize default."""
+WORKER_MAX_CONCURRENCY = 20
+"""template.yaml's Wakeups ScalingConfig MaximumConcurrency."""
+HOT_KEY_WCU = 1000
+"""Write units a second one partition (so one partition key value) serves."""
+
+
+def weighted(results: dict[str, Any], load: Workload) -> dict[str, Any]:
+    """The mix's average job, plus `retry_share` of a retry's extra cost."""
+    scenarios = results["scenarios"]
+    total = sum(share for _, share in load.mix)
+    out: dict[str, float] = {}
+
+    def add(name: str, share: float) -> None:
+        s = scenarios[name]
+        job = s["per_job"]
+        parts = {
+            "wcu": job["wcu"],
+            "rcu": job["rcu"],
+            "dynamodb_requests": job["dynamodb_requests"],
+            "sqs_requests": job["sqs_requests"],
+            "api_requests": job["api_requests"],
+            "log_bytes": job["log_bytes"],
+            "usd_per_million": s["usd_per_million_jobs"]["total"],
+            **{f"lambda_{fn}": n for fn, n in job["lambda_invocations"].items()},
+        }
+        for phase in s["phases"].values():
+            for part, units in phase["wcu_by_part"].items():
+                key = "wcu_index_" + part.split(":")[1] if part.startswith("index:") else "wcu_base"
+                parts[key] = parts.get(key, 0.0) + units
+        for key, value in parts.items():
+            out[key] = out.get(key, 0.0) + share * value
+
+    for name, share in load.mix:
+        add(name, share / total)
+    retry, head = scenarios[RETRY], scenarios[HEADLINE]
+    out["wcu"] += load.retry_share * (retry["per_job"]["wcu"] - head["per_job"]["wcu"])
+    out["rcu"] += load.retry_share * (retry["per_job"]["rcu"] - head["per_job"]["rcu"])
+    out["usd_per_million"] += load.retry_share * (
+        retry["usd_per_million_jobs"]["total"] - head["usd_per_million_jobs"]["total"]
+    )
+    return out
+
+
+def plan(results: dict[str, Any], load: Workload) -> dict[str, Any]:
+    avg = weighted(results, load)
+    peak, mean = load.peak_jobs_per_second, load.jobs_per_day / 86_400
+    month_jobs = load.jobs_per_day * DAYS_PER_MONTH
+    sweeper = results["sweeper"]
+    lam = LAMBDA
+    # Little's law: concurrency = arrival rate × time each arrival holds an environment.
+    worker_seconds = lam.worker_ms_per_wakeup / 1000 + load.step_seconds
+    concurrency = {
+        "api": peak * avg["api_requests"] * lam.api_ms / 1000,
+        "worker": peak * worker_seconds,
+        "relay": "one per stream shard (x ParallelizationFactor)",
+        "sweeper": 1,
+    }
+    head = results["scenarios"][HEADLINE]["phases"]
+    per_state_key = {
+        "STATE#queued (accept put + claim delete)": 2 * peak,
+        "STATE#running (claim put + outcome delete)": 2 * peak,
+        "STATE#succeeded (outcome put)": peak,
+    }
+    sweeps_per_month = 43_200
+    sweep_usd = sweeps_per_month * (
+        PRICES["lambda_request"]
+        + lam.sweeper_ms / 1000 * lam.memory_mb / 1024 * PRICES["lambda_arm64_gb_second"]
+        + sweeper["loaded_sweep"]["rcu"] * PRICES["dynamodb_read_request_unit"]
+    )
+    job_item_kib = results["scenarios"][HEADLINE]["job_item_bytes_at_end"] / 1024
+    # Stored: the job item (30 days after it ends) + 2 index entries, 100 B overhead each.
+    stored_gb = month_jobs * (job_item_kib * 1024 + 3 * 100 + 2 * 150) / GIB
+    fixed = {
+        "sweeper (every minute, loaded)": sweep_usd,
+        "SQS poller idle receives (~15 a minute)": 15
+        * 60
+        * 24
+        * 30
+        * PRICES["sqs_standard_request"],
+        "DynamoDB storage (30-day retention)": stored_gb * PRICES["dynamodb_storage_gb_month"],
+        "DynamoDB PITR (0.20/GB-month)": stored_gb * 0.20,
+        "CloudWatch Logs storage (14 days)": month_jobs
+        * avg["log_bytes"]
+        / GIB
+        * 14
+        / 30
+        * PRICES["cloudwatch_logs_stored_gb_month"],
+        "CloudWatch metrics (~25 EMF metrics) + dashboard + alarms": 25 * 0.30 + 3 + 15 * 0.10,
+    }
+    return {
+        "workload": load.__dict__ | {"mix": dict(load.mix)},
+        "average_job": {k: round(v, 3) for k, v in avg.items()},
+        "rates": {
+            "jobs_per_second_mean": round(mean, 1),
+            "jobs_per_second_peak": peak,
+            "dynamodb_wcu_per_second_peak": round(peak * avg["wcu"]),
+            "of_which_base_table": round(peak * avg["wcu_base"]),
+            "of_which_by_state": round(peak * avg.get("wcu_index_by_state", 0)),
+            "of_which_by_owner": round(peak * avg.get("wcu_index_by_owner", 0)),
+            "dynamodb_rcu_per_second_peak": round(peak * avg["rcu"]),
+            "dynamodb_requests_per_second_peak": round(peak * avg["dynamodb_requests"]),
+            "sqs_requests_per_second_peak": round(peak * avg["sqs_requests"]),
+            "api_requests_per_second_peak": round(peak * avg["api_requests"]),
+            "lambda_invocations_per_second_peak": round(
+                peak * sum(v for k, v in avg.items() if k.startswith("lambda_"))
+            ),
+            "log_mb_per_second_peak": round(peak * avg["log_bytes"] / 1e6, 2),
+        },
+        "hot_keys_wcu_per_second_peak": {
+            **per_state_key,
+            "headroom_before_1000": round(HOT_KEY_WCU / max(per_state_key.values()), 2),
+            "headline_phase_split": {p: v["wcu"] for p, v in head.items() if v["wcu"]},
+        },
+        "lambda_concurrency_peak": concurrency,
+        # A message stays in flight until its whole batch is done (records run one by one).
+        "sqs_in_flight_peak": math.ceil(peak * WORKER_BATCH * worker_seconds),
+        "worker_max_concurrency_template": WORKER_MAX_CONCURRENCY,
+        "worker_jobs_per_second_at_that_cap": round(WORKER_MAX_CONCURRENCY / worker_seconds, 1),
+        "monthly_usd": {
+            "per_job_services": round(month_jobs * avg["usd_per_million"] / 1e6, 2),
+            **{k: round(v, 2) for k, v in fixed.items()},
+            "total": round(month_jobs * avg["usd_per_million"] / 1e6 + sum(fixed.values()), 2),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=HERE / "results.json")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the workload")
+    args = parser.parse_args(argv)
+    results = json.loads(args.results.read_text())
+    print(json.dumps(plan(results, Workload().scaled(args.scale)), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
