@@ -24,7 +24,7 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
-from leasehold.handlers.wiring import metrics, runtime
+from leasehold.handlers.wiring import metrics, runtime, trim_log_context
 from leasehold.kinds.enrich import EnrichKind
 from leasehold.kinds.title import TitleKind
 from leasehold.service.bookmarks import BookmarkService
@@ -320,4 +320,5 @@ def ops_resolve(job_id: str) -> Response:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    trim_log_context(logger)
     return app.resolve(event, context)

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from aws_lambda_powertools import Metrics
@@ -131,3 +131,13 @@ def worker_identity() -> str:
     """Which execution environment holds a lease: visible in the job and in the logs."""
     name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or f"pid-{os.getpid()}"
     return name[-48:]
+
+
+LOG_CONTEXT_DROPPED = ("function_arn", "function_memory_size")
+
+
+def trim_log_context(logger: Any) -> None:
+    """Keep each log line small (CloudWatch Logs is priced per byte ingested, decision C7): the
+    function's name, request id and cold start stay; its ARN and memory size, the same on every
+    line of a log group, go."""
+    logger.remove_keys(list(LOG_CONTEXT_DROPPED))

@@ -31,6 +31,8 @@ class StepPlan:
 
 class JobKind(Protocol):
     name: str
+    max_payload_bytes: int
+    """The largest payload (UTF-8 JSON) this kind accepts (DESIGN §3.8: 16 KiB by default)."""
     submittable: bool
     """Whether callers may submit it with POST /jobs (the reading list's kinds are made by the
     bookmarks API, never submitted directly)."""
@@ -67,6 +69,7 @@ class KindBase:
 
     name = "base"
     submittable = True
+    max_payload_bytes = 16 * 1024
 
     def validate(self, payload: dict[str, Any]) -> None:
         raise NotImplementedError

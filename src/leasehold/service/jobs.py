@@ -52,11 +52,7 @@ class JobService:
         """Validate, then commit job + outbox (+ key) together; only a commit returns."""
         check_idempotency_key(idempotency_key)
         submittable = {name for name, kind in self._kinds.items() if kind.submittable}
-        limits = {
-            name: kind.max_payload_bytes
-            for name, kind in self._kinds.items()
-            if getattr(kind, "max_payload_bytes", None)
-        }
+        limits = {name: kind.max_payload_bytes for name, kind in self._kinds.items()}
         spec = parse_job_request(body, submittable, self._default_max_attempts, limits)
         kind = self._kinds[spec.kind]
         kind.validate_for(spec.payload, owner)

@@ -255,7 +255,7 @@ class WorkerService:
                     lease_ms=self._settings.lease.lease_ms,
                 )
                 attempt.last_beat = self._clock.now_ms()
-                logger.info("checkpoint", extra=attempt.log_keys | {"step": index + 1})
+                logger.debug("checkpoint", extra=attempt.log_keys | {"step": index + 1})
         return self._succeed(attempt)
 
     def _check_before_step(

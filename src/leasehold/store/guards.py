@@ -48,8 +48,8 @@ def state_change(expr: Expression, target: JobState, *, from_active: bool) -> Ex
     index write costs a write unit; `queued` ↔ `running` costs none)."""
     expr.set("state", target.value)
     partition = state_partition(target)
-    if partition is None:
-        expr.remove("gsi1pk")
+    if partition is None:  # it leaves the index for good: its sort key is no longer needed
+        expr.remove("gsi1pk", "gsi1sk")
     elif not (from_active and target in ACTIVE_STATES):
         expr.set("gsi1pk", partition)
     return expr

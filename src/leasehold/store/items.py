@@ -136,7 +136,6 @@ def new_job_item(job: Job) -> dict[str, Any]:
         "steps_used": 0,
         "step_failures": 0,
         "outputs": "[]",
-        "cancel_requested": False,
         "replays": 0,
         "operations": {},
         "expires_at": job.deadline_at // 1000 + JOB_TTL_SECONDS,

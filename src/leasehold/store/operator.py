@@ -52,7 +52,7 @@ class OperatorStore:
         deadline_at = now + (job.deadline_at - job.created_at)
         expr.set("deadline_at", deadline_at)
         expr.set("expires_at", deadline_at // 1000 + JOB_TTL_SECONDS)
-        expr.set("cancel_requested", False).set("step_failures", 0)
+        expr.remove("cancel_requested").set("step_failures", 0)
         set_history(
             expr,
             job,
