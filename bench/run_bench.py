@@ -181,6 +181,7 @@ def _read_units(size: int, *, consistent: bool) -> float:
 
 
 def run() -> dict[str, Any]:
+    from leasehold.local import moto_transactions
     from leasehold.local.resources import (
         clients,
         create_queues,
@@ -205,6 +206,7 @@ def run() -> dict[str, Any]:
         "jobs_per_scenario": JOBS_PER_SCENARIO,
         "measured_on": "moto (in-process), counts only",
     }
+    moto_transactions.install()
     with mock_aws():
         dynamodb, sqs = clients()
         table = create_table(dynamodb)

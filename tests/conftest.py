@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from leasehold.local import moto_transactions
 from tests.support.atomic import serialise_dynamodb
 from tests.support.harness import Harness
 
@@ -36,6 +37,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def moto(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    moto_transactions.install()
     serialise_dynamodb(monkeypatch)
     with mock_aws():
         yield

@@ -16,6 +16,7 @@ from moto import mock_aws
 from leasehold.domain.errors import ConflictError, StaleEpochError
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState, is_terminal
+from leasehold.local import moto_transactions
 from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness, ScriptedKind, steps
 
 PAYLOADS: list[dict[str, Any]] = [
@@ -55,6 +56,7 @@ class Claim:
 class LeaseholdMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
+        moto_transactions.install()
         self.mock = mock_aws()
         self.mock.start()
         self.h = Harness.create()

@@ -130,7 +130,8 @@ def check_port_free(port: int) -> None:
 def start_moto() -> tuple[Any, str]:
     """An embedded moto server on 127.0.0.1 and a free port. DynamoDB requests are served one at
     a time: DynamoDB evaluates a condition and applies its write atomically, moto's threaded
-    server does not — without this, two workers could both pass the same claim condition."""
+    server does not — without this, two workers could both pass the same claim condition.
+    Transactions run leasehold.local.moto_transactions (cost independent of the table's size)."""
     import threading
 
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -141,6 +142,9 @@ def start_moto() -> tuple[Any, str]:
     )
     from werkzeug.serving import make_server
 
+    from leasehold.local import moto_transactions
+
+    moto_transactions.install()
     dynamodb_lock = threading.Lock()
 
     def atomic_dynamodb(app: Any) -> Any:
