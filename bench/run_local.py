@@ -82,7 +82,10 @@ class StackProcess:
 
         children: list[int] = []
         for task in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
-            children += [int(pid) for pid in task.read_text().split()]
+            try:
+                children += [int(pid) for pid in task.read_text().split()]
+            except OSError:  # the thread ended between the listing and the read
+                continue
         return {"stack": used(self.process.pid), "workers": sum(used(pid) for pid in children)}
 
     def stop(self) -> None:
@@ -292,7 +295,7 @@ def measure_throughput(
                 "client_seen_p50_s": round(
                     statistics.median(c.outcome_seen - c.accepted_seen for c in chunk), 3
                 ),
-                **_cpu_share(cpu_marks, previous_end, end),
+                **_cpu_share(cpu_marks, previous_end, end, len(chunk)),
             }
         )
         previous_end = end
@@ -314,18 +317,20 @@ def measure_throughput(
 
 
 def _cpu_share(
-    marks: list[tuple[float, dict[str, float]]], start: float, end: float
+    marks: list[tuple[float, dict[str, float]]], start: float, end: float, jobs: int
 ) -> dict[str, Any]:
-    """Share of one core the stack process and the workers used between two wall times."""
-    inside = [m for m in marks if start <= m[0] <= end] or [
-        min(marks, key=lambda m: abs(m[0] - end))
-    ]
+    """Between two wall times: the share of one core the stack process and the workers used,
+    and their CPU milliseconds per job (the figure that does not depend on the machine's load)."""
     before = max((m for m in marks if m[0] <= start), default=marks[0], key=lambda m: m[0])
-    after = inside[-1]
+    after = min((m for m in marks if m[0] >= end), default=marks[-1], key=lambda m: m[0])
     span = max(after[0] - before[0], 1e-9)
+    stack = after[1]["stack"] - before[1]["stack"]
+    workers = after[1]["workers"] - before[1]["workers"]
     return {
-        "stack_cpu": round((after[1]["stack"] - before[1]["stack"]) / span, 2),
-        "workers_cpu": round((after[1]["workers"] - before[1]["workers"]) / span, 2),
+        "stack_cpu": round(stack / span, 2),
+        "workers_cpu": round(workers / span, 2),
+        "stack_cpu_ms_per_job": round(stack * 1000 / jobs, 1),
+        "workers_cpu_ms_per_job": round(workers * 1000 / jobs, 1),
     }
 
 
@@ -441,7 +446,11 @@ def measure_transactions(
 
 
 def markdown(results: dict[str, Any]) -> str:
-    lines = [f"Local stack (moto) on this machine ({results['machine']['cpus']} CPUs); not AWS."]
+    machine = results["machine"]
+    lines = [
+        f"Local stack (moto) on this machine ({machine['cpus']} CPUs, load average "
+        f"{machine['load_average_at_start'][0]:.1f} at the start, shared); not AWS."
+    ]
     if "idle" in results:
         idle = results["idle"]
         lines += [
@@ -460,12 +469,13 @@ def markdown(results: dict[str, Any]) -> str:
             f" other outcomes {run['other_outcomes']}; stopped by time limit: "
             f"{run['stopped_by_time_limit']}).",
             "",
-            "| jobs | seconds | jobs/s | p50 s | p95 s | client-seen p50 s | stack CPU | workers CPU |",
-            "|---|---|---|---|---|---|---|---|",
+            "| jobs | seconds | jobs/s | p50 s | p95 s | client-seen p50 s | stack CPU (cores) | workers CPU (cores) | stack CPU ms/job | workers CPU ms/job |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {w['jobs']} | {w['seconds']} | {w['jobs_per_s']} | {w['p50_s']} | {w['p95_s']} | "
-            f"{w['client_seen_p50_s']} | {w['stack_cpu']} | {w['workers_cpu']} |"
+            f"{w['client_seen_p50_s']} | {w['stack_cpu']} | {w['workers_cpu']} | "
+            f"{w['stack_cpu_ms_per_job']} | {w['workers_cpu_ms_per_job']} |"
             for w in run["windows"]
         ]
     if "transaction_cost" in results:
@@ -532,7 +542,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     results: dict[str, Any] = {
         "measured_on": "the embedded local stack (moto) on this machine; not AWS",
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "load_average_at_start": os.getloadavg(),
+        },
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
     }
     if not args.skip_stack:
@@ -560,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         results["transaction_cost"] = measure_transactions(
             args.tx_sizes, set(args.unpatched_sizes), args.tx_repeats
         )
+    results["machine"]["load_average_at_end"] = os.getloadavg()
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(markdown(results))
     print(f"\nwritten to {args.out}")
