@@ -13,7 +13,9 @@ through moto's own `get_item`, `put_item`, `update_item` and `delete_item`, so t
 stream records are moto's — but it backs up only what the transaction touches: before an item is
 read or written, a copy of that one item (or the fact that it was absent), and per table the
 length of its stream shard. On any failure those items are put back and the stream records the
-transaction appended are dropped, in the same table object.
+transaction appended are dropped, in the same table object. (Each item's condition is evaluated
+once, as in moto's loop; moto's write would evaluate it a second time against the same item, so
+the write is called without it.)
 
 Two deliberate differences from moto, both places where moto leaves a partial write:
 - an item naming more than one operation (`TransactWriteSingleOpException`) after an earlier item
@@ -113,7 +115,8 @@ class _UndoLog:
 
 def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
     """moto 5.2.5's DynamoDBBackend.transact_write_items, line for line, with an undo log of the
-    touched items in place of a deep copy of every table the transaction names."""
+    touched items in place of a deep copy of every table the transaction names, and without
+    the second evaluation of each item's condition inside moto's write."""
     from moto.dynamodb.comparisons import get_filter_expression
     from moto.dynamodb.exceptions import (
         ConditionalCheckFailed,
@@ -178,11 +181,13 @@ def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Non
                         original_item = current.to_json()["Attributes"]
                     raise ConditionalCheckFailed(item=original_item)
 
+            # The condition held against `current` just above, and nothing has written this item
+            # since: moto's write would parse and evaluate it once more to the same answer.
             if op_type == "Put":
                 self.put_item(
                     table_name,
                     op["Item"],
-                    condition_expression=condition_expression,
+                    condition_expression=None,
                     expression_attribute_names=expression_attribute_names,
                     expression_attribute_values=expression_attribute_values,
                 )
@@ -190,7 +195,7 @@ def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Non
                 self.delete_item(
                     table_name,
                     key,
-                    condition_expression=condition_expression,
+                    condition_expression=None,
                     expression_attribute_names=expression_attribute_names,
                     expression_attribute_values=expression_attribute_values,
                 )
@@ -199,7 +204,7 @@ def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Non
                     table_name,
                     key,
                     update_expression=op["UpdateExpression"],
-                    condition_expression=condition_expression,
+                    condition_expression=None,
                     expression_attribute_names=expression_attribute_names,
                     expression_attribute_values=expression_attribute_values,
                 )
