@@ -419,16 +419,25 @@ def measure_transactions(
                 spent.append(time.perf_counter() - started)
             return round(statistics.median(spent) * 1000, 2)
 
+        def interleaved_ms(times: int) -> tuple[float, float]:
+            """PutItem and transaction taken in turns, so both see the same load."""
+            puts, transactions = [], []
+            for _ in range(times):
+                puts.append(median_ms(one_put, 1))
+                transactions.append(median_ms(one_transaction, 1))
+            return statistics.median(puts), statistics.median(transactions)
+
         filled = 0
         for size in sorted(sizes):
             for n in range(filled, size):
                 backend.put_item("jobs", _job_like_item(n))
             filled = size
             one_put(), one_transaction()  # warm
+            put_ms, transaction_ms = interleaved_ms(repeats)
             row: dict[str, Any] = {
                 "items": len(backend.tables["jobs"]),
-                "put_item_ms": median_ms(one_put, repeats),
-                "transaction_ms": median_ms(one_transaction, repeats),
+                "put_item_ms": put_ms,
+                "transaction_ms": transaction_ms,
             }
             row["transaction_over_put"] = round(row["transaction_ms"] / row["put_item_ms"], 2)
             if size in unpatched_sizes:
@@ -528,7 +537,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle-jobs", type=int, default=20)
     parser.add_argument("--tx-sizes", type=_sizes, default=[1_000, 10_000, 50_000])
     parser.add_argument("--unpatched-sizes", type=_sizes, default=[1_000, 10_000])
-    parser.add_argument("--tx-repeats", type=_positive, default=20)
+    parser.add_argument("--tx-repeats", type=_positive, default=40)
     parser.add_argument("--skip-stack", action="store_true", help="only the in-process figures")
     parser.add_argument("--skip-transactions", action="store_true", help="only the stack figures")
     parser.add_argument("--out", type=Path, default=HERE / "local.json")
@@ -567,6 +576,9 @@ def main(argv: list[str] | None = None) -> int:
                     poll_seconds=args.poll,
                     max_seconds=args.max_seconds,
                 )
+                if results["throughput"]["errors"]:
+                    tail = stack.log.read_text(errors="replace").splitlines()[-40:]
+                    print("the stack's log ends:\n" + "\n".join(tail), file=sys.stderr)
             finally:
                 stack.stop()
     if not args.skip_transactions:
