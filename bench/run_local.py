@@ -532,7 +532,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between polls of a job")
     parser.add_argument(
-        "--max-seconds", type=float, default=1500, help="bound on the throughput run"
+        "--max-seconds", type=float, default=2700, help="bound on the throughput run"
     )
     parser.add_argument("--idle-jobs", type=int, default=20)
     parser.add_argument("--tx-sizes", type=_sizes, default=[1_000, 10_000, 50_000])
