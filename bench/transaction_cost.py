@@ -101,7 +101,7 @@ def measure_transactions(
             for _ in range(times):
                 puts.append(median_ms(one_put, 1))
                 transactions.append(median_ms(one_transaction, 1))
-            return statistics.median(puts), statistics.median(transactions)
+            return round(statistics.median(puts), 2), round(statistics.median(transactions), 2)
 
         filled = 0
         for size in sorted(sizes):
