@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench clean mutants soak
+.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak
 
 setup: $(STAMP)
 
@@ -68,6 +68,10 @@ delete: setup
 # Counts on moto, priced: bench/results.json, bench/README.md, bench/cost.svg (a few minutes).
 bench: setup
 	$(BIN)/python -m bench.run_bench
+
+# Local throughput (the embedded stack, not AWS): BENCH_ARGS="--jobs 500 --window 100" for a short run.
+bench-local: setup
+	$(BIN)/python bench/run_local.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache

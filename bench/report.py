@@ -376,6 +376,9 @@ def write_readme(results: dict[str, Any], path: Path, *, chart_name: str | None)
         "Capacity on paper (rates, hot keys, concurrency, the monthly bill at 1×, 10×, 100×): "
         "`docs/capacity.md`, from `python -m bench.plan [--scale N]`.",
     ]
+    local = path.parent / "local.md"  # `make bench-local`'s section, kept across regenerations
+    if local.is_file():
+        lines += ["", local.read_text().rstrip()]
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -38,12 +38,13 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
     """All scenarios; `quick` runs a fifth of the jobs (for a smoke check, not for figures)."""
     from moto import mock_aws
 
-    from bench.moto_speed import cheap_transaction_snapshots
+    from leasehold.local import moto_transactions
 
     set_credentials()
     quiet_warnings()
     results: dict[str, Any] = {}
-    with mock_aws(), cheap_transaction_snapshots():
+    moto_transactions.install()  # moto's own transactions copy the whole table each time
+    with mock_aws():
         stack = Stack()
         runner = Runner(stack)
         access = access_log_bytes(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from leasehold.local import moto_transactions
 from tests.support.api import Call, call_fixture
 from tests.support.atomic import serialise_dynamodb
 from tests.support.harness import Harness
@@ -40,6 +41,7 @@ def moto_behaves_like_the_service() -> Iterator[None]:
     """For every test that runs moto in-process (the `moto` fixture, or a state machine that
     starts its own mock): conditions and writes are atomic, an injected fault leaves the request
     unapplied, and botocore's retries keep their rules but not their real-time sleeps."""
+    moto_transactions.install()  # transactions that cost what DynamoDB's would, not the table
     patches = pytest.MonkeyPatch()
     serialise_dynamodb(patches)
     instant_sdk_backoff(patches)

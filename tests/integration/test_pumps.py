@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from leasehold.domain.clock import ManualClock
@@ -154,3 +156,39 @@ def test_dlq_redrive_falls_back_to_receive_send_delete_on_moto(harness: Harness)
     assert moved == 2
     assert sorted(b["job_id"] for b in harness.bodies()) == ["j_a", "j_b"]
     assert harness.queue.stats().dead_letter == 0
+
+
+def test_stream_pump_keeps_its_iterator_across_a_rolled_back_transaction(
+    harness: Harness,
+) -> None:
+    # Given a pump that has read the stream once (and keeps its shard iterator)
+    delivered: list[str] = []
+
+    def relay(event: dict[str, Any], _: Any) -> dict[str, Any]:
+        delivered.extend(r["dynamodb"]["Keys"]["pk"]["S"] for r in event["Records"])
+        return {"batchItemFailures": []}
+
+    def outbox(name: str) -> dict[str, Any]:
+        return {"pk": {"S": f"OUTBOX#{name}"}, "sk": {"S": "D#1"}}
+
+    pump = StreamPump("", relay_mapping(harness.stream_arn), relay, "relay")
+    harness.dynamodb.put_item(TableName=harness.table, Item=outbox("a"))
+    pump.poll_once()
+    # When a transaction that wrote an outbox item is cancelled, and another item is written
+    rolled_back = [
+        {"Put": {"TableName": harness.table, "Item": outbox("b")}},
+        {
+            "ConditionCheck": {
+                "TableName": harness.table,
+                "Key": {"pk": {"S": "JOB#missing"}, "sk": {"S": "JOB"}},
+                "ConditionExpression": "attribute_exists(pk)",
+            }
+        },
+    ]
+    with pytest.raises(ClientError, match="TransactionCanceledException"):
+        harness.dynamodb.transact_write_items(TransactItems=rolled_back)
+    harness.dynamodb.put_item(TableName=harness.table, Item=outbox("c"))
+    pump.poll_once()
+    pump.poll_once()
+    # Then the same pump delivers the later record once, and never the rolled-back one
+    assert delivered == ["OUTBOX#a", "OUTBOX#c"]

@@ -70,6 +70,7 @@ FAULTS = (
     "dynamodb.GetItem:ProvisionedThroughputExceededException=0.02,"
     "dynamodb.Query:InternalServerError=0.02"
 )
+from leasehold.local import moto_transactions
 
 PAYLOADS: list[dict[str, Any]] = [
     {"payload": steps({"cost": 1})},
@@ -179,6 +180,7 @@ class CrashingLeases:
 class LeaseholdMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
+        moto_transactions.install()
         self.mock = mock_aws()
         self.mock.start()
         self.h = Harness.create(seed=11)

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from leasehold.local.invoke import Handler, LocalContext
 from leasehold.local.stack import REGION, QueueMapping, StreamMapping, client
 
@@ -54,7 +56,10 @@ def lambda_stream_record(record: dict[str, Any], stream_arn: str) -> dict[str, A
 class StreamPump:
     """Reads every shard of the table's stream, drops records the mapping's filter rejects, and
     calls the function with batches; a reported failure re-sends the batch from the lowest failed
-    record, up to MaximumRetryAttempts, then the batch goes to the on-failure destination."""
+    record, up to MaximumRetryAttempts, then the batch goes to the on-failure destination. Each
+    shard's iterator is kept between polls (one GetRecords per poll), as Lambda keeps it: the
+    transactions of leasehold.local.moto_transactions roll back in place, so the shard an
+    iterator reads is never swapped for a copy."""
 
     def __init__(self, endpoint: str, mapping: StreamMapping, handler: Handler, function_name: str):
         self._streams = client("dynamodbstreams", endpoint)
@@ -64,14 +69,21 @@ class StreamPump:
         self._handler = handler
         self._function_name = function_name
         self._last_sequence: dict[str, str | None] = {}
+        self._iterators: dict[str, str] = {}  # shard id → the iterator the last read returned
         self.delivered = 0
         self.dropped_by_filter = 0
         self.sent_to_failure_destination = 0
 
-    def _iterator(self, shard_id: str) -> str:
-        """A fresh iterator after the last record this pump handled. (moto replaces a table, and
-        with it the stream shard an old iterator points at, when a transaction rolls back — so
-        iterators are not kept between polls.)"""
+    def _open_shards(self) -> None:
+        """An iterator for each shard of the stream: after the last record this pump handled,
+        or from the oldest record kept (TRIM_HORIZON) the first time."""
+        description = self._streams.describe_stream(StreamArn=self._mapping.stream_arn)
+        for shard in description["StreamDescription"]["Shards"]:
+            shard_id = shard["ShardId"]
+            if shard_id not in self._iterators:
+                self._iterators[shard_id] = self._fresh_iterator(shard_id)
+
+    def _fresh_iterator(self, shard_id: str) -> str:
         last = self._last_sequence.get(shard_id)
         params: dict[str, Any] = {"StreamArn": self._mapping.stream_arn, "ShardId": shard_id}
         if last is None:
@@ -81,17 +93,34 @@ class StreamPump:
             params["SequenceNumber"] = last
         return str(self._streams.get_shard_iterator(**params)["ShardIterator"])
 
+    def _read(self, shard_id: str) -> list[dict[str, Any]]:
+        """One GetRecords with the iterator the last one returned, as Lambda's poller reads a
+        shard; an iterator the stream no longer knows is replaced by a fresh one after the last
+        record handled (nothing is skipped or read twice)."""
+        try:
+            answer = self._streams.get_records(ShardIterator=self._iterators[shard_id], Limit=1000)
+        except ClientError:
+            self._iterators[shard_id] = self._fresh_iterator(shard_id)
+            answer = self._streams.get_records(ShardIterator=self._iterators[shard_id], Limit=1000)
+        following = answer.get("NextShardIterator")
+        if following:
+            self._iterators[shard_id] = following
+        else:  # the shard was closed: look for its successors on the next poll
+            del self._iterators[shard_id]
+        raw: list[dict[str, Any]] = answer["Records"]
+        if raw:
+            self._last_sequence[shard_id] = raw[-1]["dynamodb"]["SequenceNumber"]
+        return raw
+
     def poll_once(self) -> int:
         """Read each shard once and deliver what passed the filter; returns records delivered."""
-        description = self._streams.describe_stream(StreamArn=self._mapping.stream_arn)
+        if not self._iterators:
+            self._open_shards()
         delivered = 0
-        for shard in description["StreamDescription"]["Shards"]:
-            shard_id = shard["ShardId"]
-            answer = self._streams.get_records(ShardIterator=self._iterator(shard_id), Limit=1000)
-            raw = answer["Records"]
-            if raw:
-                self._last_sequence[shard_id] = raw[-1]["dynamodb"]["SequenceNumber"]
-            records = [lambda_stream_record(r, self._mapping.stream_arn) for r in raw]
+        for shard_id in list(self._iterators):
+            records = [
+                lambda_stream_record(r, self._mapping.stream_arn) for r in self._read(shard_id)
+            ]
             kept = [r for r in records if self._passes_filter(r)]
             self.dropped_by_filter += len(records) - len(kept)
             for start in range(0, len(kept), self._mapping.batch_size):

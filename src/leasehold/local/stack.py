@@ -145,7 +145,10 @@ def check_port_free(port: int) -> None:
 def start_moto() -> tuple[Any, str]:
     """An embedded moto server on 127.0.0.1 and a free port. DynamoDB requests are served one at
     a time: DynamoDB evaluates a condition and applies its write atomically, moto's threaded
-    server does not — without this, two workers could both pass the same claim condition."""
+    server does not — without this, two workers could both pass the same claim condition.
+    Transactions run leasehold.local.moto_transactions and queries leasehold.local.moto_queries
+    (neither costs time in proportion to the table); attribute values are serialized by the fast
+    path of leasehold.local.moto_serialization."""
     import threading
 
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -156,6 +159,11 @@ def start_moto() -> tuple[Any, str]:
     )
     from werkzeug.serving import make_server
 
+    from leasehold.local import moto_queries, moto_serialization, moto_transactions
+
+    moto_transactions.install()
+    moto_serialization.install()
+    moto_queries.install()
     dynamodb_lock = threading.Lock()
 
     def atomic_dynamodb(app: Any) -> Any:

@@ -1,0 +1,484 @@
+"""Local throughput benchmark (`make bench-local`): 1-step synthetic jobs over HTTP against the
+embedded local stack (`leasehold local up`, moto) with worker processes, submitted by a couple of
+concurrent clients that poll `GET /jobs/{id}` (DESIGN §11), measured in windows as the table
+grows; the accept → succeeded latency of single jobs on an idle stack; and the in-process cost of
+a 2-item transaction against a PutItem as the table grows, with and without
+leasehold.local.moto_transactions. Every figure is the local stack or moto on this machine —
+nothing here is an AWS measurement."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # transaction_cost.py, beside this file
+
+from transaction_cost import measure_transactions  # noqa: E402
+
+ROOT = HERE.parent
+JOB = {"kind": "synthetic", "payload": {"steps": [{"name": "s"}]}}
+USERS = ("alice", "bob")  # the posters: each its own user, so each has its own per-user slots
+TERMINAL = {"succeeded", "failed", "cancelled", "dead", "unknown"}
+
+
+class BenchError(RuntimeError):
+    """The benchmark could not run as asked (the stack did not start, a request was refused)."""
+
+
+# ---------------------------------------------------------------- the stack and its clients
+
+
+class StackProcess:
+    """`leasehold local up --port 0` in its own process (its own interpreter lock, as a user
+    would run it), its output in a log file; stopped with SIGTERM, then killed if it hangs."""
+
+    def __init__(self, workdir: Path, workers: int) -> None:
+        self.log = workdir / "stack.log"
+        command = [sys.executable, "-m", "leasehold.cli", "local", "up", "--port", "0"]
+        command += ["--workers", str(workers), "--state", str(workdir / "stack.json")]
+        command += ["--template", str(ROOT / "template.yaml")]
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        self.url = self._wait_ready(timeout=120)
+
+    def _wait_ready(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.log.read_text(errors="replace").splitlines():
+                if "ready at " in line:
+                    return line.split("ready at ")[1].split()[0]
+            if self.process.poll() is not None:
+                raise BenchError(f"the local stack exited: {self.log.read_text()[-2000:]}")
+            time.sleep(0.2)
+        self.stop()
+        raise BenchError("the local stack did not become ready in time")
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds used so far by the stack process and, together, by its workers."""
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def used(pid: int) -> float:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return 0.0
+            return (int(fields[11]) + int(fields[12])) / tick
+
+        children: list[int] = []
+        for task in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
+            try:
+                children += [int(pid) for pid in task.read_text().split()]
+            except OSError:  # the thread ended between the listing and the read
+                continue
+        return {"stack": used(self.process.pid), "workers": sum(used(pid) for pid in children)}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class ApiClient:
+    """One keep-alive HTTP connection, as an ordinary client library keeps one."""
+
+    def __init__(self, url: str, user: str) -> None:
+        parts = urlsplit(url)
+        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
+        self._user = user
+        self._connection: http.client.HTTPConnection | None = None
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"X-Demo-User": self._user, "Content-Type": "application/json"}
+        for attempt in range(2):
+            if self._connection is None:
+                self._connection = http.client.HTTPConnection(self._host, self._port, timeout=60)
+            try:
+                self._connection.request(method, path, body=data, headers=headers)
+                answer = self._connection.getresponse()
+                return answer.status, json.loads(answer.read() or b"null")
+            except (ConnectionError, http.client.HTTPException):
+                self._connection.close()
+                self._connection = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def submit(self) -> tuple[str, float]:
+        status, body = self.request("POST", "/jobs", JOB)
+        if status != 202:
+            raise BenchError(f"POST /jobs answered {status}: {body}")
+        return str(body["job_id"]), time.time()
+
+    def view(self, job_id: str) -> dict[str, Any]:
+        status, body = self.request("GET", f"/jobs/{job_id}")
+        if status != 200:
+            raise BenchError(f"GET /jobs/{job_id} answered {status}: {body}")
+        return dict(body)
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+@dataclass(frozen=True)
+class Completion:
+    job_id: str
+    state: str
+    created_at: float  # the job's own clock: set by the API as it accepted the job
+    updated_at: float  # ... and as the worker saved the outcome
+    accepted_seen: float  # the client's clock: 202 received
+    outcome_seen: float  # ... first GET that showed a terminal state
+
+    @property
+    def latency(self) -> float:
+        return self.updated_at - self.created_at
+
+
+def _completion(job_id: str, view: dict[str, Any], accepted: float) -> Completion:
+    return Completion(
+        job_id=job_id,
+        state=view["state"],
+        created_at=_epoch(view["created_at"]),
+        updated_at=_epoch(view["updated_at"]),
+        accepted_seen=accepted,
+        outcome_seen=time.time(),
+    )
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))]
+
+
+def measure_idle(url: str, jobs: int, poll_seconds: float = 0.01) -> dict[str, Any]:
+    """Single jobs one at a time on an otherwise idle stack, polled closely."""
+    client = ApiClient(url, USERS[0])
+    done: list[Completion] = []
+    for _ in range(jobs):
+        time.sleep(0.5)  # let the stack settle: nothing in flight
+        job_id, accepted = client.submit()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            view = client.view(job_id)
+            if view["state"] in TERMINAL:
+                done.append(_completion(job_id, view, accepted))
+                break
+            time.sleep(poll_seconds)
+        else:
+            raise BenchError(f"idle job {job_id} did not finish in 30 s")
+    latencies = [c.latency for c in done]
+    seen = [c.outcome_seen - c.accepted_seen for c in done]
+    return {
+        "jobs": jobs,
+        "succeeded": sum(c.state == "succeeded" for c in done),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p95_s": round(percentile(latencies, 0.95), 3),
+        "client_seen_p50_s": round(statistics.median(seen), 3),
+        "poll_seconds": poll_seconds,
+    }
+
+
+class Poster(threading.Thread):
+    """A client: keeps up to `in_flight` of its jobs outstanding, submits while it has quota,
+    polls each outstanding job every `poll_seconds`, oldest due first."""
+
+    def __init__(
+        self, url: str, user: str, quota: int, in_flight: int, poll_seconds: float, stop_at: float
+    ) -> None:
+        super().__init__(name=f"poster-{user}", daemon=True)
+        self.client = ApiClient(url, user)
+        self.quota, self.in_flight, self.poll_seconds = quota, in_flight, poll_seconds
+        self.stop_at = stop_at
+        self.done: list[Completion] = []
+        self.submitted = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except (BenchError, OSError, ValueError) as exc:
+            self.error = exc
+
+    def _run(self) -> None:
+        outstanding: dict[str, tuple[float, float]] = {}  # job id → (accepted, next poll)
+        drain_until = self.stop_at + 60
+        while True:
+            now = time.monotonic()
+            submitting = self.submitted < self.quota and now < self.stop_at
+            if submitting and len(outstanding) < self.in_flight:
+                job_id, accepted = self.client.submit()
+                outstanding[job_id] = (accepted, time.monotonic() + self.poll_seconds)
+                self.submitted += 1
+                continue
+            if not outstanding or now > drain_until:
+                return
+            job_id, (accepted, due) = min(outstanding.items(), key=lambda kv: kv[1][1])
+            if due > now:
+                time.sleep(due - now)
+            view = self.client.view(job_id)
+            if view["state"] in TERMINAL:
+                self.done.append(_completion(job_id, view, accepted))
+                del outstanding[job_id]
+            else:
+                outstanding[job_id] = (accepted, time.monotonic() + self.poll_seconds)
+
+
+def measure_throughput(
+    stack: StackProcess,
+    *,
+    jobs: int,
+    window: int,
+    in_flight: int,
+    poll_seconds: float,
+    max_seconds: float,
+) -> dict[str, Any]:
+    """Jobs that reach succeeded per second, in windows of `window` completions."""
+    stop_at = time.monotonic() + max_seconds
+    posters = [
+        Poster(
+            stack.url,
+            user,
+            jobs // len(USERS) + (i < jobs % len(USERS)),
+            in_flight,
+            poll_seconds,
+            stop_at,
+        )
+        for i, user in enumerate(USERS)
+    ]
+    cpu_marks: list[tuple[float, dict[str, float]]] = [(time.time(), stack.cpu_seconds())]
+    started = time.time()
+    for poster in posters:
+        poster.start()
+    while any(p.is_alive() for p in posters):
+        time.sleep(1)
+        cpu_marks.append((time.time(), stack.cpu_seconds()))
+    errors = [repr(p.error) for p in posters if p.error]
+    done = sorted((c for p in posters for c in p.done), key=lambda c: c.updated_at)
+    succeeded = [c for c in done if c.state == "succeeded"]
+    windows = []
+    previous_end = min((c.created_at for c in done), default=started)
+    for start in range(0, len(succeeded), window):
+        chunk = succeeded[start : start + window]
+        end = chunk[-1].updated_at
+        seconds = max(end - previous_end, 1e-9)
+        windows.append(
+            {
+                "jobs": f"{start + 1}-{start + len(chunk)}",
+                "seconds": round(seconds, 2),
+                "jobs_per_s": round(len(chunk) / seconds, 2),
+                "p50_s": round(statistics.median(c.latency for c in chunk), 3),
+                "p95_s": round(percentile([c.latency for c in chunk], 0.95), 3),
+                "client_seen_p50_s": round(
+                    statistics.median(c.outcome_seen - c.accepted_seen for c in chunk), 3
+                ),
+                **_cpu_share(cpu_marks, previous_end, end, len(chunk)),
+            }
+        )
+        previous_end = end
+    elapsed = (succeeded[-1].updated_at - succeeded[0].created_at) if succeeded else 0.0
+    return {
+        "jobs_asked": jobs,
+        "submitted": sum(p.submitted for p in posters),
+        "succeeded": len(succeeded),
+        "other_outcomes": len(done) - len(succeeded),
+        "stopped_by_time_limit": time.monotonic() >= stop_at,
+        "errors": errors,
+        "seconds": round(elapsed, 1),
+        "jobs_per_s": round(len(succeeded) / elapsed, 2) if elapsed else 0.0,
+        "clients": len(posters),
+        "in_flight_per_client": in_flight,
+        "poll_seconds": poll_seconds,
+        "windows": windows,
+    }
+
+
+def _cpu_share(
+    marks: list[tuple[float, dict[str, float]]], start: float, end: float, jobs: int
+) -> dict[str, Any]:
+    """Between two wall times: the share of one core the stack process and the workers used,
+    and their CPU milliseconds per job (the figure that does not depend on the machine's load)."""
+    before = max((m for m in marks if m[0] <= start), default=marks[0], key=lambda m: m[0])
+    after = min((m for m in marks if m[0] >= end), default=marks[-1], key=lambda m: m[0])
+    span = max(after[0] - before[0], 1e-9)
+    stack = after[1]["stack"] - before[1]["stack"]
+    workers = after[1]["workers"] - before[1]["workers"]
+    return {
+        "stack_cpu": round(stack / span, 2),
+        "workers_cpu": round(workers / span, 2),
+        "stack_cpu_ms_per_job": round(stack * 1000 / jobs, 1),
+        "workers_cpu_ms_per_job": round(workers * 1000 / jobs, 1),
+    }
+
+
+# ---------------------------------------------------------------- report
+
+
+def markdown(results: dict[str, Any]) -> str:
+    machine = results["machine"]
+    lines = [
+        f"Local stack (moto) on this machine ({machine['cpus']} CPUs, load average "
+        f"{machine['load_average_at_start'][0]:.1f} at the start, shared); not AWS."
+    ]
+    if "idle" in results:
+        idle = results["idle"]
+        lines += [
+            "",
+            f"Idle stack, {idle['jobs']} single 1-step jobs: accept → succeeded p50 "
+            f"{idle['p50_s']} s, p95 {idle['p95_s']} s (job timestamps); "
+            f"client-observed p50 {idle['client_seen_p50_s']} s.",
+        ]
+    if "throughput" in results:
+        run = results["throughput"]
+        lines += [
+            "",
+            f"Throughput: {run['succeeded']} of {run['jobs_asked']} jobs succeeded in "
+            f"{run['seconds']} s = {run['jobs_per_s']} jobs/s ({run['clients']} clients, "
+            f"{run['in_flight_per_client']} in flight each, polling every {run['poll_seconds']} s;"
+            f" other outcomes {run['other_outcomes']}; stopped by time limit: "
+            f"{run['stopped_by_time_limit']}).",
+            "",
+            "| jobs | seconds | jobs/s | p50 s | p95 s | client-seen p50 s | stack CPU (cores) | workers CPU (cores) | stack CPU ms/job | workers CPU ms/job |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {w['jobs']} | {w['seconds']} | {w['jobs_per_s']} | {w['p50_s']} | {w['p95_s']} | "
+            f"{w['client_seen_p50_s']} | {w['stack_cpu']} | {w['workers_cpu']} | "
+            f"{w['stack_cpu_ms_per_job']} | {w['workers_cpu_ms_per_job']} |"
+            for w in run["windows"]
+        ]
+    if "transaction_cost" in results:
+        lines += [
+            "",
+            "In-process (moto mock), median ms: one PutItem vs one 2-item transaction.",
+            "",
+            "| items in table | PutItem ms | 2-item transaction ms | ratio | moto's own transaction ms |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['items']} | {r['put_item_ms']} | {r['transaction_ms']} | "
+            f"{r['transaction_over_put']} | {r.get('unpatched_transaction_ms', '—')} |"
+            for r in results["transaction_cost"]
+        ]
+    return "\n".join(lines)
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a list of sizes: {text}") from exc
+    if any(size < 0 or size > 200_000 for size in sizes):
+        raise argparse.ArgumentTypeError("sizes must be between 0 and 200000")
+    return sizes
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--jobs", type=_positive, default=10_000, help="jobs for the throughput run"
+    )
+    parser.add_argument("--window", type=_positive, default=1_000, help="completions per window")
+    parser.add_argument("--workers", type=_positive, default=2)
+    parser.add_argument(
+        "--in-flight", type=_positive, default=10, help="outstanding jobs per client"
+    )
+    parser.add_argument("--poll", type=float, default=0.25, help="seconds between polls of a job")
+    parser.add_argument(
+        "--max-seconds", type=float, default=2700, help="bound on the throughput run"
+    )
+    parser.add_argument("--idle-jobs", type=int, default=20)
+    parser.add_argument("--tx-sizes", type=_sizes, default=[1_000, 10_000, 50_000])
+    parser.add_argument("--unpatched-sizes", type=_sizes, default=[1_000, 10_000])
+    parser.add_argument("--tx-repeats", type=_positive, default=40)
+    parser.add_argument("--skip-stack", action="store_true", help="only the in-process figures")
+    parser.add_argument("--skip-transactions", action="store_true", help="only the stack figures")
+    parser.add_argument("--out", type=Path, default=HERE / "local.json")
+    args = parser.parse_args(argv)
+    if not 0.01 <= args.poll <= 5 or not 1 <= args.max_seconds <= 7200:
+        parser.error("--poll must be in [0.01, 5] and --max-seconds in [1, 7200]")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    results: dict[str, Any] = {
+        "measured_on": "the embedded local stack (moto) on this machine; not AWS",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "load_average_at_start": os.getloadavg(),
+        },
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    }
+    if not args.skip_stack:
+        with tempfile.TemporaryDirectory(prefix="leasehold-bench-") as workdir:
+            stack = StackProcess(Path(workdir), args.workers)
+            try:
+                print(
+                    f"local stack at {stack.url}; idle latency ({args.idle_jobs} jobs)", flush=True
+                )
+                if args.idle_jobs:
+                    results["idle"] = measure_idle(stack.url, args.idle_jobs)
+                print(f"throughput: {args.jobs} jobs, windows of {args.window}", flush=True)
+                results["throughput"] = measure_throughput(
+                    stack,
+                    jobs=args.jobs,
+                    window=args.window,
+                    in_flight=args.in_flight,
+                    poll_seconds=args.poll,
+                    max_seconds=args.max_seconds,
+                )
+                if results["throughput"]["errors"]:
+                    tail = stack.log.read_text(errors="replace").splitlines()[-40:]
+                    print("the stack's log ends:\n" + "\n".join(tail), file=sys.stderr)
+            finally:
+                stack.stop()
+    if not args.skip_transactions:
+        print("in-process transaction cost", flush=True)
+        results["transaction_cost"] = measure_transactions(
+            args.tx_sizes, set(args.unpatched_sizes), args.tx_repeats
+        )
+    results["machine"]["load_average_at_end"] = os.getloadavg()
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(markdown(results))
+    print(f"\nwritten to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
