@@ -49,6 +49,7 @@ from leasehold.domain.states import JobState, is_terminal
 from leasehold.kinds import registry
 from leasehold.kinds.enrich import EnrichKind
 from leasehold.kinds.synthetic import SyntheticKind
+from leasehold.local import moto_transactions
 from leasehold.providers.enrichment import Capability
 from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.relay import relay_records
@@ -70,7 +71,6 @@ FAULTS = (
     "dynamodb.GetItem:ProvisionedThroughputExceededException=0.02,"
     "dynamodb.Query:InternalServerError=0.02"
 )
-from leasehold.local import moto_transactions
 
 PAYLOADS: list[dict[str, Any]] = [
     {"payload": steps({"cost": 1})},
