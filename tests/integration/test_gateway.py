@@ -96,3 +96,31 @@ def test_the_gateway_serves_the_openapi_document_with_no_identity(tmp_path: Any)
         assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
     finally:
         missing.stop()
+
+
+def test_a_method_no_route_has_is_a_404_in_the_envelope_not_a_501_page() -> None:
+    calls: list[Any] = []
+
+    def handler(event: dict[str, Any], _: Any) -> dict[str, Any]:
+        calls.append(event)
+        return {"statusCode": 200, "body": "{}"}
+
+    gateway = Gateway(0, [Route("GET", "/health", "Api", False)], {"Api": handler})
+    gateway.start()
+    try:
+        for method in (b"OPTIONS", b"TRACE", b"QUERY", b"PROPFIND"):
+            answer = _raw(
+                gateway.port, method + b" /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 404"), (method, head)
+            assert json.loads(body) == {"error": {"code": "not_found", "message": "no such route"}}
+        # HEAD: the same status, and headers only (a body would corrupt the next answer)
+        answer = _raw(
+            gateway.port, b"HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 404") and body == b""
+        assert calls == []
+    finally:
+        gateway.stop()

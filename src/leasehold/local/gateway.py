@@ -103,6 +103,13 @@ class Gateway:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve  # noqa: N815
 
+            def __getattr__(self, name: str) -> Any:
+                # Any other method (OPTIONS, HEAD, TRACE, QUERY, …) meets no route: the 404 API
+                # Gateway answers, in the error envelope — not http.server's 501 HTML page.
+                if name.startswith("do_"):
+                    return self._serve
+                raise AttributeError(name)
+
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _RequestHandler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
@@ -125,7 +132,8 @@ class Gateway:
             request.send_header(key, value)
         request.send_header("Content-Length", str(len(body)))
         request.end_headers()
-        request.wfile.write(body)
+        if request.command != "HEAD":  # a HEAD answer has headers only
+            request.wfile.write(body)
 
     def _serve_openapi(self, request: BaseHTTPRequestHandler) -> None:
         """`GET /openapi.yaml`: the document as it is in the repository now (read per request,
