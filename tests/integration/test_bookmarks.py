@@ -81,6 +81,26 @@ def test_the_same_key_and_body_is_the_same_bookmark_and_job(local_call: Call) ->
     assert status == 409 and answer["error"]["code"] == "idempotency_key_reused"
 
 
+def test_a_key_whose_bookmark_was_deleted_is_409_not_500(local_call: Call) -> None:
+    # Found by make fuzz: the repeat re-created the bookmark, met the old title job's id, and
+    # the transaction's failure was "a condition it cannot explain" (500)
+    first = _create(local_call, headers={"idempotency-key": "save-2"})
+    assert local_call("api-delete-bookmark.json", path_id=first["id"])[0] == 204
+    for body in ({"url": URL}, {"url": "https://example.org/other"}):
+        status, answer, _ = local_call(
+            "api-create-bookmark.json", body=body, headers={"idempotency-key": "save-2"}
+        )
+        assert status == 409 and answer["error"]["code"] == "idempotency_key_reused"
+        assert "deleted" in answer["error"]["message"]
+    # Nothing came back: no bookmark, and the title job is still the cancelled first one
+    assert local_call("api-get-bookmark.json", path_id=first["id"])[0] == 404
+    assert local_call("api-list-bookmarks.json")[1]["items"] == []
+    _, job, _ = local_call("api-get-job.json", path_id=first["title_job"]["job_id"])
+    assert job["state"] == "cancelled" and job["stop_reason"] == "source_deleted"
+    # A new key saves the URL again
+    assert _create(local_call, headers={"idempotency-key": "save-3"})["id"] != first["id"]
+
+
 def test_the_list_is_shared_in_the_tenant_oldest_first_with_own_read_marks(
     local_call: Call,
 ) -> None:
