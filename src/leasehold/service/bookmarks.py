@@ -51,7 +51,8 @@ def bookmark_view(bookmark: Bookmark, caller: Owner, job_state: str | None) -> d
     if bookmark.title_mode:
         view["title_mode"] = bookmark.title_mode
     if bookmark.enrichment:
-        view["enrichment"] = bookmark.enrichment
+        # Stored in epoch ms like every time; the API shows times as ISO 8601 UTC
+        view["enrichment"] = {**bookmark.enrichment, "at": iso(bookmark.enrichment.get("at"))}
     return view
 
 
