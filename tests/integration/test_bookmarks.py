@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.api import Call
+from tests.support.api import Call, call_fixture
 
 URL = "https://example.org/articles/durable-jobs"
 
@@ -221,3 +222,30 @@ def test_title_jobs_cannot_be_submitted_directly(local_call: Call) -> None:
 def test_malformed_bookmark_ids_are_404(local_call: Call) -> None:
     for bad in ("x" * 300, "b_zz", "../b_1"):
         assert local_call("api-get-bookmark.json", path_id=bad)[0] == 404
+
+
+@pytest.fixture
+def enrich_call(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call]:
+    """The Api handler with a provider configured (accept never calls it)."""
+    yield from call_fixture(
+        monkeypatch,
+        TITLE_FETCHER="fixture",
+        ENRICHMENT_PROVIDER_URL="http://127.0.0.1:9",
+        ENRICHMENT_PROVIDER_CAPABILITY="idempotent_key",
+    )
+
+
+def test_enrich_takes_no_body_or_an_empty_one(enrich_call: Call) -> None:
+    # Found by make fuzz: with no body the request's fingerprint spread None into a dict (500)
+    view = _create(enrich_call)
+    seen = set()
+    for index, raw in enumerate(("", "null", "{}", '{"budget": null}')):
+        key = {"idempotency-key": f"enrich-{index}"}
+        event = {"path_id": view["id"], "headers": key}
+        status, accepted, headers = enrich_call("api-enrich-bookmark.json", raw_body=raw, **event)
+        assert status == 202, (raw, accepted)
+        assert headers["Location"] == accepted["status_url"] == f"/jobs/{accepted['job_id']}"
+        again = enrich_call("api-enrich-bookmark.json", raw_body=raw, **event)
+        assert again[0] == 202 and again[1]["job_id"] == accepted["job_id"]  # same key, same job
+        seen.add(accepted["job_id"])
+    assert len(seen) == 4

@@ -234,7 +234,8 @@ class BookmarkService:
             job,
             idempotency=idempotency_key,
             fingerprint=json.dumps(
-                {"bookmark": bookmark_id, "source": current.source_version, **body}, sort_keys=True
+                {"bookmark": bookmark_id, "source": current.source_version, **(body or {})},
+                sort_keys=True,
             ),
         )
         self._telemetry.count("JobsAccepted" if outcome.created else "IdempotentReplays")
