@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench clean mutants
+.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench clean mutants fuzz
 
 setup: $(STAMP)
 
@@ -74,3 +74,9 @@ clean:
 # Break each guarantee once in a temporary copy and run the suite: every mutant must be killed.
 mutants: setup
 	$(BIN)/python scripts/mutants.py
+
+# schemathesis against the local stack from docs/openapi.yaml, every route, as alice, carol and ops
+# (DESIGN §11). FUZZ_MAX_EXAMPLES (default 40) is the budget per operation and phase; FUZZ_ARGS
+# passes more (e.g. --seed N to replay a run, --url to use a stack already up).
+fuzz: setup
+	$(BIN)/python scripts/fuzz.py $${FUZZ_ARGS}
