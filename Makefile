@@ -76,7 +76,7 @@ mutants: setup
 	$(BIN)/python scripts/mutants.py
 
 # schemathesis against the local stack from docs/openapi.yaml, every route, as alice, carol and ops
-# (DESIGN §11). FUZZ_MAX_EXAMPLES (default 40) is the budget per operation and phase; FUZZ_ARGS
+# (DESIGN §11). FUZZ_MAX_EXAMPLES (default 20) is the budget per operation and phase; FUZZ_ARGS
 # passes more (e.g. --seed N to replay a run, --url to use a stack already up).
 fuzz: setup
 	$(BIN)/python scripts/fuzz.py $${FUZZ_ARGS}

@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-examples",
         type=int,
-        default=int(os.environ.get("FUZZ_MAX_EXAMPLES", "40")),
-        help="examples per operation and phase (the budget; default 40)",
+        default=int(os.environ.get("FUZZ_MAX_EXAMPLES", "20")),
+        help="examples per operation and phase (the budget; default 20)",
     )
     parser.add_argument("--users", default=",".join(USERS), help="comma-separated demo users")
     parser.add_argument("--seed", type=int, default=None, help="a fixed seed to replay a run")

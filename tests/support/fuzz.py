@@ -101,7 +101,7 @@ def config_for(
         "phases": {name: {"enabled": name in phases} for name in PHASES},
         "seed": seed,
     }
-    config["phases"]["stateful"]["max-steps"] = 6
+    config["phases"]["stateful"]["max-steps"] = 10
     return config
 
 
