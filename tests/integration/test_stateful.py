@@ -603,8 +603,8 @@ def test_the_machine_runs_a_thousand_interleaved_steps() -> None:
     run_state_machine_as_test(
         LeaseholdMachine,
         settings=settings(
-            max_examples=24,
-            stateful_step_count=60,
+            max_examples=12,
+            stateful_step_count=100,
             deadline=None,
             derandomize=True,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
