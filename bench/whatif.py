@@ -191,7 +191,7 @@ OPTIONS: list[Option] = [
         "slot take/release as single writes",
         "the claim and the outcome write the job item and the slot item separately",
         "not atomic any more: a crash between the two leaves a slot held by a finished job "
-        "(or a running job without one) until a repair pass; DESIGN D4 must change",
+        "(or a running job without one) until a repair pass; decision D4 must change",
         transform=slots_outside_transactions,
     ),
     Option(

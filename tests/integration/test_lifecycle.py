@@ -1,4 +1,4 @@
-"""DESIGN §3 on moto, with an injected clock: each rule has a test that fails if it is broken."""
+"""architecture §3 on moto, with an injected clock: each rule has a test that fails if it is broken."""
 
 from __future__ import annotations
 

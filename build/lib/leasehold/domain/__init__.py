@@ -1,1 +1,0 @@
-"""Pure domain: states, transitions, policies. No boto3, no I/O."""

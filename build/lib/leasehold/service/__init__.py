@@ -1,1 +1,0 @@
-"""Use cases in domain terms: accept, claim, run, cancel, approve, replay, sweep, relay."""
