@@ -1,6 +1,6 @@
 """Local throughput benchmark (`make bench-local`): 1-step synthetic jobs over HTTP against the
 embedded local stack (`leasehold local up`, moto) with worker processes, submitted by a couple of
-concurrent clients that poll `GET /jobs/{id}` (architecture §8), measured in windows as the table
+concurrent clients that poll `GET /jobs/{id}` (arch §8), measured in windows as the table
 grows; the accept → succeeded latency of single jobs on an idle stack; and the in-process cost of
 a 2-item transaction against a PutItem as the table grows, with and without
 leasehold.local.moto_transactions. Every figure is the local stack or moto on this machine —

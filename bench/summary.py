@@ -1,4 +1,4 @@
-"""From what a scenario measured to the per-job figures of bench/results.json (architecture §8)."""
+"""From what a scenario measured to the per-job figures of bench/results.json (arch §8)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`make fuzz`: schemathesis 4 against the local stack, from docs/openapi.yaml as the stack serves
 it, every route, as alice, carol and ops in turn, with the `not_a_server_error` and
-`response_schema_conformance` checks (architecture §8). Prints the requests sent (by route, status,
+`response_schema_conformance` checks (arch §8). Prints the requests sent (by route, status,
 user and phase) and the failures found (by check); exits 1 on any failure, server error or run
 error.
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIED = ("src", "tests", "template.yaml", "events", "pyproject.toml", "samples")
 
 
 @dataclass(frozen=True)
@@ -88,14 +87,28 @@ MUTANTS = [
 
 
 def _copy(destination: Path) -> None:
-    for name in COPIED:
+    """Every file git tracks (as it is in the working tree): the tests read the template, the
+    OpenAPI document, the bench and the samples, so a partial copy would fail for the wrong
+    reason and count as a kill."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
         source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(
-                source, destination / name, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        elif source.exists():
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, destination / name)
+
+
+def _collects(copy: Path) -> tuple[bool, str]:
+    """The unmutated copy must collect every test cleanly: a kill means a test failed, never
+    that the copy could not be imported."""
+    env = {**os.environ, "PYTHONPATH": str(copy / "src") + os.pathsep + str(copy)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    return done.returncode == 0, done.stdout.strip().splitlines()[-1] if done.stdout else ""
 
 
 def _apply(copy: Path, mutant: Mutant) -> None:
@@ -124,9 +137,13 @@ def _run(copy: Path, tests: list[str], timeout: int) -> tuple[bool, str, float]:
     except subprocess.TimeoutExpired:
         return True, "timed out (counted as killed: the suite hung)", time.monotonic() - started
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
-    killed = done.returncode != 0
-    what = failed[0].removeprefix("FAILED ")[:110] if failed else done.stdout.strip()[-110:]
-    return killed, what, time.monotonic() - started
+    if done.returncode == 0:
+        return False, done.stdout.strip()[-110:], time.monotonic() - started
+    if done.returncode != 1 or not failed:
+        # pytest's 1 is "tests failed"; 2–5 (errors, interrupted, usage, nothing collected) say
+        # the run broke, which proves nothing about the mutant.
+        raise SystemExit(f"the run broke (pytest exit {done.returncode}): {done.stdout[-400:]}")
+    return True, failed[0].removeprefix("FAILED ")[:110], time.monotonic() - started
 
 
 def main() -> int:
@@ -141,6 +158,10 @@ def main() -> int:
         baseline = Path(tmp) / "baseline"
         baseline.mkdir()
         _copy(baseline)
+        clean, collected = _collects(baseline)
+        print(f"baseline (unmutated copy) collects: {collected}", flush=True)
+        if not clean:
+            raise SystemExit("the unmutated copy does not collect cleanly; no mutant can count")
         for mutant in mutants:
             copy = Path(tmp) / f"m{len(rows)}"
             copy.mkdir()

@@ -1,4 +1,4 @@
-"""A bounded `make fuzz` (architecture §8): schemathesis against one local stack, from the document the
+"""A bounded `make fuzz` (arch §8): schemathesis against one local stack, from the document the
 stack serves at /openapi.yaml, every route, as alice, carol and ops — no server error and no
 answer that breaks the document. The full run (the coverage phase too, a larger budget) is
 `make fuzz`."""

@@ -1,4 +1,4 @@
-"""The HTTP contract of architecture §4 through the real Api handler, on moto."""
+"""The HTTP contract of arch §4 through the real Api handler, on moto."""
 
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def test_malformed_ids_and_foreign_cursors_are_4xx_not_500(call: Call) -> None:
     assert status == 400 and "cursor" in body["error"]["message"]
 
 
-# ------------------------------------------------------------------ architecture §3.9 at the API
+# ------------------------------------------------------------------ arch §3.9 at the API
 
 
 def _with_faults(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:

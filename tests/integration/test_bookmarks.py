@@ -1,4 +1,4 @@
-"""The reading list's HTTP contract (architecture §5) through the real Api handler, on moto."""
+"""The reading list's HTTP contract (arch §5) through the real Api handler, on moto."""
 
 from __future__ import annotations
 

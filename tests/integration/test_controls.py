@@ -1,4 +1,4 @@
-"""Cancel, approval, budgets and per-user limits (architecture §4–§5) on moto with an injected clock."""
+"""Cancel, approval, budgets and per-user limits (arch §4–§5) on moto with an injected clock."""
 
 from __future__ import annotations
 

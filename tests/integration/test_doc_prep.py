@@ -1,4 +1,4 @@
-"""The doc_prep kind in the engine (architecture §7), on moto with the harness: the sample documents
+"""The doc_prep kind in the engine (arch §7), on moto with the harness: the sample documents
 end to end (inline and from the documents bucket), the trusted checks before every tool, the
 3-step budget across retries, crashes, resumes and replays, the time checks on a manual clock,
 and what planners that fail or lie get."""

@@ -1,4 +1,4 @@
-"""doc_prep through the real handlers (architecture §7), as deployed: POST /jobs with the sample
+"""doc_prep through the real handlers (arch §7), as deployed: POST /jobs with the sample
 event, the worker handler with an SQS wake-up, the documents bucket in moto — and every log
 line they write, checked for the document's content."""
 

@@ -1,4 +1,4 @@
-"""External effects that are never charged twice (architecture §6), against the real local billable
+"""External effects that are never charged twice (arch §6), against the real local billable
 provider on 127.0.0.1: the crash-point matrix, each point × each provider capability; replay
 and URL edits; the operator's path."""
 

@@ -1,7 +1,8 @@
-"""architecture §3 on moto, with an injected clock: each rule has a test that fails if it is broken."""
+"""arch §3 on moto, with an injected clock: each rule has a test that fails if it is broken."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -178,11 +179,30 @@ def test_duplicate_delivery_to_two_workers_at_once_runs_once(harness: Harness) -
     assert job is not None and job.epoch == 1 and job.checkpoint.steps_used == 1
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def test_transient_failure_retries_with_backoff_then_succeeds(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({"cost": 1}, {"fail_times": 1, "cost": 2}))
     worker = harness.worker()
-    first = worker.handle(harness.wakeup(job_id))
+    seen = _Records()
+    logging.getLogger("leasehold").addHandler(seen)
+    try:
+        first = worker.handle(harness.wakeup(job_id))
+    finally:
+        logging.getLogger("leasehold").removeHandler(seen)
     assert first.outcome == "retry_scheduled"
+    # The log line an operator searches by job id says which step failed and why
+    retry = [r.__dict__ for r in seen.records if r.getMessage() == "retry scheduled"]
+    assert [(r["job_id"], r["attempt"], r["step"], r["error"]) for r in retry] == [
+        (job_id, 1, 1, "transient_error")
+    ]
     job = harness.store.get(job_id)
     assert job is not None and job.state is JobState.QUEUED
     assert job.next_attempt_at is not None and job.next_attempt_at >= harness.clock.now_ms()

@@ -1,4 +1,4 @@
-"""The billable enrichment provider and its client over real sockets (architecture §6): a lost answer is
+"""The billable enrichment provider and its client over real sockets (arch §6): a lost answer is
 never a second charge, a repeated idempotent key is never a second charge, and the client says
 whether a failed call was sent. Servers bind 127.0.0.1 on port 0; ledgers live in tmp_path."""
 

@@ -1,4 +1,4 @@
-"""What DynamoDB and Lambda really do and moto never does (architecture §3.9): transactions cancelled for
+"""What DynamoDB and Lambda really do and moto never does (arch §3.9): transactions cancelled for
 conflicts and throttles, throttled single writes, lost answers, invocations with a time limit.
 Faults are injected at the client boundary (leasehold.store.faults). Each test here reproduces a
 case that lost outcomes, erased an uncertain effect or answered 500 before it was fixed."""

@@ -1,4 +1,4 @@
-"""The property test (architecture §3, §10). A hypothesis state machine interleaves submissions, the
+"""The property test (arch §3, §10). A hypothesis state machine interleaves submissions, the
 relay (outbox → stream → relay → queue, with delays and early messages), workers whose clocks
 are skewed and whose steps take time (so they heartbeat), crashes before and after any store
 write, cancels mid-step, approvals, sweeps, operator replays and resolves, late writes from
@@ -614,7 +614,7 @@ def test_the_machine_runs_a_thousand_interleaved_steps() -> None:
 
 
 def test_with_only_store_and_queue_faults_every_job_succeeds_once() -> None:
-    """architecture §3.9: with only store and queue faults injected, every job that would succeed
+    """arch §3.9: with only store and queue faults injected, every job that would succeed
     without faults still ends `succeeded`, with one visible result."""
     machine = LeaseholdMachine()
     try:

@@ -132,7 +132,7 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
 
 
 def test_worker_timeout_lease_steps_and_visibility_fit_together() -> None:
-    # architecture §3.9: a worker claims only when a lease's worth of work fits in its invocation, a
+    # arch §3.9: a worker claims only when a lease's worth of work fits in its invocation, a
     # step must fit in one, and SQS must not redeliver while an invocation may still work.
     resources = template()["Resources"]
     defaults = parameter_defaults()

@@ -1,4 +1,4 @@
-"""doc_prep's parts of template.yaml (architecture §7): the documents bucket (private, encrypted, kept
+"""doc_prep's parts of template.yaml (arch §7): the documents bucket (private, encrypted, kept
 30 days), the worker's read-only access to tenants/*/documents/*, the hosted planner off by
 default with its key in Secrets Manager — and the local stack's bucket made from it in moto,
 with `leasehold docs put` uploading to it. Also: the API never loads the agent's tools."""

@@ -1,4 +1,4 @@
-"""Title jobs (architecture §5) on moto with a manual clock: the title lands once, under the bookmark's
+"""Title jobs (arch §5) on moto with a manual clock: the title lands once, under the bookmark's
 `source_version`; an edit or a delete racing the fetch wins; a dead fetch says why; a replay
 can still fill the title. And the strict lease rule of the reading list's seed, generation by
 generation."""

@@ -1,5 +1,5 @@
 """schemathesis against a running local stack, from the document the stack itself serves
-(`GET /openapi.yaml`), as each demo user in turn (architecture §8: the `not_a_server_error` and
+(`GET /openapi.yaml`), as each demo user in turn (arch §8: the `not_a_server_error` and
 `response_schema_conformance` checks).
 
 Every phase runs — the document's examples, the coverage phase (boundaries and each invalid

@@ -1,4 +1,4 @@
-"""SSRF vetting of title-fetch URLs (architecture §5), with a fake resolver: no network, no sockets.
+"""SSRF vetting of title-fetch URLs (arch §5), with a fake resolver: no network, no sockets.
 
 Each row is one URL and what the live fetcher's policy must say about it before any
 connection: the error code, or the addresses it may connect to.

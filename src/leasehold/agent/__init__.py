@@ -1,4 +1,4 @@
-"""The bounded document-preparation agent (architecture §7): pure, engine-independent parts.
+"""The bounded document-preparation agent (arch §7): pure, engine-independent parts.
 
 A planner *proposes* the next tool from the checkpoint alone; `guard.check_proposal` decides,
 in trusted code, whether it may run; `runner.run_tool` applies one tool and returns the next

@@ -1,4 +1,4 @@
-"""Trusted checks before every tool (architecture §7): the planner proposes, this module decides.
+"""Trusted checks before every tool (arch §7): the planner proposes, this module decides.
 
 `check_proposal` returns an `AllowedTool` or raises one of three outcomes, checked in this order:
 1. `ToolRejected("tool_not_allowed")`: the tool is not `extract`, `validate` or `draft`

@@ -100,10 +100,10 @@ class Job:
     error: dict[str, str] | None = None
     stop_reason: str | None = None
     effect_intent: dict[str, Any] | None = None
-    """The external effect in flight, if any (architecture §3.6): its operation id, key, provider and
+    """The external effect in flight, if any (arch §3.6): its operation id, key, provider and
     capability. While it is set the job cannot be retried blindly."""
     operations: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """The operation ledger (architecture §6): operation id → {provider, key, fingerprint, state
+    """The operation ledger (arch §6): operation id → {provider, key, fingerprint, state
     submitted | confirmed | failed | released, submitted_at, settled_at?, receipt?, error?}."""
     kind_state: dict[str, Any] | None = None
     """A kind's own progress within a step (StepContext.save_progress), bounded by the kind."""
@@ -130,7 +130,7 @@ def parse_job_request(
     default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     payload_limits: dict[str, int] | None = None,
 ) -> JobSpec:
-    """Validate the generic fields of `POST /jobs` (architecture §4); the kind validates its payload.
+    """Validate the generic fields of `POST /jobs` (arch §4); the kind validates its payload.
     The payload's size is its UTF-8 JSON (a kind may allow more than 16 KiB: doc_prep's inline
     document of up to 16 KiB comes with its other fields)."""
     if not isinstance(body, dict):

@@ -1,4 +1,4 @@
-"""The HTTP API (architecture §4): one route, one service call. Identity comes only from the JWT
+"""The HTTP API (arch §4): one route, one service call. Identity comes only from the JWT
 authorizer's claims; errors use one envelope and one status table."""
 
 from __future__ import annotations

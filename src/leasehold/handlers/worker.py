@@ -1,6 +1,6 @@
 """Worker Lambda: SQS wake-ups through Powertools' BatchProcessor. A record is reported failed
-(kept by SQS) unless its outcome is saved — Lambda deletes only the others (architecture §3.4). Each
-record is handled with the invocation's remaining time (architecture §3.9)."""
+(kept by SQS) unless its outcome is saved — Lambda deletes only the others (arch §3.4). Each
+record is handled with the invocation's remaining time (arch §3.9)."""
 
 from __future__ import annotations
 

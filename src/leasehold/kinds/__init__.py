@@ -32,7 +32,7 @@ class StepPlan:
 class JobKind(Protocol):
     name: str
     max_payload_bytes: int
-    """The largest payload (UTF-8 JSON) this kind accepts (architecture §3.8: 16 KiB by default)."""
+    """The largest payload (UTF-8 JSON) this kind accepts (arch §3.8: 16 KiB by default)."""
     submittable: bool
     """Whether callers may submit it with POST /jobs (the reading list's kinds are made by the
     bookmarks API, never submitted directly)."""
@@ -45,7 +45,7 @@ class JobKind(Protocol):
         (doc_prep: a document key must be in the caller's tenant)."""
 
     def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
-        """The steps of a job, known up front (≤ 20, architecture §3.8)."""
+        """The steps of a job, known up front (≤ 20, arch §3.8)."""
 
     def run_step(self, payload: dict[str, Any], index: int, attempt: int, tick: Any) -> Any:
         """Run step `index` on try `attempt`; `tick()` heartbeats and says whether to stop."""

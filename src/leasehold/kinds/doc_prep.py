@@ -1,4 +1,4 @@
-"""The `doc_prep` kind (architecture §7): the bounded document-preparation agent as a job.
+"""The `doc_prep` kind (arch §7): the bounded document-preparation agent as a job.
 
 **One engine step, the agent's own progress inside it.** The engine sees one step, `agent`,
 whose bound covers every tool. Inside it the agent loop runs over `AgentCheckpoint`, saved with

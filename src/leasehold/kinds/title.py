@@ -1,4 +1,4 @@
-"""The `title` kind (architecture §5): fetch a bookmark's page title. Made by the bookmarks API (never
+"""The `title` kind (arch §5): fetch a bookmark's page title. Made by the bookmarks API (never
 submitted directly). Its last write commits with the job's outcome and is fenced by the
 bookmark's `source_version`: a bookmark deleted meanwhile ends the job `cancelled` /
 `source_deleted`, a newer URL `cancelled` / `superseded` — and no title is written."""

@@ -94,7 +94,7 @@ class LocalStack:
         return self._start_functions(info)
 
     def _start_providers(self) -> dict[str, str]:
-        """The billable enrichment provider, once per capability (architecture §6), each with its own
+        """The billable enrichment provider, once per capability (arch §6), each with its own
         durable charge ledger beside the state file. A request may pick one (local only)."""
         from leasehold.local.provider import ProviderServer
 

@@ -1,4 +1,4 @@
-"""The client of the billable enrichment provider (architecture §6), used by the worker's `enrich` step.
+"""The client of the billable enrichment provider (arch §6), used by the worker's `enrich` step.
 
 A call here may charge money, so every failure says which of three things happened on the wire:
 
@@ -43,7 +43,7 @@ def is_valid_provider_key(key: object) -> bool:
 
 
 class Capability(StrEnum):
-    """What a provider can tell us after a lost answer (architecture §6). Decides recovery:
+    """What a provider can tell us after a lost answer (arch §6). Decides recovery:
     IDEMPOTENT_KEY → call again with the same key; STATUS_LOOKUP → look the key up first;
     NONE → an operator decides."""
 

@@ -1,4 +1,4 @@
-"""The reading list's use cases (architecture §5): save a URL (a title job is made with it), read the
+"""The reading list's use cases (arch §5): save a URL (a title job is made with it), read the
 tenant's list, edit a note or the URL, mark read, delete. Shared within a tenant; only the
 owner edits or deletes (another member gets the same 404 as an unknown id)."""
 
@@ -198,7 +198,7 @@ class BookmarkService:
     def enrich(
         self, owner: Owner, bookmark_id: str, body: Any, idempotency_key: str | None
     ) -> Accepted:
-        """An `enrich` job for the owner's bookmark (architecture §6): one enrichment costs 1 budget
+        """An `enrich` job for the owner's bookmark (arch §6): one enrichment costs 1 budget
         unit. Refused (400) when no provider is configured."""
         check_idempotency_key(idempotency_key)
         if self._enrich is None or not self._enrich.configured:

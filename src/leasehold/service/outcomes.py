@@ -203,7 +203,12 @@ class Outcomes:
             history=self._ended(attempt, "retry", JobState.QUEUED, error["code"]),
         )
         self._telemetry.count("JobsRetried")
-        logger.info("retry scheduled", extra=attempt.log_keys | {"retry_in_ms": retry_at - now})
+        logger.info(
+            "retry scheduled",
+            extra=attempt.log_keys
+            | {"step": attempt.checkpoint.next_step, "error": error["code"]}
+            | {"retry_in_ms": retry_at - now},
+        )
         return self._result("retry_scheduled")
 
     def hand_back(self, attempt: Attempt, why: str) -> WakeupResult:

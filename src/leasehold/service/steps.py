@@ -1,7 +1,7 @@
 """What a running step may ask of the engine (`StepContext`). Calling the context is the
 heartbeat tick (True: go on; False: stop now — the lease is gone or a cancel came), so kinds
 that only need a tick treat it as one. Kinds with external effects use its operation ledger
-(architecture §6): every ledger write is fenced like any worker write, so a worker that lost its lease
+(arch §6): every ledger write is fenced like any worker write, so a worker that lost its lease
 can neither open nor settle an operation."""
 
 from __future__ import annotations

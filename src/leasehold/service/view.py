@@ -1,4 +1,4 @@
-"""The job view of the HTTP contract (architecture §4)."""
+"""The job view of the HTTP contract (arch §4)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def history_view(job: Job) -> list[dict[str, Any]]:
 
 
 def operations_view(job: Job) -> list[dict[str, Any]]:
-    """The operation ledger (architecture §6): open (`submitted`) and settled operations, times ISO."""
+    """The operation ledger (arch §6): open (`submitted`) and settled operations, times ISO."""
     out = []
     for operation_id, entry in sorted(job.operations.items()):
         row: dict[str, Any] = {"operation_id": operation_id, **entry}
@@ -46,7 +46,7 @@ def effect_view(job: Job) -> dict[str, Any] | None:
 
 
 def agent_view(job: Job) -> dict[str, Any] | None:
-    """A doc_prep job's agent progress (architecture §7): the tools finished, the tool steps started
+    """A doc_prep job's agent progress (arch §7): the tools finished, the tool steps started
     in the job's life (≤ 3) and the tool begun and not finished — names and counters only, never
     a field value (those are in the result, once it succeeds)."""
     if job.kind != "doc_prep" or not job.kind_state:

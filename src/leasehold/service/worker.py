@@ -1,7 +1,7 @@
 """The worker's use case: claim a job from a wake-up, run its steps from the checkpoint under the
-lease, save the outcome under the fence — and only then let the message go (architecture §3.2–3.6).
+lease, save the outcome under the fence — and only then let the message go (arch §3.2–3.6).
 
-What the store and the invocation may do to it (architecture §3.9) is part of the contract:
+What the store and the invocation may do to it (arch §3.9) is part of the contract:
 - a store that stays unavailable (after the store's bounded retries) never turns into a step
   failure: the message is kept (or re-sent) and the lease, if any, runs out for the sweeper;
 - a record is claimed only when a lease's worth of work fits in the invocation's remaining time,
@@ -262,7 +262,7 @@ class WorkerService:
         self, attempt: Attempt, step: StepPlan, index: int
     ) -> WakeupResult | None:
         """Cancellation, deadline, the invocation's time, the lease, budget, then approval
-        (architecture §4 (the synthetic kind), §10)."""
+        (arch §4 (the synthetic kind), §10)."""
         job, checkpoint, now = attempt.job, attempt.checkpoint, self._clock.now_ms()
         if job.cancel_requested:
             return self._outcomes.stop(
@@ -312,7 +312,7 @@ class WorkerService:
     def _run_one(self, kind: JobKind, attempt: Attempt, step: StepPlan, index: int) -> Any:
         if step.has_effect:
             now = self._clock.now_ms()
-            # Stable across attempts, workers and replays of the same work (architecture §6).
+            # Stable across attempts, workers and replays of the same work (arch §6).
             operation_id = f"{attempt.job.job_id}:{index}"
             attempt.job = self._leases.record_effect_intent(
                 attempt.job,
@@ -402,7 +402,7 @@ class WorkerService:
                 attempt.last_beat = now
             except StaleEpochError as stale:
                 # A late worker's heartbeat refused by the fence: a stale write like any other
-                # (architecture §3.3), counted and logged as one; the step stops.
+                # (arch §3.3), counted and logged as one; the step stops.
                 self._telemetry.count("StaleWritesRejected")
                 logger.warning(
                     "stale write rejected",

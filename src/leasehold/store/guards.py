@@ -20,7 +20,7 @@ from leasehold.store.items import (
 
 def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
     """A new job and its first wake-up: the two Puts every creation commits together
-    (architecture §3.1), each conditional on not existing. A job made under an idempotency key keeps
+    (arch §3.1), each conditional on not existing. A job made under an idempotency key keeps
     the hash of its request (`fp`), and a failed condition returns the job as it is."""
     item = new_job_item(job)
     if fingerprint is not None:
@@ -56,7 +56,7 @@ def state_change(expr: Expression, target: JobState, *, from_active: bool) -> Ex
 
 
 def fenced(job: Job, now: int, *, require_deadline: bool = True) -> Expression:
-    """The guard of every worker write after the claim (architecture §3.3): my epoch, still running,
+    """The guard of every worker write after the claim (arch §3.3): my epoch, still running,
     my lease not expired, the deadline not passed. Bumps `version` and `updated_at`."""
     expr = Expression()
     now_v = expr.value(now)
@@ -82,7 +82,7 @@ def owned(expr: Expression, owner: Owner) -> Expression:
 def outbox_put(
     job_id: str, owner: Owner, *, version: int, deliver_at: int, now: int
 ) -> dict[str, Any]:
-    """A new wake-up, committed with the write that needs it (architecture §3.1, §3.5)."""
+    """A new wake-up, committed with the write that needs it (arch §3.1, §3.5)."""
     return {
         "Put": {
             "Item": outbox_item(job_id, owner, version=version, deliver_at=deliver_at, now_ms=now),

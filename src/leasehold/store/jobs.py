@@ -1,5 +1,5 @@
 """JobStore: how a job comes into the table and how it is read back — accept (job + outbox
-wake-up in one transaction, architecture §3.1), get, and the listings."""
+wake-up in one transaction, arch §3.1), get, and the listings."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ class JobStore:
 
     def accept(self, job: Job, *, idempotency: str | None, fingerprint: str) -> AcceptResult:
         """Job + outbox wake-up in one transaction, each Put conditional on
-        `attribute_not_exists`. Returns only after the commit (architecture §3.1).
+        `attribute_not_exists`. Returns only after the commit (arch §3.1).
 
         With an idempotency key the job's id is derived from the key (decision C4), so the
         key needs no item of its own: a repeat fails the job's own condition and finds the

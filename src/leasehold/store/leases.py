@@ -1,5 +1,5 @@
 """LeaseStore: the worker's writes. A claim makes one worker the only valid holder (epoch + 1, a
-lease); every later write is fenced by that epoch, the state and the lease (architecture §3.2–3.5)."""
+lease); every later write is fenced by that epoch, the state and the lease (arch §3.2–3.5)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from leasehold.store.slots import SlotStore, new_token
 from leasehold.store.table import ConditionFailed, Table
 
 RECONCILABLE = ("idempotent_key", "status_lookup")
-"""Capabilities whose open operation a new worker can settle by asking the provider (architecture §6):
+"""Capabilities whose open operation a new worker can settle by asking the provider (arch §6):
 a job left with one is claimable again; any other open effect makes it `unknown`."""
 
 
@@ -70,7 +70,7 @@ def classify_claim(job: Job | None, now: int) -> ClaimRejectedError:
 
 
 def reconcilable(job: Job) -> bool:
-    """Whether the job's open effect can be settled by asking its provider (architecture §6)."""
+    """Whether the job's open effect can be settled by asking its provider (arch §6)."""
     return (job.effect_intent or {}).get("capability") in RECONCILABLE
 
 
@@ -93,7 +93,7 @@ class LeaseStore:
 
     def claim(self, job_id: str, owner: Owner, *, worker_id: str, now: int, lease_ms: int) -> Job:
         """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
-        conditional write (architecture §3.2). With a per-user limit, a slot is taken first (its own
+        conditional write (arch §3.2). With a per-user limit, a slot is taken first (its own
         single-item write, decision C5) and given back if the claim fails. Raises
         ClaimRejectedError with the reason read from the failed item, or SlotsFullError."""
         if self._slots is None:
@@ -207,7 +207,7 @@ class LeaseStore:
         return self._fenced_update(expr, job, stale_message="progress under a lost lease")
 
     def record_effect_intent(self, job: Job, intent: dict[str, Any], *, now: int) -> Job:
-        """The ledger entry written before an external effect (architecture §3.6): while it is open, no
+        """The ledger entry written before an external effect (arch §3.6): while it is open, no
         outcome but the step's own completion removes it, and an expired lease makes the job
         `unknown`, never an automatic retry."""
         expr = fenced(job, now).set("effect_intent", intent)
@@ -229,7 +229,7 @@ class LeaseStore:
         settle_effect: bool = False,
         also: list[dict[str, Any]] | None = None,
     ) -> None:
-        """The outcome of this worker's attempt, under the fence (architecture §3.3–3.5), in one
+        """The outcome of this worker's attempt, under the fence (arch §3.3–3.5), in one
         transaction with the per-user slot release, a retry's delayed wake-up and any `also`
         items (a kind's own writes that must land with the outcome, or not at all).
 
@@ -345,7 +345,7 @@ class LeaseStore:
 
 
 class LedgerStore:
-    """The operation ledger on the job item (architecture §6), written under the worker's fence: an
+    """The operation ledger on the job item (arch §6), written under the worker's fence: an
     entry is `submitted` before the provider is called, then `confirmed` with the receipt or
     `failed` with the error. While one is submitted, `effect_intent` names it."""
 

@@ -1,4 +1,4 @@
-"""The `live` title fetcher (architecture §5): one real, SSRF-safe HTTP GET per hop.
+"""The `live` title fetcher (arch §5): one real, SSRF-safe HTTP GET per hop.
 
 What it guarantees:
 
