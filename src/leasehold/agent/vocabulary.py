@@ -41,7 +41,7 @@ FIELD_MAX_JSON_BYTES: Final = {
 MAX_PROBLEMS: Final = 10
 PROBLEM_MESSAGE_MAX_JSON_BYTES: Final = 96
 PROBLEM_CODE_MAX_CHARS: Final = 24
-# The review note, JSON-encoded; its raw UTF-8 text is then < 3.3 KiB, inside the 4 KiB the review note may take.
+# The review note, JSON-encoded; its raw UTF-8 text is then < 3.3 KiB (the note may take 4 KiB).
 DRAFT_MAX_JSON_BYTES: Final = 3 * 1024 + 256
 
 

@@ -1,4 +1,4 @@
-"""The `synthetic` kind (arch §4 (the synthetic kind)): steps with cost, duration, failures and effects, for demos,
+"""The `synthetic` kind (arch §4): steps with cost, duration, failures and effects, for demos,
 tests and benchmarks."""
 
 from __future__ import annotations
