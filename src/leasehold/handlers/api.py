@@ -258,7 +258,14 @@ def get_bookmark(bookmark_id: str) -> Response:
 @app.patch("/bookmarks/<bookmark_id>")
 def edit_bookmark(bookmark_id: str) -> Response:
     owner = caller()
-    return _json(200, bookmarks().edit(owner, bookmark_id, json_body()))
+    view = bookmarks().edit(owner, bookmark_id, json_body())
+    title_job = view.get("title_job") or {}
+    logger.info(
+        "bookmark edited",
+        extra={"bookmark_id": bookmark_id, "version": view.get("version")}
+        | ({"job_id": title_job["job_id"]} if title_job.get("job_id") else {}),
+    )
+    return _json(200, view)
 
 
 @app.post("/bookmarks/<bookmark_id>/enrich")
@@ -268,6 +275,15 @@ def enrich_bookmark(bookmark_id: str) -> Response:
         owner, bookmark_id, json_body(required=False), _header("Idempotency-Key")
     )
     location = f"/jobs/{accepted.job_id}"
+    logger.info(
+        "accepted",
+        extra={
+            "job_id": accepted.job_id,
+            "new_job": accepted.created,
+            "kind": "enrich",
+            "bookmark_id": bookmark_id,
+        },
+    )
     return _json(
         202,
         {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
@@ -284,6 +300,7 @@ def mark_bookmark_read(bookmark_id: str) -> Response:
 @app.delete("/bookmarks/<bookmark_id>")
 def delete_bookmark(bookmark_id: str) -> Response:
     bookmarks().delete(caller(), bookmark_id)
+    logger.info("bookmark deleted", extra={"bookmark_id": bookmark_id})
     return Response(status_code=204, body="")
 
 
