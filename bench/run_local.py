@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # transaction_cost.py, beside this file
 
+from titles import measure_titles  # noqa: E402
 from transaction_cost import measure_transactions  # noqa: E402
 
 ROOT = HERE.parent
@@ -355,6 +356,14 @@ def markdown(results: dict[str, Any]) -> str:
             f"{idle['p50_s']} s, p95 {idle['p95_s']} s (job timestamps); "
             f"client-observed p50 {idle['client_seen_p50_s']} s.",
         ]
+    if "titles" in results:
+        t = results["titles"]
+        lines += [
+            "",
+            f"Reading list, {t['bookmarks']} bookmarks one at a time ({t['fetcher']} fetcher): "
+            f"accept → title ready p50 {t['client_seen_p50_s']} s, p95 {t['client_seen_p95_s']} s"
+            f" (client-observed); title job p50 {t['job_timestamps_p50_s']} s (job timestamps).",
+        ]
     if "throughput" in results:
         run = results["throughput"]
         lines += [
@@ -410,7 +419,7 @@ def _positive(text: str) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--jobs", type=_positive, default=10_000, help="jobs for the throughput run"
+        "--jobs", type=int, default=10_000, help="jobs for the throughput run (0: none)"
     )
     parser.add_argument("--window", type=_positive, default=1_000, help="completions per window")
     parser.add_argument("--workers", type=_positive, default=2)
@@ -422,6 +431,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--max-seconds", type=float, default=2700, help="bound on the throughput run"
     )
     parser.add_argument("--idle-jobs", type=int, default=20)
+    parser.add_argument("--title-bookmarks", type=int, default=20)
     parser.add_argument("--tx-sizes", type=_sizes, default=[1_000, 10_000, 50_000])
     parser.add_argument("--unpatched-sizes", type=_sizes, default=[1_000, 10_000])
     parser.add_argument("--tx-repeats", type=_positive, default=40)
@@ -454,18 +464,23 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if args.idle_jobs:
                     results["idle"] = measure_idle(stack.url, args.idle_jobs)
-                print(f"throughput: {args.jobs} jobs, windows of {args.window}", flush=True)
-                results["throughput"] = measure_throughput(
-                    stack,
-                    jobs=args.jobs,
-                    window=args.window,
-                    in_flight=args.in_flight,
-                    poll_seconds=args.poll,
-                    max_seconds=args.max_seconds,
-                )
-                if results["throughput"]["errors"]:
-                    tail = stack.log.read_text(errors="replace").splitlines()[-40:]
-                    print("the stack's log ends:\n" + "\n".join(tail), file=sys.stderr)
+                if args.title_bookmarks:
+                    print(f"title latency ({args.title_bookmarks} bookmarks)", flush=True)
+                    titles = ApiClient(stack.url, USERS[0])
+                    results["titles"] = measure_titles(titles, args.title_bookmarks)
+                if args.jobs:
+                    print(f"throughput: {args.jobs} jobs, windows of {args.window}", flush=True)
+                    results["throughput"] = run = measure_throughput(
+                        stack,
+                        jobs=args.jobs,
+                        window=args.window,
+                        in_flight=args.in_flight,
+                        poll_seconds=args.poll,
+                        max_seconds=args.max_seconds,
+                    )
+                    if run["errors"]:
+                        tail = stack.log.read_text(errors="replace").splitlines()[-40:]
+                        print("the stack's log ends:\n" + "\n".join(tail), file=sys.stderr)
             finally:
                 stack.stop()
     if not args.skip_transactions:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from leasehold.domain.errors import ValidationError
+
 if TYPE_CHECKING:
     from leasehold.agent.planner import Planner
     from leasehold.domain.errors import RelatedItemChangedError
@@ -93,6 +95,22 @@ class KindBase:
         self, job: Job, changed: RelatedItemChangedError
     ) -> tuple[StopReason, dict[str, str]]:
         raise changed  # a kind with no outcome writes never meets one
+
+
+class BookmarkKindBase(KindBase):
+    """A kind whose job works on one bookmark's source (`title`, `enrich`): its payload names
+    the bookmark, its URL and the `source_version` its outcome is fenced by."""
+
+    submittable = False
+    noun = "a bookmark job"
+
+    def validate(self, payload: dict[str, Any]) -> None:
+        if not isinstance(payload.get("bookmark_id"), str) or not isinstance(
+            payload.get("url"), str
+        ):
+            raise ValidationError(f"{self.noun} needs 'bookmark_id' and 'url'")
+        if not isinstance(payload.get("source_version"), int):
+            raise ValidationError(f"{self.noun} needs 'source_version'")
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,15 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from leasehold.domain.errors import FatalStepError, TransientStepError, ValidationError
+from leasehold.domain.errors import FatalStepError, TransientStepError
 from leasehold.domain.states import JobState, StopReason
-from leasehold.kinds import KindBase, StepPlan
+from leasehold.kinds import BookmarkKindBase, StepPlan
 from leasehold.store.bookmarks import enrichment_failed, enrichment_saved
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
     from leasehold.domain.job import Checkpoint, Job
-    from leasehold.providers.enrichment import EnrichmentProvider, Receipt
+    from leasehold.providers.enrichment import EnrichmentProvider, ProviderRejected, Receipt
     from leasehold.service.steps import StepContext
 
 PROVIDER_NAME = "enrichment"
@@ -32,9 +32,9 @@ CALL_BOUND_MS = 12_000
 """Two provider calls (a lost answer, then its recovery) of at most 5 s each, and slack."""
 
 
-class EnrichKind(KindBase):
+class EnrichKind(BookmarkKindBase):
     name = "enrich"
-    submittable = False
+    noun = "an enrich job"
 
     def __init__(
         self,
@@ -77,14 +77,6 @@ class EnrichKind(KindBase):
             )
         return self._clients[cache_key]
 
-    def validate(self, payload: dict[str, Any]) -> None:
-        if not isinstance(payload.get("bookmark_id"), str) or not isinstance(
-            payload.get("url"), str
-        ):
-            raise ValidationError("an enrich job needs 'bookmark_id' and 'url'")
-        if not isinstance(payload.get("source_version"), int):
-            raise ValidationError("an enrich job needs 'source_version'")
-
     def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
         return [
             StepPlan(
@@ -124,14 +116,7 @@ class EnrichKind(KindBase):
         try:
             receipt = provider.submit(operation, url=payload["url"], fault=payload.get("fault"))
         except ProviderRejected as refused:
-            context.ledger.fail(
-                operation, {"code": "provider_rejected", "message": str(refused)[:300]}
-            )
-            raise FatalStepError(
-                f"the provider refused operation {operation}: {refused}",
-                effect_settled=True,
-                error_code="provider_rejected",
-            ) from refused
+            raise _refused(context, operation, refused) from refused
         except ProviderUnavailable as unreachable:
             context.ledger.release(operation, str(unreachable)[:300])
             raise TransientStepError(
@@ -176,14 +161,7 @@ class EnrichKind(KindBase):
             # idempotent key, or a lookup that found nothing: the same key again
             receipt = provider.submit(operation, url=payload["url"])
         except ProviderRejected as refused:
-            context.ledger.fail(
-                operation, {"code": "provider_rejected", "message": str(refused)[:300]}
-            )
-            raise FatalStepError(
-                f"the provider refused operation {operation}: {refused}",
-                effect_settled=True,
-                error_code="provider_rejected",
-            ) from refused
+            raise _refused(context, operation, refused) from refused
         except ProviderError as still_unknown:
             # Still no answer: the operation stays open; the next attempt asks again.
             raise TransientStepError(
@@ -246,3 +224,14 @@ def _output(operation: str, receipt: dict[str, Any]) -> dict[str, Any]:
         "summary": receipt.get("summary", ""),
         "tags": receipt.get("tags", []),
     }
+
+
+def _refused(context: StepContext, operation: str, refused: ProviderRejected) -> FatalStepError:
+    """A provider's refusal settles the operation as failed (nothing was charged) and fails
+    the job for good: the same request would be refused again."""
+    context.ledger.fail(operation, {"code": "provider_rejected", "message": str(refused)[:300]})
+    return FatalStepError(
+        f"the provider refused operation {operation}: {refused}",
+        effect_settled=True,
+        error_code="provider_rejected",
+    )

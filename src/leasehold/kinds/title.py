@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from leasehold.domain.errors import FatalStepError, TransientStepError, ValidationError
+from leasehold.domain.errors import FatalStepError, TransientStepError
 from leasehold.domain.states import JobState, StopReason
-from leasehold.kinds import KindBase, StepPlan
+from leasehold.kinds import BookmarkKindBase, StepPlan
 from leasehold.store.bookmarks import title_failed, title_landed
 
 if TYPE_CHECKING:
@@ -23,9 +23,9 @@ LIVE_FETCH_BOUND_MS = 6_000
 the engine's time checks."""
 
 
-class TitleKind(KindBase):
+class TitleKind(BookmarkKindBase):
     name = "title"
-    submittable = False
+    noun = "a title job"
 
     def __init__(self, fetcher_name: str, *, slow_seconds: float = 3.0) -> None:
         self._fetcher_name = fetcher_name
@@ -44,14 +44,6 @@ class TitleKind(KindBase):
             options = {"slow_seconds": self._slow_seconds} if self.fixture else {}
             self._fetcher = fetcher_from_name(self._fetcher_name, **options)
         return self._fetcher
-
-    def validate(self, payload: dict[str, Any]) -> None:
-        if not isinstance(payload.get("bookmark_id"), str) or not isinstance(
-            payload.get("url"), str
-        ):
-            raise ValidationError("a title job needs 'bookmark_id' and 'url'")
-        if not isinstance(payload.get("source_version"), int):
-            raise ValidationError("a title job needs 'source_version'")
 
     def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
         bound = LIVE_FETCH_BOUND_MS
