@@ -33,6 +33,32 @@ _METRIC = {
 }
 
 
+def attempt_entry(
+    job: Job,
+    event: str,
+    state: JobState,
+    at: int,
+    reason: str | None,
+    *,
+    by: str | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """The history entry of a change that ends the job's current attempt: who held it (attempt,
+    epoch, worker), the state it went to, why, and the open operation if any."""
+    return entry(
+        event,
+        at=at,
+        state=state.value,
+        attempt=job.attempts,
+        epoch=job.epoch,
+        worker=job.lease_owner,
+        reason=reason,
+        by=by,
+        note=note,
+        operation_id=(job.effect_intent or {}).get("operation_id"),
+    )
+
+
 def effect_uncertain_error(job: Job, why: str = "the lease expired") -> dict[str, str]:
     """Why a job is `unknown`: names the operation an operator must reconcile."""
     operation = (job.effect_intent or {}).get("operation_id", "?")
@@ -71,18 +97,7 @@ class Outcomes:
         reason: str | None,
         note: str | None = None,
     ) -> Any:
-        job = attempt.job
-        return entry(
-            event,
-            at=self._clock.now_ms(),
-            state=state.value,
-            attempt=job.attempts,
-            epoch=job.epoch,
-            worker=job.lease_owner,
-            reason=reason,
-            note=note,
-            operation_id=(job.effect_intent or {}).get("operation_id"),
-        )
+        return attempt_entry(attempt.job, event, state, self._clock.now_ms(), reason, note=note)
 
     def _result(self, disposition_ack: str) -> WakeupResult:
         from leasehold.service.worker import Disposition, WakeupResult
@@ -235,17 +250,7 @@ class Outcomes:
         Raises StaleEpochError when the job moved on meanwhile."""
 
         def ended(event: str, state: JobState, why: str) -> dict[str, Any]:
-            return entry(
-                event,
-                at=now,
-                state=state.value,
-                attempt=job.attempts,
-                epoch=job.epoch,
-                worker=job.lease_owner,
-                reason=why,
-                by=by,
-                operation_id=(job.effect_intent or {}).get("operation_id"),
-            )
+            return attempt_entry(job, event, state, now, why, by=by)
 
         if reason == ClaimRejection.EFFECT_OPEN:
             self._upkeep.settle_expired_lease(
