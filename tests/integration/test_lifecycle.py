@@ -95,6 +95,37 @@ def test_a_stale_epoch_cannot_write_while_a_newer_claim_runs(harness: Harness) -
     assert final is not None and final.result == {"by": "b"} and final.epoch == 2
 
 
+def test_a_job_no_longer_running_refuses_its_holder_even_with_a_lease_left_on_it(
+    harness: Harness,
+) -> None:
+    # Given A holds epoch 1 with a live lease, and the item is moved out of `running` by a
+    # writer that leaves the lease fields behind (an operator's console edit, a restore from a
+    # backup, a future code path that forgets to clear them)
+    job_id = harness.submit(payload=steps({}, {}))
+    job_a = harness.claim(job_id, "a")
+    harness.dynamodb.update_item(
+        TableName=harness.table,
+        Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}},
+        UpdateExpression="SET #s = :cancelled",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":cancelled": {"S": "cancelled"}},
+    )
+    # When A writes under its epoch, lease still in the future: every write is refused by the
+    # state clause of the fence alone (arch §3.3)
+    for write in (
+        lambda: harness.complete(job_a, {"by": "a"}),
+        lambda: harness.leases.heartbeat(job_a, now=harness.clock.now_ms(), lease_ms=LEASE_MS),
+        lambda: harness.leases.save_checkpoint(
+            job_a, job_a.checkpoint, now=harness.clock.now_ms(), lease_ms=LEASE_MS
+        ),
+    ):
+        with pytest.raises(StaleEpochError):
+            write()
+    # Then the job stays as the other writer left it, with no result of A's
+    final = harness.store.get(job_id)
+    assert final is not None and final.state is JobState.CANCELLED and final.result is None
+
+
 def test_expired_lease_is_rejected_even_if_nobody_reclaimed(harness: Harness) -> None:
     # Given A's lease expired and no one else claimed
     job_id = harness.submit(payload=steps({}))
