@@ -212,17 +212,27 @@ def run(args: argparse.Namespace) -> int:
         thread.start()
     deadline = started + args.max_seconds
     next_kill = time.monotonic() + args.kill_every
+    next_progress = time.monotonic() + 10
     try:
         while time.monotonic() < deadline:
             time.sleep(0.5)
             if time.monotonic() >= next_kill and workers:
-                victim = rng.choice(sorted(workers))
-                workers.pop(victim).send_signal(signal.SIGKILL)
+                victim = workers.pop(rng.choice(sorted(workers)))
+                victim.send_signal(signal.SIGKILL)
+                victim.wait(timeout=10)  # reaped, not left a zombie
                 kills += 1
                 start_worker()
                 next_kill = time.monotonic() + args.kill_every
             with lock:
                 done = sum(1 for info in jobs.values() if info["done"] is not None)
+                accepted = len(jobs)
+            if time.monotonic() >= next_progress:
+                print(
+                    f"[{time.monotonic() - started:6.0f} s] accepted {accepted} of {args.jobs},"
+                    f" at rest {done}, workers killed {kills}",
+                    flush=True,
+                )
+                next_progress = time.monotonic() + 10
             if not any(p.is_alive() for p in posters) and done == len(jobs) == args.jobs:
                 break
         stop.set()
