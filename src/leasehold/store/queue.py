@@ -4,11 +4,13 @@ safe to deliver twice, late, or never (the sweeper re-dispatches a lost one)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leasehold.domain.errors import LeaseholdError
 from leasehold.domain.job import Owner
 from leasehold.store.errors import error_code, translate
 
@@ -129,10 +131,23 @@ class WakeupQueue:
         attributes = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
         return attributes["Attributes"]["QueueArn"]
 
-    def redrive_dead_letters(self, *, max_messages: int = 1000) -> int:
+    def send_to_dead_letters(self, wakeup: Wakeup) -> None:
+        """Put a wake-up straight into the DLQ — a local rehearsal of the redrive only (on AWS a
+        message reaches the DLQ by being received `maxReceiveCount` times)."""
+        if not self._dlq_url:
+            raise LeaseholdError("this queue has no dead-letter queue")
+        try:
+            self._sqs.send_message(QueueUrl=self._dlq_url, MessageBody=wakeup.body())
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from exc
+
+    def redrive_dead_letters(
+        self, *, max_messages: int = 1000, on_moved: Callable[[str], None] | None = None
+    ) -> int:
         """Move DLQ messages back to the work queue. Uses StartMessageMoveTask; where that is not
-        implemented (moto) falls back to receive/send/delete, bounded by `max_messages`. Returns
-        the number moved by the fallback, or -1 when AWS runs the move task asynchronously."""
+        implemented (moto) falls back to receive/send/delete, bounded by `max_messages`, calling
+        `on_moved(body)` after each message is moved. Returns the number moved by the fallback,
+        or -1 when AWS runs the move task asynchronously (then nobody here sees the messages)."""
         if not self._dlq_url:
             return 0
         try:
@@ -155,7 +170,9 @@ class WakeupQueue:
         try:
             while moved < max_messages:
                 batch = self._sqs.receive_message(
-                    QueueUrl=self._dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+                    QueueUrl=self._dlq_url,
+                    MaxNumberOfMessages=min(10, max_messages - moved),
+                    WaitTimeSeconds=0,
                 ).get("Messages", [])
                 if not batch:
                     break
@@ -165,6 +182,8 @@ class WakeupQueue:
                         QueueUrl=self._dlq_url, ReceiptHandle=message["ReceiptHandle"]
                     )
                     moved += 1
+                    if on_moved is not None:
+                        on_moved(message["Body"])
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
         return moved
