@@ -1,5 +1,6 @@
 """The `leasehold` command: the local stack (up, down, status, a worker to attach), in-process
-invocation, the operator's commands (leasehold.cli_ops), documents, the provider, smoke, demo.
+invocation, a user's jobs (leasehold.cli_jobs: submit, show), the operator's commands
+(leasehold.cli_ops), documents, the provider, smoke, demo.
 
 Every command that needs a running stack finds it the same way (leasehold.cli_target)."""
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from leasehold.cli_jobs import add_job_commands
 from leasehold.cli_ops import add_ops_commands
 from leasehold.cli_target import (
     CliError,
@@ -364,6 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     inv.add_argument("--event", required=True)
     add_state_option(inv)
     inv.set_defaults(run=_cmd_invoke)
+    add_job_commands(commands, _demo_users())
     add_ops_commands(commands)
     provider = commands.add_parser("provider", help="the local billable enrichment provider")
     provider_commands = provider.add_subparsers(dest="provider_command", required=True)

@@ -30,13 +30,22 @@ class FakeGateway:
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str | None]] = []
-        seen = self.seen
+        self.posted: list[tuple[str, str | None, Any]] = []
+        seen, posted = self.seen, self.posted
 
         class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                posted.append((self.path, self.headers.get("X-Demo-User"), sent))
+                self._answer(202, {"job_id": "j_new", "state": "queued"})
+
             def do_GET(self) -> None:
                 seen.append((self.path, self.headers.get("X-Demo-User")))
-                body = json.dumps({"path": self.path}).encode()
-                self.send_response(200)
+                self._answer(200, {"path": self.path})
+
+            def _answer(self, status: int, answer: Any) -> None:
+                body = json.dumps(answer).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -195,8 +204,59 @@ def test_leasehold_state_names_the_stack_from_anywhere(
     assert gateway.seen == [("/ops/summary", "ops")]
 
 
+def test_a_user_submits_and_shows_a_job_from_a_subdirectory_with_no_flags(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    # Given a running stack's state file at the checkout root, and a job request in a file
+    _state(tmp_path / ".leasehold" / "local-stack.json", api_url=gateway.url)
+    deep = tmp_path / "docs"
+    deep.mkdir()
+    request = {"kind": "synthetic", "payload": {"steps": [{"name": "hello"}]}}
+    (deep / "hello.json").write_text(json.dumps(request))
+    # When they submit it (inline, and from the file as bob) and show a job
+    inline = _cli("submit", json.dumps(request), cwd=deep)
+    from_file = _cli("submit", "hello.json", "--user", "bob", cwd=deep)
+    shown = _cli("show", "j_new", cwd=deep)
+    # Then each reached the stack as that user, with the request as written
+    for out in (inline, from_file, shown):
+        assert out.returncode == 0, out.stderr
+    assert json.loads(inline.stdout) == {"job_id": "j_new", "state": "queued"}
+    assert gateway.posted == [("/jobs", "alice", request), ("/jobs", "bob", request)]
+    assert gateway.seen == [("/jobs/j_new", "alice")]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expected"),
+    [
+        ("{not json", "not valid JSON"),
+        ("missing.json", "cannot read"),
+        ("[1]", "must be a JSON object"),
+    ],
+)
+def test_a_bad_job_request_is_one_line_and_nothing_is_sent(
+    tmp_path: Path, gateway: FakeGateway, request_text: str, expected: str
+) -> None:
+    _state(tmp_path / ".leasehold" / "local-stack.json", api_url=gateway.url)
+    assert expected in _one_line_error(_cli("submit", request_text, cwd=tmp_path))
+    assert gateway.posted == []
+
+
+def test_ops_list_is_ops_jobs(tmp_path: Path, gateway: FakeGateway) -> None:
+    _state(tmp_path / ".leasehold" / "local-stack.json", api_url=gateway.url)
+    out = _cli("ops", "list", "--state", "unknown", "--limit", "5", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert gateway.seen == [("/ops/jobs?state=unknown&limit=5", "ops")]
+
+
 def test_without_a_stack_every_command_says_to_start_one(tmp_path: Path) -> None:
     for args in (
+        ("submit", '{"kind": "synthetic", "payload": {}}'),
+        ("show", "j_1"),
+        ("ops", "list", "--state", "dead"),
+        ("ops", "replay", "j_1"),
+        ("ops", "resolve", "j_1", "--outcome", "failed", "--note", "n"),
+        ("ops", "dlq-send", "--body", "x"),
+        ("local", "status"),
         ("ops", "summary"),
         ("ops", "redrive", "--note", "n"),
         ("invoke", "api", "--event", "x.json"),

@@ -71,11 +71,12 @@ def running_stack(
     if path is None:
         raise StackNotRunningError(
             f"no local stack is running (no {STATE_FILE} in {cwd} or any directory above it); "
-            "start one with `make up` in the checkout"
+            "start one with `make up` (or `leasehold local up`) in the checkout"
         )
     if not path.is_file():
         raise StackNotRunningError(
-            f"no local stack is running (no {path}); start one with `make up`"
+            f"no local stack is running (no {path}); start one with `make up` "
+            "(or `leasehold local up`)"
         )
     info = StackInfo.load(path)
     if info.pid and not info.process.alive():
