@@ -1,6 +1,7 @@
 """Starting and stopping the local stack the way a newcomer does: in the background, commands
-from a subdirectory with no --url, a worker attached by hand, the DLQ rehearsal and redrive,
-then `local down` — and nothing of it left running. Each test starts one stack (~10 s)."""
+from a subdirectory with no --url (submit, show, ops list, invoke), a worker attached by hand,
+the DLQ rehearsal and a redrive past poison messages, then `local down` — and nothing of it
+left running. Each test starts one stack (~10 s)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from leasehold.local.processes import ProcessRef, WorkerRegistry, wait_gone
 from tests.support.localstack import LocalStackProcess
+from tests.support.resources import ROOT
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -68,16 +70,35 @@ def test_local_down_from_a_subdirectory_leaves_no_process_behind(tmp_path: Path)
     try:
         workers = _registered(state, 2)
         assert "by-hand" in workers.values()
-        # When a job runs, and its wake-up is put in the DLQ and redriven, from the subdirectory
-        _, accepted = stack.request(
-            "POST", "/jobs", {"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
-        )
-        job_id = accepted["job_id"]
+        # When a user submits a job and sees it finish, from the subdirectory with no flags
+        request = {"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
+        job_id = _json(_cli("submit", json.dumps(request), cwd=deep))["job_id"]
         assert stack.wait_for(job_id, {"succeeded"})["state"] == "succeeded"
-        assert _json(_cli("ops", "dlq-poison", job_id, cwd=deep))["dead_lettered"] == job_id
-        assert _json(_cli("ops", "summary", cwd=deep))["sqs"]["dead_letter"] == 1
+        assert _json(_cli("show", job_id, cwd=deep))["state"] == "succeeded"
+        waiting = {"kind": "synthetic", "payload": {"steps": [{"name": "b", "approval": True}]}}
+        waiting_id = _json(_cli("submit", json.dumps(waiting), "--user", "bob", cwd=deep))["job_id"]
+        assert stack.wait_for(waiting_id, {"waiting_approval"}, user="bob")["state"] == (
+            "waiting_approval"
+        )
+        listed = _json(_cli("ops", "list", "--state", "waiting_approval", cwd=deep))["jobs"]
+        assert [row["job_id"] for row in listed] == [waiting_id]
+        event = str(ROOT / "events" / "api-health.json")
+        assert _json(_cli("invoke", "api", "--event", event, cwd=deep))["statusCode"] == 200
+        # And the DLQ holds its wake-up between two poison messages (not a wake-up; a
+        # wake-up for a job that does not exist), redriven from the subdirectory
+        ghost = json.dumps({"job_id": "j_ghost", "tenant": "t", "user_id": "u"})
+        _json(_cli("ops", "dlq-send", "--body", "not a wake-up", cwd=deep))
+        assert _json(_cli("ops", "dlq-send", job_id, cwd=deep))["dead_lettered"] == job_id
+        _json(_cli("ops", "dlq-send", "--body", ghost, cwd=deep))
+        assert _json(_cli("ops", "summary", cwd=deep))["sqs"]["dead_letter"] == 3
         redriven = _json(_cli("ops", "redrive", "--note", "rehearsal", cwd=deep))
+        # Then the wake-up is moved and recorded, the poison set aside in the file, once
         assert redriven["moved"] == 1 and redriven["history_recorded"] == [job_id]
+        assert sorted(p["body"] for p in redriven["set_aside"]) == sorted(["not a wake-up", ghost])
+        kept = Path(redriven["set_aside_file"]).read_text().splitlines()
+        assert sorted(json.loads(line)["body"] for line in kept) == sorted(["not a wake-up", ghost])
+        again = _json(_cli("ops", "redrive", "--note", "again", cwd=deep))
+        assert again["moved"] == 0 and again["set_aside"] == []
         history = _json(_cli("ops", "show", job_id, cwd=deep))["history"]
         assert history[-1]["event"] == "redriven"
         assert (history[-1]["by"], history[-1]["note"]) == ("ops", "rehearsal")
