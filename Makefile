@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz
+.PHONY: setup demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz
 
 setup: $(STAMP)
 
@@ -23,6 +23,9 @@ demo: setup
 
 up: setup
 	$(BIN)/leasehold local up --port $${PORT:-8080} --workers $${WORKERS:-2}
+
+down: setup
+	$(BIN)/leasehold local down
 
 test: setup
 	$(BIN)/pytest

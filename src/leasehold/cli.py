@@ -1,35 +1,70 @@
-"""The `leasehold` command: the local stack, a worker to attach, and in-process invocation."""
+"""The `leasehold` command: the local stack (up, down, status, a worker to attach), in-process
+invocation, a user's jobs (leasehold.cli_jobs: submit, show), the operator's commands
+(leasehold.cli_ops), documents, the provider, smoke, demo.
+
+Every command that needs a running stack finds it the same way (leasehold.cli_target)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from leasehold.cli_jobs import add_job_commands
+from leasehold.cli_ops import add_ops_commands
+from leasehold.cli_target import (
+    CliError,
+    add_state_option,
+    add_url_options,
+    api_url,
+    local_stack,
+)
+from leasehold.domain.errors import LeaseholdError
 
-class CliError(Exception):
-    """A problem the user can fix: printed as one line, exit code 2."""
+__all__ = ["CliError", "build_parser", "main"]
+
+
+def _busy_port(port: int) -> str:
+    """Advice in the words of both ways a user starts the stack."""
+    other = port + 1 if port < 65535 else 8081
+    return (
+        f"port {port} on 127.0.0.1 is busy (another program, or a local stack of another "
+        f"checkout); choose another port: `PORT={other} make up` or "
+        f"`leasehold local up --port {other}`"
+    )
 
 
 def _cmd_local_up(args: argparse.Namespace) -> int:
+    from leasehold.local.locate import state_path_for_up, template_for_up
     from leasehold.local.runner import LocalStack
-    from leasehold.local.stack import StackError
+    from leasehold.local.stack import PortBusyError, StackError
     from leasehold.local.template import TemplateError
     from leasehold.store.faults import FaultPlan, FaultSpecError
 
     if args.workers < 0 or args.workers > 16:
         raise CliError("--workers must be between 0 and 16")
+    if not 0 <= args.port <= 65535:
+        raise CliError("--port must be between 0 and 65535 (0: any free port)")
     try:
         FaultPlan.parse(args.faults)
     except FaultSpecError as exc:
         raise CliError(f"--faults: {exc}") from exc
+    cwd = Path.cwd()
+    state = state_path_for_up(args.state_file, cwd, os.environ)
+    functions_log = Path(args.functions_log) if args.functions_log else None
     stack = LocalStack(
-        Path(args.template), port=args.port, state_path=Path(args.state), faults=args.faults
+        template_for_up(args.template, cwd),
+        port=args.port,
+        state_path=state,
+        faults=args.faults,
+        handler_log=functions_log,
     )
     stopped = threading.Event()
 
@@ -39,15 +74,26 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        try:
-            stack.start()
-        except (StackError, TemplateError) as exc:
-            raise CliError(str(exc)) from exc
+        stack.start()
+    except PortBusyError as exc:
+        stack.stop()
+        raise CliError(_busy_port(exc.port)) from exc
+    except (StackError, TemplateError) as exc:
+        stack.stop()  # whatever had started (moto, providers); nothing was announced
+        raise CliError(str(exc)) from exc
+    try:
+        logs = state.parent / "logs"
         for index in range(args.workers):
-            stack.spawn_worker(f"worker-{index + 1}")
+            stack.spawn_worker(f"worker-{index + 1}", logs)
         faults = f"; faults {args.faults}" if args.faults else ""
         print(
             f"leasehold local stack ready at {stack.url} (moto; {args.workers} workers{faults})",
+            flush=True,
+        )
+        where = functions_log or "this terminal"
+        print(
+            f"  logs: Api, Relay, Sweeper → {where}; workers → {logs}/worker-N.log; "
+            "stop with Ctrl-C or `leasehold local down`",
             flush=True,
         )
         while not stopped.wait(0.5):
@@ -62,21 +108,94 @@ def _cmd_local_worker(args: argparse.Namespace) -> int:
     from leasehold.local.runner import run_worker
     from leasehold.local.stack import StackError
 
+    path, _ = local_stack(args)
     try:
-        run_worker(Path(args.state), args.name)
+        run_worker(path, args.name)
     except StackError as exc:
         raise CliError(str(exc)) from exc
     return 0
 
 
-def _cmd_invoke(args: argparse.Namespace) -> int:
-    from leasehold.local.invoke import invoke, resolve_function
+def _cmd_local_down(args: argparse.Namespace) -> int:
+    """Stop the `local up` process of the state file, every worker registered beside it
+    (spawned or attached) and so the providers, moto and gateway it runs; remove the state file.
+    Bounded: `--timeout` for `local up` to stop, then SIGKILL."""
+    from leasehold.local.locate import STATE_FILE, find_state
+    from leasehold.local.processes import WorkerRegistry, stop_processes, wait_gone
     from leasehold.local.stack import StackError, StackInfo
 
+    path = find_state(args.state_file, Path.cwd(), os.environ)
+    if path is None or not path.is_file():
+        where = path or f"{STATE_FILE} here or above"
+        print(f"leasehold: no local stack is running (no {where}); nothing to stop",
+              file=sys.stderr)  # fmt: skip
+        return 0
+    registry = WorkerRegistry(path)
+    workers = registry.workers()
     try:
-        stack = StackInfo.load(Path(args.state))
+        info: StackInfo | None = StackInfo.load(path)
+    except StackError:
+        info = None
+    up = info.process if info is not None and info.pid != os.getpid() else None
+    was_running = up is not None and up.signal(signal.SIGTERM)
+    if up is not None and was_running and wait_gone([up], args.timeout):
+        up.signal(signal.SIGKILL)
+        wait_gone([up], 5.0)
+    # Attached workers `local up` could not stop (it was gone, or was killed), and any that
+    # registered while it stopped.
+    workers.update(registry.workers())
+    stop_processes(list(registry.workers()), grace=5.0)
+    left = [process for process in [up, *workers] if process is not None and process.alive()]
+    if left:
+        raise CliError(f"still running after SIGKILL: pids {[p.pid for p in left]}")
+    path.unlink(missing_ok=True)
+    registry.clear()
+    names = ", ".join(sorted(name for name in workers.values())) or "none"
+    if was_running:
+        assert info is not None
+        print(f"leasehold local stack stopped (pid {info.pid}; workers: {names})")
+    else:
+        print(f"leasehold: the local stack of {path} was not running; cleared its state file "
+              f"(workers stopped: {names})")  # fmt: skip
+    return 0
+
+
+def _cmd_local_status(args: argparse.Namespace) -> int:
+    """Whether the stack runs, where, and where its logs are; `--wait` for a background start."""
+    from leasehold.local.processes import WorkerRegistry
+
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            path, info = local_stack(args)
+            if info.api_url:
+                break
+        except CliError:
+            if time.monotonic() >= deadline:
+                raise
+        if time.monotonic() >= deadline:
+            raise CliError("the local stack is still starting")
+        time.sleep(0.5)
+    workers = WorkerRegistry(path).workers()
+    status = {
+        "url": info.api_url,
+        "pid": info.pid,
+        "state_file": str(path),
+        "workers": [{"name": name, "pid": ref.pid} for ref, name in workers.items()],
+        "worker_logs": str(path.parent / "logs"),
+        "providers": json.loads(info.local_environment.get("LEASEHOLD_LOCAL_PROVIDERS", "{}")),
+    }
+    print(json.dumps(status, indent=2))
+    return 0
+
+
+def _cmd_invoke(args: argparse.Namespace) -> int:
+    from leasehold.local.invoke import invoke, resolve_function
+
+    _, stack = local_stack(args)
+    try:
         function = resolve_function(stack, args.function)
-    except (StackError, KeyError) as exc:
+    except KeyError as exc:
         raise CliError(str(exc).strip("'\"")) from exc
     try:
         event: Any = json.loads(Path(args.event).read_text())
@@ -95,94 +214,10 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ops_request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
-    import urllib.error
-    import urllib.request
-
-    headers = {"Content-Type": "application/json"}
-    if args.token:
-        headers["Authorization"] = f"Bearer {args.token}"
-    else:
-        headers["X-Demo-User"] = "ops"  # the local gateway's stand-in for an operator's JWT
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        args.url.rstrip("/") + path, data=data, method=method, headers=headers
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=15) as answer:
-            return json.loads(answer.read() or b"{}")
-    except urllib.error.HTTPError as error:
-        detail = json.loads(error.read() or b"{}").get("error", {})
-        raise CliError(
-            f"{error.code} {detail.get('code', '')}: {detail.get('message', '')}"
-        ) from error
-    except urllib.error.URLError as error:
-        raise CliError(f"cannot reach {args.url}: {error.reason}") from error
-
-
-def _cmd_ops(args: argparse.Namespace) -> int:
-    if args.ops_command == "summary":
-        result = _ops_request(args, "GET", "/ops/summary")
-    elif args.ops_command == "jobs":
-        result = _ops_request(args, "GET", f"/ops/jobs?state={args.state}&limit={args.limit}")
-    elif args.ops_command == "show":
-        result = _ops_request(args, "GET", f"/ops/jobs/{args.job_id}")
-    elif args.ops_command == "replay":
-        replay: dict[str, Any] = {}
-        if args.note:
-            replay["note"] = args.note
-        if args.checked_provider:
-            replay["checked_provider"] = True
-        result = _ops_request(args, "POST", f"/ops/jobs/{args.job_id}/replay", replay)
-    elif args.ops_command == "resolve":
-        body = {"outcome": args.outcome, "note": args.note}
-        if args.receipt:
-            body["receipt"] = args.receipt
-        result = _ops_request(args, "POST", f"/ops/jobs/{args.job_id}/resolve", body)
-    else:
-        result = _redrive(args)
-    print(json.dumps(result, indent=2))
-    return 0
-
-
-def _redrive(args: argparse.Namespace) -> dict[str, Any]:
-    """DLQ → work queue. A wake-up names its job, so a redriven message finds the same job."""
-    import boto3
-
-    from leasehold.store.queue import WakeupQueue
-
-    if args.queue_url and args.dlq_url:
-        sqs = boto3.client("sqs")
-        queue_url, dlq_url = args.queue_url, args.dlq_url
-    else:
-        from leasehold.local.stack import StackError, StackInfo, client
-
-        try:
-            stack = StackInfo.load(Path(args.state))
-        except StackError as exc:
-            raise CliError(
-                f"{exc} (or pass --queue-url and --dlq-url for a deployed stack)"
-            ) from exc
-        sqs = client("sqs", stack.endpoint)
-        queue_url = stack.queue_mappings[0].queue_url
-        dlq_url = stack.functions[stack.queue_mappings[0].function].environment["DLQ_URL"]
-    moved = WakeupQueue(sqs, queue_url, dlq_url).redrive_dead_letters(max_messages=args.max)
-    if moved < 0:
-        return {"redrive": "started", "how": "StartMessageMoveTask (SQS moves the messages itself)"}
-    return {"redrive": "done", "moved": moved, "how": "receive/send/delete (no move task here)"}
-
-
 def _cmd_smoke(args: argparse.Namespace) -> int:
     from leasehold.smoke import Smoke, SmokeError
 
-    url = args.url
-    if not url:
-        from leasehold.local.stack import StackError, StackInfo
-
-        try:
-            url = StackInfo.load(Path(args.state)).api_url
-        except StackError as exc:
-            raise CliError(f"{exc} (or pass --url for a deployed stack)") from exc
+    url = api_url(args)
     try:
         return Smoke(url, token=args.token, ops_token=args.ops_token).run()
     except SmokeError as exc:
@@ -203,12 +238,9 @@ def _cmd_docs_put(args: argparse.Namespace) -> int:
         tenant_of_key,
     )
     from leasehold.local.gateway import DEMO_USERS
-    from leasehold.local.stack import StackError, StackInfo, client
+    from leasehold.local.stack import client
 
-    try:
-        stack = StackInfo.load(Path(args.state))
-    except StackError as exc:
-        raise CliError(str(exc)) from exc
+    _, stack = local_stack(args)
     bucket = stack.outputs.get("DocumentsBucket")
     if not bucket:
         raise CliError("the running local stack has no documents bucket; restart it (make up)")
@@ -257,6 +289,33 @@ def _cmd_provider_serve(args: argparse.Namespace) -> int:
         raise CliError(f"cannot serve the provider (port {args.port}, {args.db}): {exc}") from exc
 
 
+def _cmd_provider_charges(args: argparse.Namespace) -> int:
+    """What the running local stack's billable providers charged (the operator's evidence for
+    an `unknown` enrich job): `GET /v1/charges[?key=]` of each, or of `--mode` alone."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import quote
+
+    _, stack = local_stack(args)
+    providers: dict[str, str] = json.loads(
+        stack.local_environment.get("LEASEHOLD_LOCAL_PROVIDERS", "{}")
+    )
+    if not providers:
+        raise CliError("the running local stack has no providers; restart it (make up)")
+    modes = [args.mode] if args.mode else sorted(providers)
+    query = f"?key={quote(args.key)}" if args.key else ""
+    answers: dict[str, Any] = {}
+    for mode in modes:
+        url = f"{providers[mode]}/v1/charges{query}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                answers[mode] = {"url": url, **json.loads(answer.read() or b"{}")}
+        except (urllib.error.URLError, ValueError) as exc:
+            raise CliError(f"cannot read {url}: {exc}") from exc
+    print(json.dumps(answers[args.mode] if args.mode else answers, indent=2))
+    return 0
+
+
 def _demo_users() -> list[str]:
     from leasehold.local.gateway import DEMO_USERS
 
@@ -272,10 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
         dest="local_command", required=True
     )
     up = local.add_parser("up", help="start moto + the stack of template.yaml + gateway + workers")
-    up.add_argument("--port", type=int, default=8080)
+    up.add_argument("--port", type=int, default=8080, help="the gateway's port (0: any free)")
     up.add_argument("--workers", type=int, default=2)
-    up.add_argument("--template", default="template.yaml")
-    up.add_argument("--state", default=".leasehold/local-stack.json")
+    up.add_argument("--template", help="default: template.yaml of the checkout (here or above)")
+    add_state_option(up)
+    up.add_argument(
+        "--functions-log",
+        metavar="FILE",
+        help="write the Api, Relay and Sweeper logs to FILE instead of this terminal",
+    )
     up.add_argument(
         "--faults",
         default="",
@@ -283,46 +347,27 @@ def build_parser() -> argparse.ArgumentParser:
         "'dynamodb.TransactWriteItems:TransactionConflict=0.05,sqs.SendMessageBatch:InternalError=0.03'",
     )
     up.set_defaults(run=_cmd_local_up)
+    down = local.add_parser(
+        "down", help="stop the running stack: its process, every worker (attached too), providers"
+    )
+    add_state_option(down)
+    down.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL")
+    down.set_defaults(run=_cmd_local_down)
+    status = local.add_parser("status", help="is a stack running: its URL, pid, workers, logs")
+    add_state_option(status)
+    status.add_argument("--wait", type=float, default=0.0, help="wait up to this many seconds")
+    status.set_defaults(run=_cmd_local_status)
     worker = local.add_parser("worker", help="attach one more worker process to a running stack")
-    worker.add_argument("--state", default=".leasehold/local-stack.json")
+    add_state_option(worker)
     worker.add_argument("--name", default="worker-extra")
     worker.set_defaults(run=_cmd_local_worker)
     inv = commands.add_parser("invoke", help="run one function's handler with an event file")
     inv.add_argument("function", help="logical id (WorkerFunction) or short name (worker)")
     inv.add_argument("--event", required=True)
-    inv.add_argument("--state", default=".leasehold/local-stack.json")
+    add_state_option(inv)
     inv.set_defaults(run=_cmd_invoke)
-    ops = commands.add_parser("ops", help="operator view and actions (local stack or deployed)")
-    ops.add_argument("--url", default="http://127.0.0.1:8080", help="API base URL")
-    ops.add_argument("--token", help="an operator's ID token (deployed); locally X-Demo-User: ops")
-    ops_commands = ops.add_subparsers(dest="ops_command", required=True)
-    ops_commands.add_parser("summary", help="counts by state, queue depths, oldest queued job")
-    jobs = ops_commands.add_parser("jobs", help="jobs in one state, oldest first")
-    jobs.add_argument("--state", required=True)
-    jobs.add_argument("--limit", type=int, default=50)
-    show = ops_commands.add_parser(
-        "show", help="one job, whole: view, history, operations, lease holder"
-    )
-    show.add_argument("job_id")
-    replay = ops_commands.add_parser("replay", help="a dead, failed or unknown job back to queued")
-    replay.add_argument("job_id")
-    replay.add_argument("--note", help="why (recorded in the job's history)")
-    replay.add_argument(
-        "--checked-provider",
-        action="store_true",
-        help="you checked the provider (required to replay an unknown job)",
-    )
-    resolve = ops_commands.add_parser("resolve", help="settle an unknown job")
-    resolve.add_argument("job_id")
-    resolve.add_argument("--outcome", choices=["succeeded", "failed"], required=True)
-    resolve.add_argument("--note", required=True)
-    resolve.add_argument("--receipt", help="the provider's receipt, when it shows the charge")
-    redrive = ops_commands.add_parser("redrive", help="move DLQ messages back to the work queue")
-    redrive.add_argument("--state", default=".leasehold/local-stack.json")
-    redrive.add_argument("--queue-url")
-    redrive.add_argument("--dlq-url")
-    redrive.add_argument("--max", type=int, default=1000)
-    ops.set_defaults(run=_cmd_ops)
+    add_job_commands(commands, _demo_users())
+    add_ops_commands(commands)
     provider = commands.add_parser("provider", help="the local billable enrichment provider")
     provider_commands = provider.add_subparsers(dest="provider_command", required=True)
     serve = provider_commands.add_parser("serve", help="serve it on 127.0.0.1 until Ctrl-C")
@@ -330,13 +375,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--capability", choices=PROVIDER_MODES, required=True)
     serve.add_argument("--db", default=".leasehold/provider.sqlite3", help="the charge ledger")
     serve.set_defaults(run=_cmd_provider_serve)
+    charges = provider_commands.add_parser(
+        "charges", help="what the running local stack's providers charged (GET /v1/charges)"
+    )
+    charges.add_argument("--key", help="one idempotency key (an enrich job's operation id)")
+    charges.add_argument("--mode", choices=["idempotent", "lookup", "none"])
+    add_state_option(charges)
+    charges.set_defaults(run=_cmd_provider_charges)
     smoke = commands.add_parser(
         "smoke", help="one successful and one failing operation of each application, anywhere"
     )
-    smoke.add_argument("--url", help="the API's base URL (default: the running local stack)")
-    smoke.add_argument("--token", help="a user's ID token (deployed); locally X-Demo-User")
+    add_url_options(smoke)
     smoke.add_argument("--ops-token", help="an operator's ID token, for the replay (deployed)")
-    smoke.add_argument("--state", default=".leasehold/local-stack.json")
+    add_state_option(smoke)
     smoke.set_defaults(run=_cmd_smoke)
     docs = commands.add_parser("docs", help="documents for doc_prep jobs (local stack)")
     docs_commands = docs.add_subparsers(dest="docs_command", required=True)
@@ -346,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     put.add_argument("file")
     put.add_argument("--user", required=True, choices=sorted(_demo_users()))
     put.add_argument("--name", help="the document's name in the bucket (default: FILE's name)")
-    put.add_argument("--state", default=".leasehold/local-stack.json")
+    add_state_option(put)
     put.set_defaults(run=_cmd_docs_put)
     demo = commands.add_parser("demo", help="the ten-task demo on the local stack")
     demo.add_argument("--port", type=int, default=0)
@@ -359,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except CliError as exc:
+    except LeaseholdError as exc:  # CliError, a stack or store error: one line, what to do
         print(f"leasehold: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

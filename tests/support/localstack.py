@@ -22,12 +22,13 @@ from tests.support.resources import ROOT, TEMPLATE
 
 
 class LocalStackProcess:
-    def __init__(self, workdir: Path, workers: int = 0) -> None:
-        self.state = workdir / "stack.json"
+    def __init__(self, workdir: Path, workers: int = 0, state: Path | None = None) -> None:
+        self.state = state or workdir / "stack.json"
         self.log = workdir / "stack.log"
         self.workdir = workdir
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("LEASEHOLD_STATE", None)
         self.process = subprocess.Popen(
             [
                 sys.executable,

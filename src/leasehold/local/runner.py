@@ -9,16 +9,40 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from leasehold.local.gateway import Gateway
 from leasehold.local.invoke import LocalContext, apply_environment, load_handler, serialised
+from leasehold.local.processes import ProcessRef, WorkerRegistry, stop_processes
 from leasehold.local.pumps import QueuePoller, Repeater, StreamPump, scheduled_event
-from leasehold.local.stack import StackInfo, check_port_free, create_stack, start_moto
+from leasehold.local.stack import (
+    StackError,
+    StackInfo,
+    check_port_free,
+    create_stack,
+    start_moto,
+)
 
 DEFAULT_STATE = Path(".leasehold/local-stack.json")
+WORKER_STOP_SECONDS = 5.0
+"""How long a worker may take to finish its batch after SIGTERM before it is killed."""
+STACK_GONE_EXIT_SECONDS = 2.0
+"""How soon an attached worker ends after the stack it serves is gone."""
+
+
+class StackAlreadyRunningError(StackError):
+    """The state file names a stack whose `local up` process still runs."""
+
+    def __init__(self, state_path: Path, info: StackInfo) -> None:
+        where = f" at {info.api_url}" if info.api_url else ""
+        super().__init__(
+            f"a local stack is already running{where} (pid {info.pid}, {state_path}); "
+            "stop it with `leasehold local down` (or `make down`)"
+        )
+        self.info = info
 
 
 def quiet_local_noise() -> None:
@@ -68,8 +92,17 @@ class LocalStack:
         assert self.gateway is not None
         return f"http://127.0.0.1:{self.gateway.port}"
 
+    @property
+    def started(self) -> bool:
+        """The gateway listens and the state file says where (workers may be spawned)."""
+        return self.gateway is not None and bool(self.info and self.info.api_url)
+
     def start(self) -> StackInfo:
+        """Raises StackAlreadyRunningError when the state file names a live stack (its file is
+        left alone), PortBusyError, or TemplateError; what was started before a failure is
+        stopped by `stop()`."""
         quiet_local_noise()
+        self._refuse_a_second_stack()
         if self.port:
             check_port_free(self.port)
         self._moto, endpoint = start_moto()
@@ -83,6 +116,8 @@ class LocalStack:
         info.local_environment["LEASEHOLD_LOCAL_PROVIDERS"] = json.dumps(urls)
         if self.faults:
             info.local_environment["LEASEHOLD_FAULTS"] = self.faults
+        me = ProcessRef.current()
+        info.pid, info.pid_started = me.pid, me.started
         self.info = info
         info.save(self.state_path)
         if self.handler_log is not None:
@@ -92,6 +127,16 @@ class LocalStack:
             with contextlib.redirect_stdout(self._log_file):
                 return self._start_functions(info)
         return self._start_functions(info)
+
+    def _refuse_a_second_stack(self) -> None:
+        if not self.state_path.is_file():
+            return
+        try:
+            existing = StackInfo.load(self.state_path)
+        except StackError:
+            return  # unreadable: a stale file this start replaces
+        if existing.pid != os.getpid() and existing.process.alive():
+            raise StackAlreadyRunningError(self.state_path, existing)
 
     def _start_providers(self) -> dict[str, str]:
         """The billable enrichment provider, once per capability (arch §6), each with its own
@@ -127,7 +172,6 @@ class LocalStack:
             self._threads.append(Repeater(f"schedule:{function}", self.sweep_seconds, run_schedule))
         self.gateway.start()
         info.api_url = self.url
-        info.pid = os.getpid()
         info.save(self.state_path)
         for thread in self._threads:
             thread.start()
@@ -141,10 +185,17 @@ class LocalStack:
         return process
 
     def stop(self) -> None:
+        """Stop the workers it spawned and every worker attached to it (`leasehold local
+        worker`, registered beside the state file), then its threads, gateway, providers and
+        moto; remove the state file it wrote. Bounded: a worker gets WORKER_STOP_SECONDS to
+        finish its batch, then SIGKILL. Safe to call after a failed or partial start."""
         for process in self.workers:
             if process.poll() is None:
                 process.terminate()
-        deadline = time.monotonic() + 5
+        registry = WorkerRegistry(self.state_path)
+        attached = [] if self.info is None else list(registry.workers())
+        stop_processes(attached, grace=WORKER_STOP_SECONDS)
+        deadline = time.monotonic() + WORKER_STOP_SECONDS
         for process in self.workers:
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -161,7 +212,10 @@ class LocalStack:
             server.stop()
         if self._moto:
             self._moto.stop()
-        self.state_path.unlink(missing_ok=True)
+            self._moto = None
+        if self.info is not None:  # only the file this process wrote, never another stack's
+            self.state_path.unlink(missing_ok=True)
+            registry.clear()
         if self._log_file is not None:
             self._log_file.close()
 
@@ -180,10 +234,22 @@ def spawn_worker_process(state_path: Path, name: str, log_dir: Path) -> subproce
 
 def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None) -> None:
     """A worker process: poll the queue with the template's batch size and call the Worker
-    handler with SQS events, deleting only what was not reported failed."""
+    handler with SQS events, deleting only what was not reported failed.
+
+    It registers beside the state file (so `local down` and a stopping `local up` stop it), and
+    stops on its own within STACK_GONE_EXIT_SECONDS once the stack it serves is gone — the
+    state file removed or the `local up` process no longer running — instead of polling a dead
+    endpoint forever. The stack's tables and queues lived in that process: there is nothing
+    left to finish, so a worker blocked in a request retrying a dead endpoint is ended."""
     _die_with_parent()
     quiet_local_noise()
     info = StackInfo.load(state_path)
+    stack_process = info.process
+    if info.pid and not stack_process.alive():
+        raise StackError(
+            f"the local stack of {state_path} is not running any more (its process {info.pid} "
+            "is gone); start one with `make up`"
+        )
     mapping = info.queue_mappings[0]
     # The lease holder's name: the process's name and pid (`ops show` reads both).
     os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = f"{name}@{os.getpid()}"
@@ -200,18 +266,36 @@ def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    me = ProcessRef.current()
+    registry = WorkerRegistry(state_path)
+    registry.register(name, me)
+
+    def watch_the_stack() -> None:
+        nonlocal stopping
+        while state_path.is_file() and not (info.pid and not stack_process.alive()):
+            time.sleep(0.25)
+        print(f"{name}: the local stack is gone (pid {info.pid}); stopping", flush=True)
+        stopping = True
+        time.sleep(STACK_GONE_EXIT_SECONDS / 2)  # the loop's chance to end on its own
+        registry.unregister(me)
+        os._exit(0)  # blocked in a request to the dead endpoint: nothing left to save
+
+    threading.Thread(target=watch_the_stack, name="watch-the-stack", daemon=True).start()
     print(f"{name} polling {mapping.queue_url}", flush=True)
     idle = 0
-    while not stopping:
-        try:
-            received, _ = poller.poll_once(wait_seconds=1)
-        except Exception as exc:  # the stack went away or hiccuped: wait, then try again
-            print(f"{name}: {type(exc).__name__}: {exc}", flush=True)
-            time.sleep(0.5)
-            received = 0
-        idle = 0 if received else idle + 1
-        if max_idle_polls is not None and idle >= max_idle_polls:
-            break
+    try:
+        while not stopping:
+            try:
+                received, _ = poller.poll_once(wait_seconds=1)
+            except Exception as exc:  # the stack went away or hiccuped: wait, then try again
+                print(f"{name}: {type(exc).__name__}: {exc}", flush=True)
+                time.sleep(0.5)
+                received = 0
+            idle = 0 if received else idle + 1
+            if max_idle_polls is not None and idle >= max_idle_polls:
+                break
+    finally:
+        registry.unregister(me)
 
 
 def _die_with_parent() -> None:

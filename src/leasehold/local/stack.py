@@ -13,6 +13,8 @@ from typing import Any
 
 import boto3
 
+from leasehold.domain.errors import LeaseholdError
+from leasehold.local.processes import ProcessRef
 from leasehold.local.template import (
     LOCAL_CODE_BUCKET,
     LOCAL_CODE_KEY,
@@ -41,8 +43,16 @@ LOCAL_PARAMETERS = {
 }
 
 
-class StackError(RuntimeError):
-    pass
+class StackError(LeaseholdError, RuntimeError):
+    """The local stack cannot be started, found or used; the message says what to do."""
+
+
+class PortBusyError(StackError):
+    """The gateway's port is taken on 127.0.0.1 (the CLI words the advice for its user)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(f"port {port} on 127.0.0.1 is busy")
+        self.port = port
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,13 @@ class StackInfo:
     """The local gateway's base URL (set once it listens)."""
     pid: int = 0
     """The `leasehold local up` process."""
+    pid_started: int = 0
+    """Its start time (see leasehold.local.processes), so a recycled pid is not taken for it."""
+
+    @property
+    def process(self) -> ProcessRef:
+        """The `local up` process that serves this stack (pid 0: none recorded yet)."""
+        return ProcessRef(self.pid, self.pid_started)
 
     def environment(self, function: str) -> dict[str, str]:
         """The function's environment as the template resolves it, pointed at the local stack."""
@@ -116,7 +133,10 @@ class StackInfo:
     def load(path: Path) -> StackInfo:
         if not path.is_file():
             raise StackError(f"no local stack is running (no {path}); start one with `make up`")
-        doc = json.loads(path.read_text())
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise StackError(f"cannot read the local stack's state file {path}: {exc}") from exc
         return StackInfo(
             endpoint=doc["endpoint"],
             functions={k: FunctionInfo(**v) for k, v in doc["functions"].items()},
@@ -128,18 +148,18 @@ class StackInfo:
             local_environment=doc.get("local_environment", {}),
             api_url=doc.get("api_url", ""),
             pid=doc.get("pid", 0),
+            pid_started=doc.get("pid_started", 0),
         )
 
 
 def check_port_free(port: int) -> None:
+    """Raises PortBusyError when 127.0.0.1:`port` cannot be bound."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
-            raise StackError(
-                f"port {port} on 127.0.0.1 is busy; choose another with --port"
-            ) from exc
+            raise PortBusyError(port) from exc
 
 
 def start_moto() -> tuple[Any, str]:

@@ -9,10 +9,20 @@ from leasehold.domain.errors import ConflictError, JobNotFoundError, ValidationE
 from leasehold.domain.job import Job
 from leasehold.domain.states import REPLAYABLE_STATES, JobState, StopReason
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
-from leasehold.store.history import entry
+from leasehold.store.guards import (
+    append_history,
+    keep_for_operators,
+    outbox_put,
+    set_history,
+    state_change,
+)
+from leasehold.store.history import HISTORY_LIMIT, entry
 from leasehold.store.items import JOB_TTL_SECONDS, job_from_item, job_key
 from leasehold.store.table import ConditionFailed, Table
+
+REDRIVE_HISTORY_CAP = 2 * HISTORY_LIMIT
+"""A redrive appends without reading the job, so it cannot trim the history: it writes only while
+the list is shorter than this (the job's next bounded write trims it back to HISTORY_LIMIT)."""
 
 
 class OperatorStore:
@@ -170,3 +180,24 @@ class OperatorStore:
             ) from failed
         assert item is not None
         return job_from_item(item)
+
+    def note_redrive(self, job_id: str, *, operator: str, note: str, now: int) -> bool:
+        """Record in the job's history that an operator moved its wake-up from the DLQ back to
+        the work queue: one write that does not read the job first (`append_history`), bumping
+        `version` so that a replay or resolve that read the job before it fails its condition
+        instead of writing over the entry. False when the job no longer exists or its history is
+        at REDRIVE_HISTORY_CAP (the redrive's log line still records it)."""
+        expr = Expression()
+        expr.condition(f"attribute_exists({expr.name('pk')})")
+        history = expr.name("history")
+        expr.condition(
+            f"attribute_not_exists({history}) OR size({history}) < "
+            f"{expr.value(REDRIVE_HISTORY_CAP)}"
+        )
+        expr.increment("version")
+        append_history(expr, entry("redriven", at=now, by=operator, note=note))
+        try:
+            self._table.update(expr.update_params(job_key(job_id)))
+        except ConditionFailed:
+            return False
+        return True

@@ -1,0 +1,80 @@
+"""`leasehold submit` and `leasehold show`: a job as its owner submits and sees it, against the
+running local stack (as one of the local gateway's demo users) or, with `--url` and `--token`,
+a deployed one — the same POST /jobs and GET /jobs/{job_id} any client calls."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from leasehold.cli_target import CliError, add_state_option, add_url_options, api_request
+
+DEFAULT_USER = "alice"
+MAX_REQUEST_BYTES = 64 * 1024
+"""The API's own limit on a job request's body (docs/openapi.yaml): refused here first."""
+
+
+def _job_request(text: str) -> Any:
+    """The job request: inline JSON (starting with `{` or `[`), `-` for stdin, or a JSON file."""
+    if text == "-":
+        source, raw = "stdin", sys.stdin.read()
+    elif text.lstrip()[:1] in {"{", "["}:
+        source, raw = "the request", text
+    else:
+        source = text
+        try:
+            raw = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot read the job request {text}: {exc.strerror or exc}") from exc
+    if len(raw.encode()) > MAX_REQUEST_BYTES:
+        raise CliError(f"{source} is over {MAX_REQUEST_BYTES} bytes, the API's limit")
+    try:
+        request = json.loads(raw)
+    except ValueError as exc:
+        raise CliError(f"{source} is not valid JSON: {exc}") from exc
+    if not isinstance(request, dict):
+        raise CliError(f"{source} must be a JSON object such as {EXAMPLE}")
+    return request
+
+
+EXAMPLE = '{"kind": "synthetic", "payload": {"steps": [{"name": "hello"}]}}'
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    request = _job_request(args.request)
+    print(json.dumps(api_request(args, "POST", "/jobs", request, user=args.user), indent=2))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    view = api_request(args, "GET", f"/jobs/{quote(args.job_id, safe='')}", user=args.user)
+    print(json.dumps(view, indent=2))
+    return 0
+
+
+def add_job_commands(commands: Any, demo_users: list[str]) -> None:
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--user",
+            default=DEFAULT_USER,
+            choices=sorted(demo_users),
+            help=f"local stack: the demo user you act as (default {DEFAULT_USER})",
+        )
+        add_url_options(sub)
+        add_state_option(sub)
+
+    submit = commands.add_parser(
+        "submit", help="submit a job (POST /jobs): REQUEST is inline JSON, a JSON file, or -"
+    )
+    submit.add_argument("request", metavar="REQUEST", help=f"e.g. '{EXAMPLE}'")
+    submit.add_argument("--idempotency-key", help="the same key and body answer the same job")
+    common(submit)
+    submit.set_defaults(run=_cmd_submit)
+    show = commands.add_parser("show", help="one of your jobs as you see it (GET /jobs/{job_id})")
+    show.add_argument("job_id")
+    common(show)
+    show.set_defaults(run=_cmd_show)

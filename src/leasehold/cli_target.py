@@ -1,0 +1,117 @@
+"""Which stack a `leasehold` command talks to, found the same way by every command, and the one
+error type the command line prints.
+
+A deployed stack is named with `--url` (and `--token`); otherwise the running local stack is
+found from its state file (leasehold.local.locate: `--state`, `LEASEHOLD_STATE`, or
+`.leasehold/local-stack.json` here or in a directory above). `--url`, `--token` and the state
+file are accepted before and after an `ops` subcommand alike."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from leasehold.domain.errors import LeaseholdError
+
+if TYPE_CHECKING:
+    from leasehold.local.stack import StackInfo
+
+DEPLOYED_HINT = "or pass --url URL (with --token TOKEN) for a deployed stack"
+STATE_HELP = (
+    "the local stack's state file (default: $LEASEHOLD_STATE, else .leasehold/local-stack.json "
+    "in this directory or the nearest one above that has it)"
+)
+
+
+class CliError(LeaseholdError):
+    """A problem the user can fix: printed as one line, exit code 2."""
+
+
+def add_state_option(parser: argparse.ArgumentParser, *flags: str, under: bool = False) -> None:
+    """The state file option (dest `state_file`). `under`: on a subcommand whose parent has the
+    same option — absent here, it must not hide the parent's value (hence SUPPRESS)."""
+    parser.add_argument(
+        *(flags or ("--state", "--state-file")),
+        dest="state_file",
+        metavar="FILE",
+        default=argparse.SUPPRESS if under else None,
+        help=STATE_HELP,
+    )
+
+
+def add_url_options(parser: argparse.ArgumentParser, *, under: bool = False) -> None:
+    default = argparse.SUPPRESS if under else None
+    parser.add_argument(
+        "--url", default=default, help="a deployed stack's API base URL (default: the local stack)"
+    )
+    parser.add_argument(
+        "--token",
+        default=default,
+        help="an ID token (deployed; for /ops an operator's); locally X-Demo-User stands in",
+    )
+
+
+def local_stack(args: argparse.Namespace, *, hint: str = "") -> tuple[Path, StackInfo]:
+    """(state file, StackInfo) of the running local stack, or a CliError saying what to do."""
+    from leasehold.local.locate import running_stack
+    from leasehold.local.stack import StackError
+
+    try:
+        return running_stack(getattr(args, "state_file", None), Path.cwd(), os.environ)
+    except StackError as exc:
+        raise CliError(f"{exc}{'; ' + hint if hint else ''}") from exc
+
+
+def api_url(args: argparse.Namespace) -> str:
+    """`--url` as given (checked), else the running local stack's gateway."""
+    url = getattr(args, "url", None)
+    if url:
+        parts = urlsplit(url)
+        if parts.scheme not in {"http", "https"} or not parts.netloc:
+            raise CliError(f"--url must be an http(s) URL such as https://…/, not {url!r}")
+        return str(url).rstrip("/")
+    _, info = local_stack(args, hint=DEPLOYED_HINT)
+    if not info.api_url:
+        raise CliError("the local stack is still starting; try again in a few seconds")
+    return info.api_url
+
+
+def api_request(
+    args: argparse.Namespace, method: str, path: str, body: Any = None, *, user: str
+) -> Any:
+    """One request to the stack's API, its JSON answer; a CliError for an error answer (its code
+    and message) or an unreachable stack. With `--token` it is the ID token's caller; without,
+    the local gateway's stand-in for a JWT names `user` (X-Demo-User)."""
+    import urllib.error
+    import urllib.request
+
+    base = api_url(args)
+    headers = {"Content-Type": "application/json"}
+    token = getattr(args, "token", None)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    else:
+        headers["X-Demo-User"] = user
+    key = getattr(args, "idempotency_key", None)
+    if key:
+        headers["Idempotency-Key"] = key
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=15) as answer:
+            return json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        try:
+            detail = json.loads(error.read() or b"{}").get("error", {})
+        except (ValueError, AttributeError):
+            detail = {}
+        hint = " (pass --token with an ID token)" if error.code == 401 else ""
+        raise CliError(
+            f"{error.code} {detail.get('code', '')}: {detail.get('message', '')}{hint}"
+        ) from error
+    except urllib.error.URLError as error:
+        raise CliError(f"cannot reach {base}: {error.reason}") from error
