@@ -130,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     def submit_all(poster: int) -> None:
         local = random.Random(args.seed * 100 + poster)
         for index in range(poster, args.jobs, args.posters):
+            if stop.is_set():  # the time limit: accept no more
+                return
             user = USERS[index % len(USERS)]
             key = f"soak-{args.seed}-{index}"
             if local.random() < args.title_share:
@@ -236,13 +238,16 @@ def run(args: argparse.Namespace) -> int:
             if not any(p.is_alive() for p in posters) and done == len(jobs) == args.jobs:
                 break
         stop.set()
-        watcher.join(timeout=30)
+        for thread in [*posters, watcher]:
+            thread.join(timeout=30)
+        with lock:
+            accepted_jobs = dict(jobs)
         report = verify(
             args,
             stack,
             dynamodb,
             table,
-            jobs,
+            accepted_jobs,
             workdir,
             kills,
             max_running,
@@ -307,6 +312,7 @@ def verify(
     succeeded = states.get("succeeded", 0)
     report = {
         "environment": "local stack (moto server on this machine), not AWS",
+        "jobs_asked": args.jobs,
         "jobs": len(jobs),
         "kills": kills,
         "workers": args.workers,
