@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
-from leasehold.domain.errors import StaleEpochError
+from leasehold.domain.errors import StaleEpochError, StepInterruptedError
 from leasehold.domain.states import JobState
 from leasehold.service.worker import Disposition
 from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, ScriptedKind, steps
@@ -316,3 +317,25 @@ def test_resolve_settles_unknown_with_a_note(harness: Harness) -> None:
     assert view["resolution"]["by"] == "ops" and view["resolution"]["receipt"] == "rcpt_1"
     assert view["resolution"]["note"] == "provider shows the charge"
     assert view["resolution"]["operation_id"] == "op"
+
+
+def test_a_heartbeat_refused_by_the_fence_is_a_rejected_stale_write(harness: Harness) -> None:
+    # Given worker A is frozen mid-step past its lease while B claims (epoch 2) and finishes
+    job_id = harness.submit(payload=steps({}))
+
+    def frozen_then_wakes(index: int, attempt: int, tick: Any) -> None:
+        harness.clock.advance(LEASE_MS + 1)
+        assert harness.worker("b").handle(harness.wakeup(job_id)).outcome == "succeeded"
+        # When A wakes, its next tick heartbeats under epoch 1
+        if not tick():
+            raise StepInterruptedError("A stops: its heartbeat was refused")
+
+    worker_a = harness.worker(
+        "a", kinds={"synthetic": ScriptedKind(frozen_then_wakes)}, heartbeat_every_ms=500
+    )
+    result_a = worker_a.handle(harness.wakeup(job_id))
+    # Then the refused heartbeat is a stale write, counted like a refused outcome; B's stands
+    assert result_a.disposition is Disposition.ACK
+    assert harness.telemetry.counts["StaleWritesRejected"] == 1
+    job = harness.store.get(job_id)
+    assert job is not None and job.epoch == 2 and job.state is JobState.SUCCEEDED

@@ -400,7 +400,14 @@ class WorkerService:
                     attempt.job, now=now, lease_ms=self._settings.lease.lease_ms
                 )
                 attempt.last_beat = now
-            except StaleEpochError:
+            except StaleEpochError as stale:
+                # A late worker's heartbeat refused by the fence: a stale write like any other
+                # (DESIGN §3.3), counted and logged as one; the step stops.
+                self._telemetry.count("StaleWritesRejected")
+                logger.warning(
+                    "stale write rejected",
+                    extra=attempt.log_keys | {"write": "heartbeat", "detail": str(stale)},
+                )
                 attempt.lease_lost = True
                 return False
             except StoreUnavailableError:
