@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak
+.PHONY: setup demo up test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz
 
 setup: $(STAMP)
 
@@ -83,3 +83,8 @@ mutants: setup
 # A thousand jobs over HTTP while workers are killed and store faults are injected (local stack).
 soak: setup
 	$(BIN)/python scripts/soak.py
+# schemathesis against the local stack from docs/openapi.yaml, every route, as alice, carol and ops
+#. FUZZ_MAX_EXAMPLES (default 20) is the budget per operation and phase; FUZZ_ARGS
+# passes more (e.g. --seed N to replay a run, --url to use a stack already up).
+fuzz: setup
+	$(BIN)/python scripts/fuzz.py $${FUZZ_ARGS}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.api import Call
+from tests.support.api import Call, call_fixture
 
 URL = "https://example.org/articles/durable-jobs"
 
@@ -79,6 +80,26 @@ def test_the_same_key_and_body_is_the_same_bookmark_and_job(local_call: Call) ->
         headers={"idempotency-key": "save-1"},
     )
     assert status == 409 and answer["error"]["code"] == "idempotency_key_reused"
+
+
+def test_a_key_whose_bookmark_was_deleted_is_409_not_500(local_call: Call) -> None:
+    # Found by make fuzz: the repeat re-created the bookmark, met the old title job's id, and
+    # the transaction's failure was "a condition it cannot explain" (500)
+    first = _create(local_call, headers={"idempotency-key": "save-2"})
+    assert local_call("api-delete-bookmark.json", path_id=first["id"])[0] == 204
+    for body in ({"url": URL}, {"url": "https://example.org/other"}):
+        status, answer, _ = local_call(
+            "api-create-bookmark.json", body=body, headers={"idempotency-key": "save-2"}
+        )
+        assert status == 409 and answer["error"]["code"] == "idempotency_key_reused"
+        assert "deleted" in answer["error"]["message"]
+    # Nothing came back: no bookmark, and the title job is still the cancelled first one
+    assert local_call("api-get-bookmark.json", path_id=first["id"])[0] == 404
+    assert local_call("api-list-bookmarks.json")[1]["items"] == []
+    _, job, _ = local_call("api-get-job.json", path_id=first["title_job"]["job_id"])
+    assert job["state"] == "cancelled" and job["stop_reason"] == "source_deleted"
+    # A new key saves the URL again
+    assert _create(local_call, headers={"idempotency-key": "save-3"})["id"] != first["id"]
 
 
 def test_the_list_is_shared_in_the_tenant_oldest_first_with_own_read_marks(
@@ -201,3 +222,30 @@ def test_title_jobs_cannot_be_submitted_directly(local_call: Call) -> None:
 def test_malformed_bookmark_ids_are_404(local_call: Call) -> None:
     for bad in ("x" * 300, "b_zz", "../b_1"):
         assert local_call("api-get-bookmark.json", path_id=bad)[0] == 404
+
+
+@pytest.fixture
+def enrich_call(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call]:
+    """The Api handler with a provider configured (accept never calls it)."""
+    yield from call_fixture(
+        monkeypatch,
+        TITLE_FETCHER="fixture",
+        ENRICHMENT_PROVIDER_URL="http://127.0.0.1:9",
+        ENRICHMENT_PROVIDER_CAPABILITY="idempotent_key",
+    )
+
+
+def test_enrich_takes_no_body_or_an_empty_one(enrich_call: Call) -> None:
+    # Found by make fuzz: with no body the request's fingerprint spread None into a dict (500)
+    view = _create(enrich_call)
+    seen = set()
+    for index, raw in enumerate(("", "null", "{}", '{"budget": null}')):
+        key = {"idempotency-key": f"enrich-{index}"}
+        event = {"path_id": view["id"], "headers": key}
+        status, accepted, headers = enrich_call("api-enrich-bookmark.json", raw_body=raw, **event)
+        assert status == 202, (raw, accepted)
+        assert headers["Location"] == accepted["status_url"] == f"/jobs/{accepted['job_id']}"
+        again = enrich_call("api-enrich-bookmark.json", raw_body=raw, **event)
+        assert again[0] == 202 and again[1]["job_id"] == accepted["job_id"]  # same key, same job
+        seen.add(accepted["job_id"])
+    assert len(seen) == 4

@@ -12,6 +12,7 @@ import pytest
 
 from leasehold.handlers import api, wiring
 from leasehold.local.invoke import LocalContext
+from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import clients, create_queues, create_table, template_environment
 
 SAMPLE_IDS = ("j_000000000000example", "b_019d2a7f3c00a1b2c3d4e5")
@@ -20,6 +21,26 @@ EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 def load_event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / name).read_text())
+
+
+def _exchange(event: dict[str, Any], answer: dict[str, Any]) -> Exchange:
+    """The event and the handler's answer as the client would see them: the JWT the authorizer
+    took its claims from stands as an `Authorization` header."""
+    headers = dict(event.get("headers") or {})
+    if (event["requestContext"].get("authorizer") or {}).get("jwt"):
+        headers["authorization"] = "Bearer <the caller's JWT>"
+    body = event.get("body")
+    return Exchange(
+        method=event["requestContext"]["http"]["method"],
+        path=event["rawPath"],
+        query=event.get("queryStringParameters") or {},
+        request_headers=headers,
+        request_body=None if body is None else str(body).encode(),
+        status=answer["statusCode"],
+        response_headers=answer.get("headers") or {},
+        response_body=(answer.get("body") or "").encode(),
+        route=event["routeKey"].split(" ", 1)[1],
+    )
 
 
 CACHED = (wiring.runtime, api.jobs, api.ops, api.bookmarks)
@@ -74,6 +95,7 @@ def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Itera
         if headers is not None:
             event["headers"] = {**event["headers"], **headers}
         answer = api.handler(event, LocalContext("api"))
+        check_exchange(_exchange(event, answer))  # every answer against docs/openapi.yaml
         return answer["statusCode"], json.loads(answer["body"] or "{}"), answer.get("headers") or {}
 
     yield invoke

@@ -8,13 +8,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+from urllib.parse import parse_qsl, urlsplit
 
 from leasehold.local.runner import spawn_worker_process
+from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import ROOT, TEMPLATE
 
 
@@ -49,11 +52,17 @@ class LocalStackProcess:
         self.url = self._wait_ready()
 
     def _wait_ready(self, timeout: float = 90) -> str:
+        """The URL from the "ready at" line. From then on a thread copies the stack's stdout (the
+        Api function's log lines) to `stack.out`: a pipe nobody reads fills up after ~64 KiB of
+        logs, and the stack then stalls in the middle of a request."""
         deadline = time.monotonic() + timeout
-        assert self.process.stdout is not None
+        stdout = self.process.stdout
+        assert stdout is not None
         while time.monotonic() < deadline:
-            line = self.process.stdout.readline().decode()
+            line = stdout.readline().decode()
             if "ready" in line:
+                self.out = self.workdir / "stack.out"
+                threading.Thread(target=_drain, args=(stdout, self.out), daemon=True).start()
                 return line.split("ready at ")[1].split()[0]
             if self.process.poll() is not None:
                 raise RuntimeError(f"local stack exited: {self.log.read_text()[-2000:]}")
@@ -71,6 +80,8 @@ class LocalStackProcess:
     def request(
         self, method: str, path: str, body: Any = None, user: str | None = "alice"
     ) -> tuple[int, Any]:
+        """One HTTP request; the answer is checked against docs/openapi.yaml before it is
+        returned (a response that breaks the document fails the test that received it)."""
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"}
         if user:
@@ -78,9 +89,23 @@ class LocalStackProcess:
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=15) as answer:
-                return answer.status, json.loads(answer.read() or b"{}")
+                status, answer_headers, raw = answer.status, dict(answer.headers), answer.read()
         except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"{}")
+            status, answer_headers, raw = error.code, dict(error.headers), error.read()
+        parts = urlsplit(path)
+        check_exchange(
+            Exchange(
+                method=method,
+                path=parts.path,
+                query=dict(parse_qsl(parts.query, keep_blank_values=True)),
+                request_headers=headers,
+                request_body=data,
+                status=status,
+                response_headers=answer_headers,
+                response_body=raw,
+            )
+        )
+        return status, json.loads(raw or b"{}")
 
     def wait_for(
         self, job_id: str, states: set[str], timeout: float = 60, user: str = "alice"
@@ -110,6 +135,12 @@ class LocalStackProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def _drain(stream: IO[bytes], path: Path) -> None:
+    with path.open("ab") as sink:
+        for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
+            sink.write(chunk)
 
 
 __all__ = ["ROOT", "LocalStackProcess"]

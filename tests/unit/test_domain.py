@@ -231,3 +231,33 @@ def test_filter_pattern_subset() -> None:
         pattern, {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "JOB#1"}}}}
     )
     assert not matches(pattern, {"eventName": "INSERT"})
+
+
+def test_a_cursor_dynamodb_would_refuse_is_a_400_before_any_query() -> None:
+    # moto takes these start keys; DynamoDB answers them with a ValidationException (a 500)
+    import base64
+    import json
+
+    from leasehold.store.jobs import decode_cursor
+
+    def cursor(**values: object) -> str:
+        key = {"pk": {"S": "JOB#j_1"}, "sk": {"S": "JOB"}, "gsi2pk": {"S": "OWNER#t#u"}}
+        key["gsi2sk"] = {"S": "0001#j_1"}
+        key.update(values)  # type: ignore[arg-type]
+        return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+    def decode(raw: str) -> object:
+        return decode_cursor(
+            raw, partition_attribute="gsi2pk", partition="OWNER#t#u", sort_attribute="gsi2sk"
+        )
+
+    assert decode(cursor()) is not None  # a well-formed one passes
+    for bad in (
+        {"sk": {"S": ""}},
+        {"gsi2sk": {"S": "x" * 1025}},
+        {"sk": {"S": "JOB", "N": "1"}},
+        {"sk": {"N": "1"}},
+        {"pk": {"S": "\udc00"}},
+    ):
+        with pytest.raises(ValidationError, match="cursor"):
+            decode(cursor(**bad))

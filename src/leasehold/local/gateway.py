@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -21,6 +22,9 @@ DEMO_USERS: dict[str, dict[str, str]] = {
     "ops": {"sub": "ops", "custom:tenant": "study-group", "cognito:groups": "[operators]"},
 }
 MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
+OPENAPI_ROUTE = "/openapi.yaml"
+OPENAPI_DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "openapi.yaml"
+"""The HTTP contract in the repository (src/leasehold/local/ → the checkout's docs/)."""
 
 
 def build_event(
@@ -74,7 +78,15 @@ def build_event(
 
 
 class Gateway:
-    def __init__(self, port: int, routes: list[Route], handlers: dict[str, Handler]) -> None:
+    def __init__(
+        self,
+        port: int,
+        routes: list[Route],
+        handlers: dict[str, Handler],
+        *,
+        openapi: Path = OPENAPI_DOCUMENT,
+    ) -> None:
+        self._openapi = openapi
         self._routes = routes
         self._handlers = handlers
         self._lock = threading.Lock()  # one handler instance, one request at a time (as one Lambda)
@@ -90,6 +102,13 @@ class Gateway:
                 gateway.serve(self)
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve  # noqa: N815
+
+            def __getattr__(self, name: str) -> Any:
+                # Any other method (OPTIONS, HEAD, TRACE, QUERY, …) meets no route: the 404 API
+                # Gateway answers, in the error envelope — not http.server's 501 HTML page.
+                if name.startswith("do_"):
+                    return self._serve
+                raise AttributeError(name)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _RequestHandler)
         self.server.daemon_threads = True
@@ -113,7 +132,22 @@ class Gateway:
             request.send_header(key, value)
         request.send_header("Content-Length", str(len(body)))
         request.end_headers()
-        request.wfile.write(body)
+        if request.command != "HEAD":  # a HEAD answer has headers only
+            request.wfile.write(body)
+
+    def _serve_openapi(self, request: BaseHTTPRequestHandler) -> None:
+        """`GET /openapi.yaml`: the document as it is in the repository now (read per request,
+        so an edit shows at once), no identity needed. Not an API route: deployed, the document
+        is published with the repository, not by API Gateway."""
+        try:
+            document = self._openapi.read_bytes()
+        except OSError:
+            missing = json.dumps(
+                {"error": {"code": "not_found", "message": f"{self._openapi} is not here"}}
+            )
+            self._reply(request, 404, {"Content-Type": "application/json"}, missing.encode())
+            return
+        self._reply(request, 200, {"Content-Type": "application/yaml"}, document)
 
     def serve(self, request: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(request.path)
@@ -131,6 +165,9 @@ class Gateway:
             self._reply(request, 413, {"Content-Type": "application/json"}, too_large.encode())
             return
         body = request.rfile.read(length) if length else b""
+        if request.command == "GET" and parts.path == OPENAPI_ROUTE:
+            self._serve_openapi(request)
+            return
         for route in self._routes:
             params = route.match(request.command, parts.path)
             if params is None:

@@ -51,7 +51,8 @@ def bookmark_view(bookmark: Bookmark, caller: Owner, job_state: str | None) -> d
     if bookmark.title_mode:
         view["title_mode"] = bookmark.title_mode
     if bookmark.enrichment:
-        view["enrichment"] = bookmark.enrichment
+        # Stored in epoch ms like every time; the API shows times as ISO 8601 UTC
+        view["enrichment"] = {**bookmark.enrichment, "at": iso(bookmark.enrichment.get("at"))}
     return view
 
 
@@ -233,7 +234,8 @@ class BookmarkService:
             job,
             idempotency=idempotency_key,
             fingerprint=json.dumps(
-                {"bookmark": bookmark_id, "source": current.source_version, **body}, sort_keys=True
+                {"bookmark": bookmark_id, "source": current.source_version, **(body or {})},
+                sort_keys=True,
             ),
         )
         self._telemetry.count("JobsAccepted" if outcome.created else "IdempotentReplays")

@@ -121,6 +121,13 @@ class BookmarkStore:
         try:
             self._table.transact(items, token=token)
         except ConditionFailed as failed:
+            if keyed and not failed.failed_at(0) and failed.failed_at(1):
+                # The key's bookmark is gone (deleted) but its title job, named by the key,
+                # is still kept: the key was spent on a bookmark that no longer exists.
+                raise IdempotencyConflictError(
+                    "this Idempotency-Key saved a bookmark that has since been deleted; "
+                    "save the URL again with a new key"
+                ) from failed
             if not failed.failed_at(0):
                 raise LeaseholdError("create failed a condition it cannot explain") from failed
             if not keyed:  # our own fresh id: an earlier try of this very call committed

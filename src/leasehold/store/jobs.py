@@ -30,6 +30,9 @@ from leasehold.store.items import (
 )
 from leasehold.store.table import ConditionFailed, Table
 
+MAX_KEY_BYTES = 1024
+"""DynamoDB's limit for a sort key (a partition key may be 2,048 bytes; none of ours come close)."""
+
 
 @dataclass(frozen=True)
 class AcceptResult:
@@ -72,7 +75,9 @@ def decode_cursor(
 ) -> dict[str, Any] | None:
     """A cursor is the LastEvaluatedKey of the same query: the table key and the index key, each
     a string, in the partition being queried (DynamoDB refuses a start key from another
-    partition with a ValidationException). Anything else is a 400 here."""
+    partition with a ValidationException). Anything else is a 400 here — including what moto
+    takes but DynamoDB refuses with a ValidationException (a 500 if it got that far): an empty
+    key value, one longer than a key may be (1,024 bytes), a value with a second type."""
     if not cursor:
         return None
     try:
@@ -83,11 +88,22 @@ def decode_cursor(
     if (
         not isinstance(key, dict)
         or set(key) != expected
-        or not all(isinstance(v, dict) and isinstance(v.get("S"), str) for v in key.values())
+        or not all(_is_key_string(value) for value in key.values())
         or key[partition_attribute]["S"] != partition
     ):
         raise ValidationError("'cursor' is not a cursor this API returned")
     return key
+
+
+def _is_key_string(value: Any) -> bool:
+    """`{"S": <1 to 1,024 bytes>}`: a string key attribute DynamoDB takes in a start key."""
+    if not isinstance(value, dict) or set(value) != {"S"} or not isinstance(value["S"], str):
+        return False
+    try:
+        size = len(value["S"].encode())
+    except UnicodeEncodeError:  # a lone surrogate from a JSON "\\udc00" escape
+        return False
+    return 1 <= size <= MAX_KEY_BYTES
 
 
 class JobStore:

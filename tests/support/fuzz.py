@@ -1,0 +1,189 @@
+"""schemathesis against a running local stack, from the document the stack itself serves
+(`GET /openapi.yaml`), as each demo user in turn (DESIGN §11: the `not_a_server_error` and
+`response_schema_conformance` checks).
+
+Every phase runs — the document's examples, the coverage phase (boundaries and each invalid
+variant of every parameter), random generation (valid and invalid), and the stateful phase that
+follows the document's `links` (create → get → cancel a job; create → get → edit → delete a
+bookmark). Every request is counted by route and status as it is sent (an `after_call` hook), so
+the figures are what went over the wire, and every failed check is counted by name.
+
+Used by `scripts/fuzz.py` (`make fuzz`) and by tests/e2e/test_fuzz.py (a bounded run in CI).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+CHECKS = ("not_a_server_error", "response_schema_conformance")
+USERS = ("alice", "carol", "ops")
+PHASES = ("examples", "coverage", "fuzzing", "stateful")
+
+
+@dataclass
+class FuzzReport:
+    """What one or more runs sent and found."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    """Requests sent, by route (`POST /jobs`)."""
+    statuses: Counter[int] = field(default_factory=Counter)
+    by_user: Counter[str] = field(default_factory=Counter)
+    by_phase: Counter[str] = field(default_factory=Counter)
+    links: Counter[str] = field(default_factory=Counter)
+    """Links followed by the stateful phase (`POST /jobs -> 202 -> GetJob -> ...`)."""
+    failures: Counter[str] = field(default_factory=Counter)
+    """Failed checks, by check name (one per failing request and check)."""
+    server_errors: list[str] = field(default_factory=list)
+    """`METHOD path → status` of every 5xx answer, whatever the checks said."""
+    examples: list[str] = field(default_factory=list)
+    """A few failures in full (the request to reproduce it and what the check said)."""
+    errors: list[str] = field(default_factory=list)
+    """Errors of the run itself (the schema, the connection), never to be ignored."""
+    seconds: float = 0.0
+    seed: int | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(self.requests.values())
+
+    def render(self) -> str:
+        lines = [
+            f"schemathesis {_version()} against the local stack: {self.total} requests "
+            f"in {self.seconds:.1f} s (seed {self.seed})",
+            "by user:   " + ", ".join(f"{u} {n}" for u, n in sorted(self.by_user.items())),
+            "by phase:  " + ", ".join(f"{p} {n}" for p, n in sorted(self.by_phase.items())),
+            "by status: " + ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items())),
+            "by route:",
+            *(f"  {n:6d}  {route}" for route, n in sorted(self.requests.items())),
+            f"links followed (stateful): {sum(self.links.values())}",
+            *(f"  {n:6d}  {link}" for link, n in sorted(self.links.items())),
+            "failures by check:",
+            *(f"  {self.failures.get(name, 0):6d}  {name}" for name in CHECKS),
+            f"server errors (5xx): {len(self.server_errors)}",
+        ]
+        lines += [f"  {line}" for line in self.server_errors[:20]]
+        if self.errors:
+            lines.append("run errors:")
+            lines += [f"  {error}" for error in self.errors[:20]]
+        lines += self.examples[:10]
+        return "\n".join(lines)
+
+
+def _version() -> str:
+    import schemathesis
+
+    return schemathesis.__version__
+
+
+def config_for(
+    url: str, user: str, *, max_examples: int, seed: int, phases: tuple[str, ...] = PHASES
+) -> dict[str, Any]:
+    """The run's settings as schemathesis's configuration file would hold them."""
+    generation = {
+        "mode": "all",  # valid and invalid data: a 4xx is fine, a 5xx or a broken answer is not
+        "max-examples": max_examples,
+        "database": "none",  # no .hypothesis/ directory left behind
+        "with-security-parameters": False,  # identity is the X-Demo-User header below
+    }
+    config: dict[str, Any] = {
+        "base-url": url,
+        "headers": {"X-Demo-User": user},
+        "workers": 1,
+        "request-timeout": 30,
+        "continue-on-failure": True,
+        "suppress-health-check": ["all"],
+        "checks": {"enabled": False, **{name: {"enabled": True} for name in CHECKS}},
+        "generation": generation,
+        "phases": {name: {"enabled": name in phases} for name in PHASES},
+        "seed": seed,
+    }
+    config["phases"]["stateful"]["max-steps"] = 10
+    return config
+
+
+def run_as(
+    url: str,
+    user: str,
+    *,
+    max_examples: int,
+    seed: int,
+    report: FuzzReport,
+    phases: tuple[str, ...] = PHASES,
+) -> None:
+    """One schemathesis run as `user`; adds what it sent and found to `report`."""
+    import schemathesis
+    from schemathesis.engine import Status, events, from_schema
+
+    config = schemathesis.Config.from_dict(
+        config_for(url, user, max_examples=max_examples, seed=seed, phases=phases)
+    )
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.yaml", config=config)
+    phase_now = ["?"]
+
+    def after_call(context: Any, case: Any, response: Any) -> None:
+        route = case.operation.label
+        report.requests[route] += 1
+        report.statuses[response.status_code] += 1
+        report.by_user[user] += 1
+        report.by_phase[phase_now[0]] += 1
+        if response.status_code >= 500:
+            report.server_errors.append(
+                f"{user}: {case.method} {case.formatted_path} → "
+                f"{response.status_code} {response.text[:200]}"
+            )
+
+    schema.hooks.register_hook_with_name(after_call, "after_call")
+    for event in from_schema(schema).execute():
+        if isinstance(event, events.PhaseStarted):
+            phase_now[0] = event.phase.name.value
+        elif isinstance(event, events.ScenarioFinished | events.FuzzScenarioFinished):
+            _count_failures(event.recorder, user, report, Status)
+        elif isinstance(event, events.NonFatalError):
+            report.errors.append(f"{user}: {event.label}: {event.info.format()[:500]}")
+        elif isinstance(event, events.FatalError):
+            report.errors.append(f"{user}: fatal: {event.exception!r}"[:500])
+
+
+def _count_failures(recorder: Any, user: str, report: FuzzReport, status: Any) -> None:
+    """Failed checks by name (and a few in full), and the links the stateful phase followed."""
+    for case_id, node in recorder.cases.items():
+        sent = case_id in recorder.interactions
+        if node.transition is not None and node.is_transition_applied and sent:
+            report.links[node.transition.id] += 1
+    for case_id, checks in recorder.checks.items():
+        for check in checks:
+            if check.status != status.FAILURE:
+                continue
+            report.failures[check.name] += 1
+            if len(report.examples) < 10 and check.failure_info is not None:
+                case = recorder.cases[case_id].value
+                report.examples.append(
+                    f"--- {user}: {check.name}: {case.operation.label}\n"
+                    f"{check.failure_info.failure.title}: {check.failure_info.failure.message}"[
+                        :1500
+                    ]
+                    + f"\n{check.failure_info.code_sample}"
+                )
+
+
+def fuzz(
+    url: str,
+    *,
+    users: tuple[str, ...] = USERS,
+    max_examples: int,
+    seed: int | None = None,
+    phases: tuple[str, ...] = PHASES,
+) -> FuzzReport:
+    """Run as each user in turn against the stack at `url`; the report adds them up. Without a
+    seed one is drawn (and reported, so a run can be replayed with it)."""
+    report = FuzzReport(seed=random.randrange(2**31) if seed is None else seed)
+    assert report.seed is not None
+    started = time.monotonic()
+    for user in users:
+        run_as(url, user, max_examples=max_examples, seed=report.seed, report=report, phases=phases)
+    report.seconds = time.monotonic() - started
+    return report

@@ -1,0 +1,199 @@
+"""docs/openapi.yaml is a valid OpenAPI 3.1 document and says what the code says: one operation
+per template route, the enums and limits of the domain, every error code the API can answer,
+and examples that validate against their own schemas."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator, FormatChecker
+from openapi_spec_validator import validate
+
+from leasehold.domain.bookmark import TitleStatus
+from leasehold.domain.states import JobState, StopReason
+from leasehold.kinds import registry
+from leasehold.kinds.synthetic import _STEP_FIELDS
+from leasehold.local.template import http_routes, load_template
+from leasehold.service.jobs import _IDEMPOTENCY_KEY, MAX_LIST_LIMIT
+from leasehold.titles import FIXTURE_MODES
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENT: dict[str, Any] = yaml.safe_load((ROOT / "docs" / "openapi.yaml").read_text())
+SCHEMAS = DOCUMENT["components"]["schemas"]
+METHODS = {"get", "post", "put", "patch", "delete"}
+
+
+def _operations() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in DOCUMENT["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield method.upper(), path, operation
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator for a schema of the document, its `#/components/...` references resolved."""
+    return Draft202012Validator(
+        {**schema, "components": DOCUMENT["components"]}, format_checker=FormatChecker()
+    )
+
+
+def _resolve(node: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        target: Any = DOCUMENT
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        node = target
+    return node
+
+
+def test_the_document_is_valid_openapi_3_1() -> None:
+    validate(DOCUMENT)  # openapi-spec-validator: raises on any structural error
+    assert DOCUMENT["openapi"] == "3.1.0"
+
+
+def test_every_template_route_has_one_operation_and_nothing_else_is_documented() -> None:
+    routes = {(r.method, r.path) for r in http_routes(load_template(ROOT / "template.yaml"))}
+    documented = [(method, path) for method, path, _ in _operations()]
+    assert len(documented) == len(set(documented))
+    assert set(documented) == routes
+    ids = [operation["operationId"] for _, _, operation in _operations()]
+    assert len(ids) == len(set(ids))
+
+
+def test_every_operation_has_a_request_and_a_response_example() -> None:
+    for method, path, operation in _operations():
+        responses = operation["responses"]
+        success = next(code for code in responses if code.startswith("2"))
+        content = _resolve(responses[success]).get("content")
+        if content is not None:  # 204 has no body to show
+            assert content["application/json"].get("examples"), (method, path)
+        body = operation.get("requestBody")
+        if body is not None:
+            assert body["content"]["application/json"].get("examples"), (method, path)
+
+
+def _examples() -> Iterator[tuple[str, dict[str, Any], Any]]:
+    for method, path, operation in _operations():
+        media = []
+        if "requestBody" in operation:
+            media.append(("request", operation["requestBody"]["content"]["application/json"]))
+        for code, response in operation["responses"].items():
+            content = _resolve(response).get("content") or {}
+            if "application/json" in content:
+                media.append((code, content["application/json"]))
+        for where, item in media:
+            for name, example in (item.get("examples") or {}).items():
+                yield f"{method} {path} {where} {name}", item["schema"], _resolve(example)["value"]
+
+
+@pytest.mark.parametrize(("where", "schema", "value"), list(_examples()), ids=lambda v: str(v)[:60])
+def test_every_example_validates_against_its_schema(where: str, schema: Any, value: Any) -> None:
+    errors = [
+        f"{list(e.absolute_path)}: {e.message}" for e in _validator(schema).iter_errors(value)
+    ]
+    assert errors == [], where
+
+
+def test_every_link_names_an_operation_and_its_parameters() -> None:
+    by_id = {operation["operationId"]: operation for _, _, operation in _operations()}
+    links = 0
+    for _, _, operation in _operations():
+        for response in operation["responses"].values():
+            for link in (response.get("links") or {}).values():
+                links += 1
+                target = by_id[link["operationId"]]
+                names = {_resolve(p)["name"] for p in target.get("parameters", [])}
+                assert set(link.get("parameters", {})) <= names
+    assert links >= 10
+
+
+def test_enums_and_limits_match_the_domain() -> None:
+    assert SCHEMAS["JobState"]["enum"] == [state.value for state in JobState]
+    assert SCHEMAS["StopReason"]["enum"] == [reason.value for reason in StopReason]
+    statuses = SCHEMAS["BookmarkView"]["properties"]["title_status"]["enum"]
+    assert statuses == [TitleStatus.PENDING, TitleStatus.READY, TitleStatus.FAILED]
+    kinds = registry()
+    assert set(kinds) <= set(SCHEMAS["Kind"]["enum"])
+    submittable = set(SCHEMAS["JobRequest"]["properties"]["kind"]["enum"])
+    assert {name for name, kind in kinds.items() if kind.submittable} <= submittable
+    assert not submittable & {name for name, kind in kinds.items() if not kind.submittable}
+    assert SCHEMAS["BookmarkCreate"]["properties"]["title_mode"]["enum"] == [*FIXTURE_MODES, None]
+    assert set(SCHEMAS["SyntheticStep"]["properties"]) == _STEP_FIELDS
+    key = DOCUMENT["components"]["parameters"]["IdempotencyKey"]["schema"]["pattern"]
+    assert key == _IDEMPOTENCY_KEY.pattern
+    for name in ("Limit", "OpsLimit"):
+        assert DOCUMENT["components"]["parameters"][name]["schema"]["maximum"] == MAX_LIST_LIMIT
+
+
+def _codes_raised(error_class: str) -> set[str]:
+    """Every literal `code=` given to `error_class(...)` (or its subclasses' `super().__init__`)
+    anywhere in src/leasehold."""
+    codes = set()
+    subclasses = {error_class}
+    for source in (ROOT / "src" / "leasehold").rglob("*.py"):
+        tree = ast.parse(source.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(base, ast.Name) and base.id == error_class for base in node.bases
+            ):
+                subclasses.add(node.name)
+                for call in ast.walk(node):
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+                        codes |= _code_keyword(call)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in subclasses
+            ):
+                codes |= _code_keyword(node)
+    return codes
+
+
+def _code_keyword(call: ast.Call) -> set[str]:
+    return {
+        keyword.value.value
+        for keyword in call.keywords
+        if keyword.arg == "code"
+        and isinstance(keyword.value, ast.Constant)
+        and isinstance(keyword.value.value, str)
+    }
+
+
+def _documented_codes(response: str) -> set[str]:
+    schema = DOCUMENT["components"]["responses"][response]["content"]["application/json"]
+    code = schema["schema"]["allOf"][1]["properties"]["error"]["properties"]["code"]
+    return set(code.get("enum") or [code["const"]])
+
+
+def test_every_error_code_the_api_raises_is_documented_under_its_status() -> None:
+    raised_400 = _codes_raised("ValidationError") | {"invalid_request"}
+    raised_409 = _codes_raised("ConflictError") | {"conflict"}
+    assert {"malformed_json", "invalid_url", "checked_provider_required"} <= raised_400
+    assert {"idempotency_key_reused", "stale_version", "not_replayable"} <= raised_409
+    assert raised_400 <= _documented_codes("BadRequest")
+    assert raised_409 <= _documented_codes("Conflict")
+    assert _documented_codes("NotFound") == {"not_found"}
+    assert _documented_codes("Forbidden") == {"forbidden"}
+    assert _documented_codes("Unavailable") == {"store_unavailable"}
+
+
+def test_ids_in_the_document_are_the_ids_the_api_issues() -> None:
+    from leasehold.domain.clock import ManualClock
+    from leasehold.domain.ids import time_ordered_ids
+    from leasehold.domain.job import Owner
+    from leasehold.store.jobs import derived_id
+
+    clock = ManualClock(1_795_964_400_000)
+    job_pattern = re.compile(SCHEMAS["JobId"]["pattern"])
+    bookmark_pattern = re.compile(SCHEMAS["BookmarkId"]["pattern"])
+    owner = Owner("study-group", "alice")
+    assert job_pattern.fullmatch(time_ordered_ids(clock)())
+    assert job_pattern.fullmatch(derived_id("j", owner, "key-1"))
+    assert bookmark_pattern.fullmatch(time_ordered_ids(clock, "b")())
+    assert bookmark_pattern.fullmatch(derived_id("b", owner, "key-1", "bookmarks"))
