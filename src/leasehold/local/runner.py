@@ -167,21 +167,34 @@ class LocalStack:
 
 
 def spawn_worker_process(state_path: Path, name: str, log_dir: Path) -> subprocess.Popen[bytes]:
-    """Start `leasehold local worker` for a running stack, its output in `<log_dir>/<name>.log`."""
+    """Start `leasehold local worker` for a running stack, its output in `<log_dir>/<name>.log`.
+    The worker stops once this process is gone (it is told this pid: a parent that dies before
+    the worker has started is still noticed)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / f"{name}.log").open("ab") as log:
-        command = [sys.executable, "-m", "leasehold.cli", "local", "worker"]
+        command = [sys.executable, "-m", "leasehold.cli", "local", "worker", "--name", name]
         return subprocess.Popen(
-            [*command, "--state", str(state_path), "--name", name],
+            [*command, "--state", str(state_path), "--parent-pid", str(os.getpid())],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
 
 
-def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None) -> None:
+def run_worker(
+    state_path: Path,
+    name: str,
+    *,
+    parent_pid: int | None = None,
+    max_idle_polls: int | None = None,
+) -> None:
     """A worker process: poll the queue with the template's batch size and call the Worker
-    handler with SQS events, deleting only what was not reported failed."""
-    _die_with_parent()
+    handler with SQS events, deleting only what was not reported failed.
+
+    It stops on SIGTERM/SIGINT (after the message in hand) and once `parent_pid` (default: its
+    parent at start) is no longer its parent — checked between polls, so an orphan is gone within
+    a poll or two. Not Linux's parent-death signal: that fires when the *thread* that started the
+    worker ends, and the demo starts workers from task threads that end long before the stack."""
+    parent = parent_pid if parent_pid is not None else os.getppid()
     quiet_local_noise()
     info = StackInfo.load(state_path)
     mapping = info.queue_mappings[0]
@@ -202,7 +215,7 @@ def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None
     signal.signal(signal.SIGINT, stop)
     print(f"{name} polling {mapping.queue_url}", flush=True)
     idle = 0
-    while not stopping:
+    while not stopping and os.getppid() == parent:  # an orphan stops (no workers left over)
         try:
             received, _ = poller.poll_once(wait_seconds=1)
         except Exception as exc:  # the stack went away or hiccuped: wait, then try again
@@ -212,13 +225,3 @@ def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None
         idle = 0 if received else idle + 1
         if max_idle_polls is not None and idle >= max_idle_polls:
             break
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel sends SIGTERM to this worker when the stack process dies (no orphans)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
