@@ -152,7 +152,7 @@ def r3_dead_and_replay(s: Session, task: Task) -> None:
         f"{again.get('replays')}; history: replayed by {[e.get('by') for e in replayed]}; then "
         f"{again.get('state')} after {again.get('attempts')} more attempts; bookmark "
         f"{bookmark.get('title_status')}",
-        replay.status == 200
+        replay.status == 202
         and replay.body.get("job_id") == job
         and again.get("state") == "dead"
         and again.get("replays") == 1
