@@ -172,9 +172,9 @@ def spawn_worker_process(state_path: Path, name: str, log_dir: Path) -> subproce
     the worker has started is still noticed)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / f"{name}.log").open("ab") as log:
-        command = [sys.executable, "-m", "leasehold.cli", "local", "worker", "--name", name]
+        command = [sys.executable, "-m", "leasehold.cli", "local", "worker", "--state"]
         return subprocess.Popen(
-            [*command, "--state", str(state_path), "--parent-pid", str(os.getpid())],
+            [*command, str(state_path), "--name", name, "--parent-pid", str(os.getpid())],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
