@@ -110,7 +110,7 @@ def _cmd_local_worker(args: argparse.Namespace) -> int:
 
     path, _ = local_stack(args)
     try:
-        run_worker(path, args.name)
+        run_worker(path, args.name, parent_pid=args.parent_pid)
     except StackError as exc:
         raise CliError(str(exc)) from exc
     return 0
@@ -360,6 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker = local.add_parser("worker", help="attach one more worker process to a running stack")
     add_state_option(worker)
     worker.add_argument("--name", default="worker-extra")
+    worker.add_argument(
+        "--parent-pid",
+        type=int,
+        help="stop once this process is no longer the worker's parent (default: its parent now)",
+    )
     worker.set_defaults(run=_cmd_local_worker)
     inv = commands.add_parser("invoke", help="run one function's handler with an event file")
     inv.add_argument("function", help="logical id (WorkerFunction) or short name (worker)")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from leasehold.domain.errors import StaleEpochError
+from leasehold.domain.errors import StaleEpochError, StepInterruptedError
 from leasehold.domain.states import JobState
 from leasehold.store.items import bookmark_key, deserialize_item
 from tests.support.harness import ALICE, Harness
@@ -220,3 +220,39 @@ def test_strict_lease_expiry_generation_by_generation(harness: Harness, order: s
         final = harness.store.get(job_id)
         assert final is not None and final.epoch == 8
         assert final.result == {"title": "by B at generation 8"}
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [("edit", "superseded"), ("delete", "source_deleted"), ("cancel", "cancelled_by_user")],
+)
+def test_a_change_seen_at_the_heartbeat_mid_fetch_ends_the_old_job_with_the_changes_reason(
+    harness: Harness, change: str, reason: str
+) -> None:
+    # Given a fetch in progress: the edit or delete finds the job running, so it only asks it to
+    # stop (cancel_requested), and the worker learns of it at its next heartbeat
+    view = _save(harness)
+    job_id = view["title_job"]["job_id"]
+
+    def change_then_heartbeat(url: str, mode: Any, attempt: int, tick: Any) -> None:
+        if change == "edit":
+            harness.bookmarks().edit(
+                ALICE, view["id"], {"version": 1, "url": "https://example.org/articles/leases"}
+            )
+        elif change == "delete":
+            harness.bookmarks().delete(ALICE, view["id"])
+        else:  # the owner's own cancel: the bookmark is as the job fetched it
+            harness.jobs().cancel(ALICE, job_id)
+        harness.clock.advance(1_000)
+        assert tick() is False  # the heartbeat read cancel_requested: the fetch stops
+        raise StepInterruptedError("stopped by the test fetcher")
+
+    kinds = harness.kinds_with_title(change_then_heartbeat)
+    worker = harness.worker("w1", kinds=kinds, heartbeat_every_ms=500)
+    assert worker.handle(harness.wakeup(job_id)).outcome == "cancelled"
+    # Then the old job says why it stopped: the bookmark changed, or its owner cancelled it
+    job = harness.store.get(job_id)
+    assert job is not None and job.state is JobState.CANCELLED
+    assert job.stop_reason == reason
+    if change != "cancel":
+        assert (job.error or {}).get("code") == reason

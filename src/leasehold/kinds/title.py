@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from leasehold.domain.errors import FatalStepError, TransientStepError
 from leasehold.domain.states import JobState, StopReason
 from leasehold.kinds import BookmarkKindBase, StepPlan
-from leasehold.store.bookmarks import title_failed, title_landed
+from leasehold.store.bookmarks import title_failed, title_landed, title_source_unchanged
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
@@ -87,6 +87,12 @@ class TitleKind(BookmarkKindBase):
         if target in {JobState.DEAD, JobState.FAILED} and error is not None:
             return [
                 title_failed(tenant, payload["bookmark_id"], payload["source_version"], error, now)
+            ]
+        if target is JobState.CANCELLED:
+            # A running job is asked to stop by an edit or a delete of its bookmark as well as by
+            # its owner: the check lets `when_related_changed` name the bookmark's change.
+            return [
+                title_source_unchanged(tenant, payload["bookmark_id"], payload["source_version"])
             ]
         return []
 

@@ -221,18 +221,26 @@ class LocalStack:
 
 
 def spawn_worker_process(state_path: Path, name: str, log_dir: Path) -> subprocess.Popen[bytes]:
-    """Start `leasehold local worker` for a running stack, its output in `<log_dir>/<name>.log`."""
+    """Start `leasehold local worker` for a running stack, its output in `<log_dir>/<name>.log`.
+    The worker stops once this process is gone (it is told this pid: a parent that dies before
+    the worker has started is still noticed)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / f"{name}.log").open("ab") as log:
-        command = [sys.executable, "-m", "leasehold.cli", "local", "worker"]
+        command = [sys.executable, "-m", "leasehold.cli", "local", "worker", "--state"]
         return subprocess.Popen(
-            [*command, "--state", str(state_path), "--name", name],
+            [*command, str(state_path), "--name", name, "--parent-pid", str(os.getpid())],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
 
 
-def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None) -> None:
+def run_worker(
+    state_path: Path,
+    name: str,
+    *,
+    parent_pid: int | None = None,
+    max_idle_polls: int | None = None,
+) -> None:
     """A worker process: poll the queue with the template's batch size and call the Worker
     handler with SQS events, deleting only what was not reported failed.
 
@@ -240,8 +248,14 @@ def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None
     stops on its own within STACK_GONE_EXIT_SECONDS once the stack it serves is gone — the
     state file removed or the `local up` process no longer running — instead of polling a dead
     endpoint forever. The stack's tables and queues lived in that process: there is nothing
-    left to finish, so a worker blocked in a request retrying a dead endpoint is ended."""
-    _die_with_parent()
+    left to finish, so a worker blocked in a request retrying a dead endpoint is ended.
+
+    It also stops on SIGTERM/SIGINT (after the message in hand) and once `parent_pid` (default:
+    its parent at start) is no longer its parent — checked between polls, so an orphan is gone
+    within a poll or two. Not Linux's parent-death signal: that fires when the *thread* that
+    started the worker ends, and the demo starts workers from task threads that end long before
+    the stack."""
+    parent = parent_pid if parent_pid is not None else os.getppid()
     quiet_local_noise()
     info = StackInfo.load(state_path)
     stack_process = info.process
@@ -284,7 +298,7 @@ def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None
     print(f"{name} polling {mapping.queue_url}", flush=True)
     idle = 0
     try:
-        while not stopping:
+        while not stopping and os.getppid() == parent:  # an orphan stops (no workers left over)
             try:
                 received, _ = poller.poll_once(wait_seconds=1)
             except Exception as exc:  # the stack went away or hiccuped: wait, then try again
@@ -296,13 +310,3 @@ def run_worker(state_path: Path, name: str, *, max_idle_polls: int | None = None
                 break
     finally:
         registry.unregister(me)
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel sends SIGTERM to this worker when the stack process dies (no orphans)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)

@@ -185,10 +185,15 @@ def start_moto() -> tuple[Any, str]:
     moto_serialization.install()
     moto_queries.install()
     dynamodb_lock = threading.Lock()
+    outage = threading.Event()
 
     def atomic_dynamodb(app: Any) -> Any:
         def serve(environ: dict[str, Any], start_response: Any) -> Any:
+            if environ.get("PATH_INFO") == OUTAGE_PATH:
+                return _outage_switch(outage, environ, start_response)
             if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
+                if outage.is_set():
+                    return _dynamodb_unavailable(environ, start_response)
                 with dynamodb_lock:
                     return list(app(environ, start_response))
             return app(environ, start_response)
@@ -208,6 +213,55 @@ def start_moto() -> tuple[Any, str]:
     server.start()
     host, port = server.get_host_and_port()
     return server, f"http://{host}:{port}"
+
+
+OUTAGE_PATH = "/_leasehold/outage"
+"""Local only: `POST {"dynamodb": true|false}` here makes the embedded server answer every
+DynamoDB request (the table and its indexes; not its stream) 503 `ServiceUnavailable`, or stops
+doing so; `GET` says which. A real outage of the table for every client — the API, the relay,
+the sweeper and every worker process — to show what an outage does (`make demo`)."""
+
+
+def _outage_switch(outage: Any, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    if environ.get("REQUEST_METHOD") == "POST":
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        try:
+            wanted = json.loads(environ["wsgi.input"].read(length) or b"{}").get("dynamodb")
+        except (ValueError, AttributeError):
+            wanted = None
+        if not isinstance(wanted, bool):
+            start_response("400 Bad Request", [("Content-Type", "application/json")])
+            return [b'{"error": "send {"dynamodb": true|false}"}']
+        if wanted:
+            outage.set()
+        else:
+            outage.clear()
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [json.dumps({"dynamodb": outage.is_set()}).encode()]
+
+
+def _dynamodb_unavailable(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))  # keep-alive stays sane
+    body = {
+        "__type": "com.amazonaws.dynamodb.v20120810#ServiceUnavailable",
+        "message": "local outage: the table is unavailable (leasehold local stack)",
+    }
+    start_response("503 Service Unavailable", [("Content-Type", "application/x-amz-json-1.0")])
+    return [json.dumps(body).encode()]
+
+
+def set_dynamodb_outage(endpoint: str, on: bool) -> bool:
+    """Switch the embedded server's DynamoDB outage on or off; returns the state it reports."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        endpoint + OUTAGE_PATH,
+        data=json.dumps({"dynamodb": on}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        return bool(json.loads(answer.read())["dynamodb"])
 
 
 def client(service: str, endpoint: str | None) -> Any:

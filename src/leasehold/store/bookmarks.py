@@ -339,6 +339,26 @@ def _fenced_bookmark_update(
     return {"Update": params}
 
 
+def title_source_unchanged(tenant: str, bookmark_id: str, source_version: int) -> dict[str, Any]:
+    """Transaction item for a title job stopped by a cancel: a check (no write) that the bookmark
+    is still there at the source it fetched. A job stopped because its bookmark was deleted or
+    given a new URL fails it, so the job says `source_deleted` / `superseded` — not that a person
+    cancelled it."""
+    expr = Expression()
+    expr.condition(
+        f"attribute_exists(pk) AND {expr.name('source_version')} = {expr.value(source_version)}"
+    )
+    return {
+        "ConditionCheck": {
+            "Key": bookmark_key(tenant, bookmark_id),
+            "ConditionExpression": expr.condition_expression(),
+            "ExpressionAttributeNames": expr.names,
+            "ExpressionAttributeValues": expr.values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+
+
 def title_landed(
     tenant: str, bookmark_id: str, source_version: int, title: str, now: int
 ) -> dict[str, Any]:

@@ -1,0 +1,179 @@
+"""`make demo`: everything leasehold is for, on the embedded local stack (moto), as stories in
+time order and a table of acceptance checks. Tasks run at once in phases (a phase ends when its
+last task does); a phase that kills workers runs apart from the ones that count them."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from leasehold.demo import agent, effects, infrastructure, reading, synthetic
+from leasehold.demo.session import Session, Task
+from leasehold.demo.story import print_story
+from leasehold.local.runner import LocalStack
+from leasehold.local.stack import LOCAL_PARAMETERS
+
+TaskRun = Callable[[Session, Task], None]
+DEMO_PARAMETERS = {"WorkerBatchSize": "1"}
+"""One message per worker at a time: a killed worker takes only the job it was killed for."""
+PHASE_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class Phase:
+    title: str
+    workers: int
+    tasks: tuple[tuple[Task, TaskRun], ...]
+
+
+def _t(key: str, title: str, run: TaskRun, *checks: str) -> tuple[Task, TaskRun]:
+    return Task(key, title, checks or (key,)), run
+
+
+def phases() -> list[Phase]:
+    return [
+        Phase(
+            "phase 1: approval, budget, cancel, retry, dead, per-user limit; the reading list; "
+            "the agent; a duplicate delivery",
+            4,
+            (
+                _t("T1", "approval", synthetic.t1_approval),
+                _t("T2", "budget", synthetic.t2_budget),
+                _t("T3", "cancel", synthetic.t3_cancel),
+                _t("T4", "transient failure", synthetic.t4_transient),
+                _t("T5", "attempts exhausted", synthetic.t5_dead),
+                _t("T7", "per-user limit", synthetic.t7_limit),
+                _t("R1", "a bookmark, saved twice, edited", reading.r1_basics, "R1", "R2", "R8"),
+                _t("R3", "a page that never answers", reading.r3_dead_and_replay, "R3", "R4"),
+                _t("A1", "a supplier document", agent.a1_prepared),
+                _t("A2", "a planner that wants to send e-mail", agent.a2_refused),
+                _t("F1", "a message delivered twice", infrastructure.f1_duplicate),
+            ),
+        ),
+        Phase(
+            "phase 2: workers killed mid-step, mid-effect, mid-fetch, mid-call; an edit mid-fetch",
+            6,
+            (
+                _t("T9", "claimant killed", synthetic.t9_killed),
+                _t("T6", "uncertain effect", synthetic.t6_uncertain),
+                _t("R5", "a new URL while the title is fetched", reading.r5_edit_mid_fetch),
+                _t("R7", "a worker killed mid-fetch", reading.r7_killed_mid_fetch),
+                _t("E1", "a lost answer, idempotent provider", effects.e1_idempotent),
+                _t("E2", "a lost answer, provider without lookup", effects.e2_unknown),
+            ),
+        ),
+        Phase(
+            "phase 3: a frozen claimant's late write; a delete mid-fetch; the agent resumed",
+            5,
+            (
+                _t("T10", "late result", synthetic.t10_late),
+                _t("R6", "a delete while the title is fetched", reading.r6_delete_mid_fetch),
+                _t("A3", "the agent killed between tools", agent.a3_resumed),
+            ),
+        ),
+        Phase(
+            "phase 4: every worker replaced while a job waits",
+            4,
+            (_t("T8", "restart while paused", synthetic.t8_restart),),
+        ),
+        Phase(
+            "phase 5: the table stops answering",
+            4,
+            (_t("F2", "an outage of the table", infrastructure.f2_outage, "F2", "F3"),),
+        ),
+    ]
+
+
+def run_phase(session: Session, phase: Phase) -> None:
+    session.say(f"— {phase.title}")
+    session.ensure_workers(phase.workers)
+
+    def run(task: Task, body: TaskRun) -> None:
+        try:
+            body(session, task)
+        except Exception as failed:  # a task that breaks fails its checks; the others go on
+            detail = "".join(traceback.format_exception_only(failed)).strip()
+            for key in task.checks:
+                if key not in session.checks:
+                    session.check(task, key, task.title, f"the task stopped: {detail}", False)
+        try:
+            print_story(session, task)
+        except Exception as failed:  # the story is for reading; a broken one is said, not fatal
+            session.say(f"{task.key}: could not tell the story: {failed!r}")
+
+    threads = [
+        threading.Thread(target=run, args=pair, name=pair[0].key, daemon=True)
+        for pair in phase.tasks
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + PHASE_SECONDS
+    for thread in threads:
+        thread.join(timeout=max(0.1, deadline - time.monotonic()))
+    for (task, _), thread in zip(phase.tasks, threads, strict=True):
+        if thread.is_alive():
+            session.say(f"{task.key}: still running after {PHASE_SECONDS:.0f} s; counted as failed")
+
+
+def report(session: Session, all_phases: list[Phase]) -> bool:
+    """The table, in the order of the tasks; a check that was never reached is a failure."""
+    order = [(task, key) for phase in all_phases for task, _ in phase.tasks for key in task.checks]
+    rows = []
+    for task, key in order:
+        check = session.checks.get(key)
+        if check is None:
+            rows.append((key, task.title, "FAIL", "not reached"))
+        else:
+            rows.append((key, check.name, "PASS" if check.passed else "FAIL", check.observed))
+    width = max(len(f"{key} {name}") for key, name, _, _ in rows)
+    print("\nleasehold demo — local stack (moto); nothing here ran on AWS\n")
+    print(f"{'check'.ljust(width)} | result | observed")
+    print(f"{'-' * width}-|--------|---------")
+    for key, name, result, observed in rows:
+        print(f"{f'{key} {name}'.ljust(width)} | {result:6} | {observed}")
+    passed = sum(result == "PASS" for _, _, result, _ in rows)
+    print(f"\n{passed} passed, {len(rows) - passed} failed")
+    return passed == len(rows)
+
+
+def run_demo(template: Path, port: int = 0) -> int:
+    workdir = Path(".leasehold/demo")
+    workdir.mkdir(parents=True, exist_ok=True)
+    for old in [*workdir.glob("*.log"), *workdir.glob("provider-*")]:
+        old.unlink()
+    stack = LocalStack(
+        template,
+        port=port,
+        state_path=workdir / "stack.json",
+        handler_log=workdir / "functions.log",
+        parameters=DEMO_PARAMETERS,
+    )
+    session: Session | None = None
+    started = time.monotonic()
+    ok = False
+    try:
+        stack.start()
+        params = {**LOCAL_PARAMETERS, **DEMO_PARAMETERS}
+        print(
+            f"leasehold local stack (moto) ready at {stack.url}; function logs in {workdir}/\n"
+            f"local parameters: lease {params['LeaseSeconds']} s, backoff "
+            f"{params['BackoffBaseMs']}–{params['BackoffCapMs']} ms, per-user limit "
+            f"{params['UserConcurrencyLimit']}, worker batch {params['WorkerBatchSize']}, "
+            "title fetcher fixture, billable providers on 127.0.0.1",
+            flush=True,
+        )
+        session = Session(stack, workdir)
+        all_phases = phases()
+        for phase in all_phases:
+            run_phase(session, phase)
+        ok = report(session, all_phases)
+    finally:
+        if session is not None:
+            stack.workers = session.release_all() + stack.workers
+        stack.stop()
+        print(f"demo wall time {time.monotonic() - started:.1f} s (local stack, this machine)")
+    return 0 if ok else 1
