@@ -404,7 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     put.add_argument("--name", help="the document's name in the bucket (default: FILE's name)")
     add_state_option(put)
     put.set_defaults(run=_cmd_docs_put)
-    demo = commands.add_parser("demo", help="the ten-task demo on the local stack")
+    demo = commands.add_parser(
+        "demo",
+        help="the 26-check demo on the local stack (synthetic jobs, reading list, effects, agent, faults)",
+    )
     demo.add_argument("--port", type=int, default=0)
     demo.add_argument("--template", default="template.yaml")
     demo.set_defaults(run=_cmd_demo)
