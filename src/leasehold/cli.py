@@ -406,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     put.set_defaults(run=_cmd_docs_put)
     demo = commands.add_parser(
         "demo",
-        help="the 26-check demo on the local stack (synthetic jobs, reading list, effects, agent, faults)",
+        help="the 26-check demo on the local stack (jobs, reading list, effects, agent, faults)",
     )
     demo.add_argument("--port", type=int, default=0)
     demo.add_argument("--template", default="template.yaml")
