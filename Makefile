@@ -27,8 +27,11 @@ up: setup
 down: setup
 	$(BIN)/leasehold local down
 
+# Unit and integration tests spread over the cores (in-process moto: CPU-bound, independent);
+# then the end-to-end tests, one local stack at a time (they time real processes).
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not e2e" -n $${PYTEST_WORKERS:-2} --dist worksteal
+	$(BIN)/pytest -m e2e
 
 test-unit: setup
 	$(BIN)/pytest -m unit
