@@ -48,13 +48,29 @@ class Workload:
 
 RETRY = "1-step burst, ~200 B, key, retry-once"
 HEADLINE = "1-step burst, ~200 B, key"
+BUSY_USER = "1-step burst, ~200 B, key, a user with 50 jobs running"
 DAYS_PER_MONTH = 30
 WORKER_BATCH = 5
 """template.yaml's WorkerBatchSize default."""
 WORKER_MAX_CONCURRENCY = 20
 """template.yaml's Wakeups ScalingConfig MaximumConcurrency."""
+API_RATE_LIMIT = 50
+"""template.yaml's ApiThrottlingRateLimit default (requests a second, burst 100)."""
+USER_CONCURRENCY_LIMIT = 5
+"""template.yaml's UserConcurrencyLimit default."""
+SLOT_WAIT_SECONDS = 10
+"""template.yaml's SlotWaitSeconds default."""
+SWEEP_BATCH = 100
+"""template.yaml's SweepBatch default: active jobs one sweep lists (one query, oldest first)."""
 HOT_KEY_WCU = 1000
 """Write units a second one partition (so one partition key value) serves."""
+SHARD_TARGET_WCU = 800
+"""Plan a sharded key for 80 % of a partition's write units."""
+OUTBOX_ITEM_BYTES = 250
+"""An outbox item (kept 2 days by its TTL) with its 100 B of storage overhead (an estimate)."""
+OUTBOX_DAYS = 2
+STORAGE_OVERHEAD_BYTES = 100
+"""DynamoDB stores 100 bytes of overhead per item and per index entry."""
 
 
 def weighted(results: dict[str, Any], load: Workload) -> dict[str, Any]:
@@ -94,6 +110,76 @@ def weighted(results: dict[str, Any], load: Workload) -> dict[str, Any]:
     return out
 
 
+def active_partition(avg: dict[str, float], peak: float) -> dict[str, float]:
+    """`STATE#active`, the one `by_state` partition key that `queued` and `running` share
+    (decision C3): an accept puts the job's entry there, a success or a cancel removes it, and a
+    claim or a retry moves nothing. Every `by_state` write of the mix is counted on it — an upper
+    bound: the few entries of `waiting_approval`, `failed` and `dead` jobs sit in their own
+    partitions."""
+    per_job = avg.get("wcu_index_by_state", 0.0)
+    wru = peak * per_job
+    return {
+        "wru_per_job": round(per_job, 3),
+        "wru_per_second_peak": round(wru),
+        "jobs_per_second_at_1000_wru": round(HOT_KEY_WCU / per_job) if per_job else math.inf,
+        "shards_needed_at_80_percent": max(1, math.ceil(wru / SHARD_TARGET_WCU)),
+    }
+
+
+def slot_item(results: dict[str, Any], worker_seconds: float) -> dict[str, float]:
+    """A busy user's slot item (decision C5): one single conditional write to take a slot (the
+    claim) and one to release it (after the outcome), each priced on the item's size. With the
+    limit `USER_CONCURRENCY_LIMIT`, a user runs at most limit ÷ (time a job holds its slot) jobs
+    a second; a job that finds every slot taken retries its take every `SLOT_WAIT_SECONDS`."""
+    head = results["scenarios"][HEADLINE]["phases"]
+    per_job = sum(
+        units
+        for phase in head.values()
+        for part, units in phase["wcu_by_part"].items()
+        if part.startswith("base:SLOTS")
+    )
+    busy = results["scenarios"][BUSY_USER]
+    holders, item_bytes = busy["per_user_limit"], busy["slot_item_bytes_max"]
+    # Entries are the same size, so the item grows linearly with the limit (an upper bound:
+    # the measured size includes the item's key).
+    bytes_at_limit = item_bytes * USER_CONCURRENCY_LIMIT / holders
+    units_at_limit = max(1, math.ceil(bytes_at_limit / 1024))
+    jobs_per_second = USER_CONCURRENCY_LIMIT / worker_seconds
+    wait = busy["slot_wait"]
+    # A slot wait: the job's own write (last_dispatch_at) + the failed take, priced on the item.
+    wait_wru = wait["wcu_per_wait"] - wait["wcu_by_part_per_wait"].get("base:SLOTS (failed)", 0)
+    wait_wru += units_at_limit
+    busy_wru = jobs_per_second * per_job * units_at_limit
+    return {
+        "limit": USER_CONCURRENCY_LIMIT,
+        "item_bytes_at_limit": round(bytes_at_limit),
+        "wru_per_slot_write_at_limit": units_at_limit,
+        "slot_writes_per_job": per_job,
+        "jobs_per_second_per_user_at_limit": round(jobs_per_second, 2),
+        "wru_per_second_busy_user": round(busy_wru, 1),
+        "jobs_per_second_per_user_at_1000_wru": round(HOT_KEY_WCU / (per_job * units_at_limit)),
+        "wru_per_slot_wait": wait_wru,
+        "waiting_jobs_per_user_at_1000_wru": math.floor(
+            (HOT_KEY_WCU - busy_wru) * SLOT_WAIT_SECONDS / units_at_limit
+        ),
+        "measured_item_bytes": item_bytes,
+        "measured_holders": holders,
+    }
+
+
+def sweeper_reach(results: dict[str, Any], peak: float, worker_seconds: float) -> dict[str, Any]:
+    """One sweep lists the oldest `SWEEP_BATCH` jobs of `STATE#active` (one query, no paging) and
+    reads them: a lapsed lease is seen only when fewer than `SWEEP_BATCH` active jobs are older."""
+    loaded = results["sweeper"]["loaded_sweep"]
+    return {
+        "jobs_listed_per_sweep": SWEEP_BATCH,
+        "rcu_per_loaded_sweep": loaded["rcu"],
+        "rcu_per_listed_job": round(loaded["rcu"] / SWEEP_BATCH, 4),
+        "wcu_per_rescue": results["sweeper"]["wcu_per_rescue"],
+        "running_at_peak": math.ceil(peak * worker_seconds),
+    }
+
+
 def plan(results: dict[str, Any], load: Workload) -> dict[str, Any]:
     avg = weighted(results, load)
     peak, mean = load.peak_jobs_per_second, load.jobs_per_day / 86_400
@@ -109,20 +195,26 @@ def plan(results: dict[str, Any], load: Workload) -> dict[str, Any]:
         "sweeper": 1,
     }
     head = results["scenarios"][HEADLINE]["phases"]
-    per_state_key = {
-        "STATE#queued (accept put + claim delete)": 2 * peak,
-        "STATE#running (claim put + outcome delete)": 2 * peak,
-        "STATE#succeeded (outcome put)": peak,
-    }
+    active = active_partition(avg, peak)
+    slot = slot_item(results, worker_seconds)
     sweeps_per_month = 43_200
     sweep_usd = sweeps_per_month * (
         PRICES["lambda_request"]
         + lam.sweeper_ms / 1000 * lam.memory_mb / 1024 * PRICES["lambda_arm64_gb_second"]
         + sweeper["loaded_sweep"]["rcu"] * PRICES["dynamodb_read_request_unit"]
     )
-    job_item_kib = results["scenarios"][HEADLINE]["job_item_bytes_at_end"] / 1024
-    # Stored: the job item (30 days after it ends) + 2 index entries, 100 B overhead each.
-    stored_gb = month_jobs * (job_item_kib * 1024 + 3 * 100 + 2 * 150) / GIB
+    headline = results["scenarios"][HEADLINE]
+    # Stored: the finished job item and its by_owner entry (kept 30 days after the job ends; a
+    # succeeded job has no by_state entry), each with 100 B of overhead, + the outbox items of the
+    # last 2 days.
+    owner_entry = sum(
+        headline["job_item_attribute_bytes"].get(name, 0)
+        for name in ("pk", "sk", "gsi2pk", "gsi2sk")
+    )
+    per_job_stored = headline["job_item_bytes_at_end"] + owner_entry + 2 * STORAGE_OVERHEAD_BYTES
+    stored_gb = (
+        month_jobs * per_job_stored + load.jobs_per_day * OUTBOX_DAYS * OUTBOX_ITEM_BYTES
+    ) / GIB
     fixed = {
         "sweeper (every minute, loaded)": sweep_usd,
         "SQS poller idle receives (~15 a minute)": 15
@@ -159,11 +251,13 @@ def plan(results: dict[str, Any], load: Workload) -> dict[str, Any]:
             ),
             "log_mb_per_second_peak": round(peak * avg["log_bytes"] / 1e6, 2),
         },
-        "hot_keys_wcu_per_second_peak": {
-            **per_state_key,
-            "headroom_before_1000": round(HOT_KEY_WCU / max(per_state_key.values()), 2),
+        "hot_keys": {
+            "by_state STATE#active": active,
+            "per-user slot item": slot,
             "headline_phase_split": {p: v["wcu"] for p, v in head.items() if v["wcu"]},
         },
+        "sweeper": sweeper_reach(results, peak, worker_seconds),
+        "api_throttle_template_rps": API_RATE_LIMIT,
         "lambda_concurrency_peak": concurrency,
         # A message stays in flight until its whole batch is done (records run one by one).
         "sqs_in_flight_peak": math.ceil(peak * WORKER_BATCH * worker_seconds),
