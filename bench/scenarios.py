@@ -364,7 +364,7 @@ class Runner:
         report = self.stack.sweep()
         loaded = self._sweep_cost("sweeper")
         batch = rt.settings.sweep_batch
-        examined = min(batch, running + expired) + min(batch, queued)
+        examined = min(batch, running + expired + queued)  # one query of STATE#active, oldest first
         self._reset()
         return {
             "in_flight": running + expired + queued,
