@@ -15,21 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from leasehold.local.processes import ProcessRef, WorkerRegistry, wait_gone
+from tests.support.cli import run_cli
 from tests.support.localstack import LocalStackProcess
 from tests.support.resources import ROOT
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "LEASEHOLD_STATE"}
-    return subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        cwd=cwd,
-        env=environment,
-    )
+    return run_cli(*args, cwd=cwd, timeout=120)
 
 
 def _json(out: subprocess.CompletedProcess[str]) -> Any:

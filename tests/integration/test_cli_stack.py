@@ -7,7 +7,6 @@ and its workers."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 from leasehold.local.locate import find_state, running_stack, state_path_for_up
 from leasehold.local.processes import ProcessRef, WorkerRegistry
 from leasehold.local.stack import StackError, StackInfo
+from tests.support.cli import run_cli
 from tests.support.resources import TEMPLATE
 
 
@@ -93,16 +93,7 @@ def _state(path: Path, *, api_url: str = "", process: ProcessRef | None = None) 
 def _cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "LEASEHOLD_STATE"}
-    return subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        cwd=cwd,
-        env={**environment, **(env or {})},
-    )
+    return run_cli(*args, cwd=cwd, env=env)
 
 
 def _one_line_error(out: subprocess.CompletedProcess[str]) -> str:

@@ -22,6 +22,7 @@ from leasehold.handlers.settings import (
 from leasehold.local.resources import parameter_defaults, resolved
 from leasehold.local.stack import LOCAL_PARAMETERS, create_stack
 from leasehold.local.template import http_routes, translate
+from tests.support.cli import run_cli
 from tests.support.resources import ROOT, TEMPLATE, template
 
 FUNCTIONS = ["ApiFunction", "RelayFunction", "WorkerFunction", "SweeperFunction"]
@@ -223,14 +224,7 @@ def test_local_stack_is_created_from_the_template_in_moto(moto: None) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        cwd=ROOT,
-    )
+    return run_cli(*args, cwd=ROOT)
 
 
 def test_missing_template_is_a_one_line_error(tmp_path: Path) -> None:
