@@ -1,4 +1,4 @@
-"""The DLQ redrive, audited (DESIGN §4: every redrive records the operator, the time and a note),
+"""The DLQ redrive, audited (arch §4: every redrive records the operator, the time and a note),
 and the local rehearsal that puts a wake-up in the DLQ so the redrive can be tried."""
 
 from __future__ import annotations
