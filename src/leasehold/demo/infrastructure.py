@@ -181,7 +181,7 @@ def f2_outage(s: Session, task: Task) -> None:
     s.check(
         task,
         "F3",
-        "workers keep or hand back their messages in the outage; after it every accepted job finishes",
+        "workers keep or hand back their messages; after the outage every accepted job finishes",
         f"during the outage: {kept}; after it: {finished}",
         off is False
         and any("claim: store unavailable" in k or "message kept" in k for k in kept)
