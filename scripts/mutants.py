@@ -124,14 +124,15 @@ def _apply(copy: Path, mutant: Mutant) -> None:
         target.write_text(text.replace(old, new))
 
 
-def _run(copy: Path, tests: list[str], timeout: int) -> tuple[bool, str, float]:
+def _run(copy: Path, tests: list[str], timeout: int, workers: int) -> tuple[bool, str, float]:
     """(killed, what failed, seconds)."""
     env = {**os.environ, "PYTHONPATH": str(copy / "src") + os.pathsep + str(copy)}
     started = time.monotonic()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-             "-W", "ignore", *tests],
+             "-W", "ignore", *(["-n", str(workers), "--dist", "worksteal"] if workers > 1 else []),
+             *tests],
             cwd=copy, env=env, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -151,6 +152,7 @@ def main() -> int:
     parser.add_argument("--tests", nargs="*", default=["tests/unit", "tests/integration"])
     parser.add_argument("--only", help="run only mutants whose name contains this")
     parser.add_argument("--timeout", type=int, default=1500)
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (1: serial)")
     args = parser.parse_args()
     mutants = [m for m in MUTANTS if not args.only or args.only in m.name]
     rows = []
@@ -168,7 +170,7 @@ def main() -> int:
             _copy(copy)
             _apply(copy, mutant)
             print(f"mutant: {mutant.name} …", flush=True)
-            killed, what, seconds = _run(copy, args.tests, args.timeout)
+            killed, what, seconds = _run(copy, args.tests, args.timeout, args.workers)
             rows.append((mutant.name, killed, what, seconds))
             print(
                 f"  {'killed' if killed else 'SURVIVED'} in {seconds:.0f} s by {what}", flush=True
