@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -140,9 +141,16 @@ def _run(copy: Path, tests: list[str], timeout: int, workers: int) -> tuple[bool
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
     if done.returncode == 0:
         return False, done.stdout.strip()[-110:], time.monotonic() - started
-    if done.returncode != 1 or not failed:
-        # pytest's 1 is "tests failed"; 2–5 (errors, interrupted, usage, nothing collected) say
-        # the run broke, which proves nothing about the mutant.
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    # pytest's 1 is "tests failed"; xdist stopping at the first failure says 2 ("interrupted")
+    # with the failures listed. Anything else — collection errors, a usage error, nothing
+    # collected — says the run broke, which proves nothing about the mutant.
+    stopped_at_failure = done.returncode == 2 and "Interrupted: stopping after" in done.stdout
+    if (
+        not failed
+        or re.search(r"\d+ errors?\b", summary)
+        or not (done.returncode == 1 or stopped_at_failure)
+    ):
         raise SystemExit(f"the run broke (pytest exit {done.returncode}): {done.stdout[-400:]}")
     return True, failed[0].removeprefix("FAILED ")[:110], time.monotonic() - started
 
