@@ -75,7 +75,8 @@ class StackProcess:
         raise BenchError("the local stack did not become ready in time")
 
     def cpu_seconds(self) -> dict[str, float]:
-        """CPU seconds used so far by the stack process and, together, by its workers."""
+        """CPU seconds used so far by the stack process (gateway, API, relay, sweeper), by its
+        moto server process and, together, by its workers."""
         tick = os.sysconf("SC_CLK_TCK")
 
         def used(pid: int) -> float:
@@ -85,13 +86,24 @@ class StackProcess:
                 return 0.0
             return (int(fields[11]) + int(fields[12])) / tick
 
+        def is_moto(pid: int) -> bool:
+            try:
+                return b"leasehold.local.moto_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                return False
+
         children: list[int] = []
         for task in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
             try:
                 children += [int(pid) for pid in task.read_text().split()]
             except OSError:  # the thread ended between the listing and the read
                 continue
-        return {"stack": used(self.process.pid), "workers": sum(used(pid) for pid in children)}
+        moto = [pid for pid in children if is_moto(pid)]
+        return {
+            "stack": used(self.process.pid),
+            "moto": sum(used(pid) for pid in moto),
+            "workers": sum(used(pid) for pid in children if pid not in moto),
+        }
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -324,18 +336,16 @@ def measure_throughput(
 def _cpu_share(
     marks: list[tuple[float, dict[str, float]]], start: float, end: float, jobs: int
 ) -> dict[str, Any]:
-    """Between two wall times: the share of one core the stack process and the workers used,
-    and their CPU milliseconds per job (the figure that does not depend on the machine's load)."""
+    """Between two wall times: the share of one core the stack process, its moto server process
+    and the workers used, and their CPU milliseconds per job (the figure that does not depend on
+    the machine's load)."""
     before = max((m for m in marks if m[0] <= start), default=marks[0], key=lambda m: m[0])
     after = min((m for m in marks if m[0] >= end), default=marks[-1], key=lambda m: m[0])
     span = max(after[0] - before[0], 1e-9)
-    stack = after[1]["stack"] - before[1]["stack"]
-    workers = after[1]["workers"] - before[1]["workers"]
+    used = {part: after[1][part] - before[1][part] for part in ("stack", "moto", "workers")}
     return {
-        "stack_cpu": round(stack / span, 2),
-        "workers_cpu": round(workers / span, 2),
-        "stack_cpu_ms_per_job": round(stack * 1000 / jobs, 1),
-        "workers_cpu_ms_per_job": round(workers * 1000 / jobs, 1),
+        **{f"{part}_cpu": round(seconds / span, 2) for part, seconds in used.items()},
+        **{f"{part}_cpu_ms_per_job": round(s * 1000 / jobs, 1) for part, s in used.items()},
     }
 
 
@@ -374,13 +384,17 @@ def markdown(results: dict[str, Any]) -> str:
             f" other outcomes {run['other_outcomes']}; stopped by time limit: "
             f"{run['stopped_by_time_limit']}).",
             "",
-            "| jobs | seconds | jobs/s | p50 s | p95 s | client-seen p50 s | stack CPU (cores) | workers CPU (cores) | stack CPU ms/job | workers CPU ms/job |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "CPU: the share of one core, then milliseconds per job, of the `local up` process "
+            "(gateway, API, relay, sweeper), its moto server process, and the workers together.",
+            "",
+            "| jobs | seconds | jobs/s | p50 s | p95 s | client-seen p50 s | stack cores | moto cores | workers cores | stack ms/job | moto ms/job | workers ms/job |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {w['jobs']} | {w['seconds']} | {w['jobs_per_s']} | {w['p50_s']} | {w['p95_s']} | "
-            f"{w['client_seen_p50_s']} | {w['stack_cpu']} | {w['workers_cpu']} | "
-            f"{w['stack_cpu_ms_per_job']} | {w['workers_cpu_ms_per_job']} |"
+            f"{w['client_seen_p50_s']} | {w['stack_cpu']} | {w['moto_cpu']} | {w['workers_cpu']} | "
+            f"{w['stack_cpu_ms_per_job']} | {w['moto_cpu_ms_per_job']} | "
+            f"{w['workers_cpu_ms_per_job']} |"
             for w in run["windows"]
         ]
     if "transaction_cost" in results:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from leasehold.local import moto_process
 from leasehold.local.gateway import Gateway
 from leasehold.local.invoke import LocalContext, apply_environment, load_handler, serialised
 from leasehold.local.processes import ProcessRef, WorkerRegistry, stop_processes
@@ -23,7 +24,6 @@ from leasehold.local.stack import (
     StackInfo,
     check_port_free,
     create_stack,
-    start_moto,
 )
 
 DEFAULT_STATE = Path(".leasehold/local-stack.json")
@@ -105,7 +105,8 @@ class LocalStack:
         self._refuse_a_second_stack()
         if self.port:
             check_port_free(self.port)
-        self._moto, endpoint = start_moto()
+        self._moto = moto_process.spawn()
+        endpoint = self._moto.endpoint
         urls = self._start_providers()
         parameters = {
             "EnrichmentProviderUrl": urls["idempotent"],

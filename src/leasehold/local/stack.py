@@ -172,16 +172,13 @@ def start_moto() -> tuple[Any, str]:
     import threading
 
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
-    from leasehold.local import moto_queries, moto_serialization, moto_transactions
+    from leasehold.local import moto_queries, moto_serialization, moto_serving, moto_transactions
 
     moto_transactions.install()
+    moto_serving.install()
     moto_serialization.install()
     moto_queries.install()
     dynamodb_lock = threading.Lock()
@@ -191,6 +188,10 @@ def start_moto() -> tuple[Any, str]:
         def serve(environ: dict[str, Any], start_response: Any) -> Any:
             if environ.get("PATH_INFO") == OUTAGE_PATH:
                 return _outage_switch(outage, environ, start_response)
+            if environ.get("PATH_INFO") == DETACH_PATH and environ["REQUEST_METHOD"] == "POST":
+                _detach_moto_invocations()
+                start_response("204 No Content", [])
+                return []
             if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
                 if outage.is_set():
                     return _dynamodb_unavailable(environ, start_response)
@@ -204,7 +205,11 @@ def start_moto() -> tuple[Any, str]:
         def _server_entry(self) -> None:
             app = atomic_dynamodb(DomainDispatcherApplication(create_backend_app))
             self._server = make_server(
-                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+                self._ip_address,
+                self._port,
+                app,
+                True,
+                request_handler=moto_serving.KeepAliveRequestHandler,
             )
             self._server_ready_event.set()
             self._server.serve_forever()
@@ -214,6 +219,9 @@ def start_moto() -> tuple[Any, str]:
     host, port = server.get_host_and_port()
     return server, f"http://{host}:{port}"
 
+
+DETACH_PATH = "/_leasehold/detach-invocations"
+"""Local only: `POST` here runs `_detach_moto_invocations` in the server's own process."""
 
 OUTAGE_PATH = "/_leasehold/outage"
 """Local only: `POST {"dynamodb": true|false}` here makes the embedded server answer every
@@ -252,16 +260,18 @@ def _dynamodb_unavailable(environ: dict[str, Any], start_response: Any) -> list[
 
 def set_dynamodb_outage(endpoint: str, on: bool) -> bool:
     """Switch the embedded server's DynamoDB outage on or off; returns the state it reports."""
+    answer = _post(endpoint + OUTAGE_PATH, json.dumps({"dynamodb": on}).encode())
+    return bool(json.loads(answer)["dynamodb"])
+
+
+def _post(url: str, body: bytes) -> bytes:
     import urllib.request
 
     request = urllib.request.Request(
-        endpoint + OUTAGE_PATH,
-        data=json.dumps({"dynamodb": on}).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
+        url, data=body, method="POST", headers={"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=5) as answer:
-        return bool(json.loads(answer.read())["dynamodb"])
+        return bytes(answer.read())
 
 
 def client(service: str, endpoint: str | None) -> Any:
@@ -301,7 +311,10 @@ def create_stack(
         raise StackError(f"the local stack did not create: {stack['StackStatus']}")
     info = describe_stack(endpoint, template)
     _complete_documents_bucket(s3, template, info)
-    _detach_moto_invocations()
+    if endpoint:  # the server may run in another process (leasehold.local.moto_process)
+        _post(endpoint + DETACH_PATH, b"")
+    else:
+        _detach_moto_invocations()
     return info
 
 

@@ -1,0 +1,125 @@
+"""The local stack's moto server in a process of its own.
+
+`leasehold local up` ran the embedded moto server as a thread beside the gateway, the API
+handler, the relay and the sweeper: one interpreter lock for all of them, so the stack could use
+one core of the machine and no more (`make bench-local` found it at ~0.9 of a core while the
+second core waited). The server now runs in this module's process, with every leasehold patch
+of moto (`start_moto`), and the stack process talks to it over HTTP as the workers always did.
+Nothing is lost by the move: the tables and queues never were shared memory — every client,
+in-process or not, reached them through the server's endpoint.
+
+The child prints one line, `ready <endpoint>`, when it serves. It ends on SIGTERM, and on its own
+within a poll or two once the process that started it is no longer its parent (a `local up`
+killed with SIGKILL leaves no server behind). Every wait here is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from leasehold.domain.errors import LeaseholdError
+
+READY = "ready "
+START_SECONDS = 60.0
+STOP_SECONDS = 5.0
+PARENT_POLL_SECONDS = 0.25
+
+
+class MotoProcessError(LeaseholdError, RuntimeError):
+    """The moto server process did not start or answer; the message says what it printed."""
+
+
+@dataclass
+class MotoProcess:
+    """A running moto server process: its endpoint, and how to stop it."""
+
+    process: subprocess.Popen[bytes]
+    endpoint: str
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after STOP_SECONDS; waits for it (bounded)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=STOP_SECONDS)
+
+
+def spawn(timeout: float = START_SECONDS) -> MotoProcess:
+    """Start the server process and wait (at most `timeout` seconds) until it serves. Its stderr
+    is this process's; its stdout carries the ready line only."""
+    command = [sys.executable, "-m", "leasehold.local.moto_process"]
+    command += ["--parent-pid", str(os.getpid())]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = b""
+    while not line.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or process.poll() is not None:
+            process.kill()
+            process.wait(timeout=STOP_SECONDS)
+            said = line.decode(errors="replace").strip() or "nothing"
+            raise MotoProcessError(
+                f"the moto server process did not start within {timeout:.0f} s "
+                f"(exit code {process.returncode}; it printed {said})"
+            )
+        readable, _, _ = select.select([process.stdout], [], [], min(remaining, 0.5))
+        if readable:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            line += chunk if chunk else b""
+            if not chunk:
+                process.wait(timeout=STOP_SECONDS)
+    text = line.decode().strip()
+    if not text.startswith(READY):
+        process.kill()
+        process.wait(timeout=STOP_SECONDS)
+        raise MotoProcessError(f"the moto server process said {text!r} instead of its endpoint")
+    process.stdout.close()
+    return MotoProcess(process, text.removeprefix(READY))
+
+
+def serve(parent_pid: int) -> None:
+    """The child: serve until SIGTERM/SIGINT or until `parent_pid` is no longer the parent."""
+    from leasehold.local.runner import quiet_local_noise
+    from leasehold.local.stack import start_moto
+
+    quiet_local_noise()
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server, endpoint = start_moto()
+    try:
+        os.write(1, f"{READY}{endpoint}\n".encode())
+        devnull = os.open(os.devnull, os.O_WRONLY)  # nobody reads the pipe after the line
+        os.dup2(devnull, 1)
+        while not stopping and os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_SECONDS)
+    finally:
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the local stack's moto server (internal)")
+    parser.add_argument("--parent-pid", type=int, required=True)
+    args = parser.parse_args(argv)
+    serve(args.parent_pid)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
