@@ -219,49 +219,92 @@ def measure_idle(url: str, jobs: int, poll_seconds: float = 0.01) -> dict[str, A
     }
 
 
-class Poster(threading.Thread):
-    """A client: keeps up to `in_flight` of its jobs outstanding, submits while it has quota,
-    polls each outstanding job every `poll_seconds`, oldest due first."""
+class Poster:
+    """A client with two connections, as an application that submits from one place and watches
+    from another: a submitting thread keeps up to `in_flight` of its jobs outstanding, and a
+    polling thread polls each outstanding job every `poll_seconds`, oldest due first. (One
+    thread doing both made the instrument the bottleneck: while it waited on a GET no job was
+    submitted, and a finished job waited to be seen before its successor was posted.)"""
 
     def __init__(
         self, url: str, user: str, quota: int, in_flight: int, poll_seconds: float, stop_at: float
     ) -> None:
-        super().__init__(name=f"poster-{user}", daemon=True)
-        self.client = ApiClient(url, user)
+        self.submitter = ApiClient(url, user)
+        self.poller = ApiClient(url, user)
         self.quota, self.in_flight, self.poll_seconds = quota, in_flight, poll_seconds
         self.stop_at = stop_at
         self.done: list[Completion] = []
         self.submitted = 0
         self.error: BaseException | None = None
+        self._outstanding: dict[str, tuple[float, float]] = {}  # job id → (accepted, next poll)
+        self._changed = threading.Condition()
+        self._threads = [
+            threading.Thread(target=self._guarded, args=(self._submit,), daemon=True),
+            threading.Thread(target=self._guarded, args=(self._poll,), daemon=True),
+        ]
 
-    def run(self) -> None:
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def is_alive(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    def _guarded(self, work: Any) -> None:
         try:
-            self._run()
+            work()
         except (BenchError, OSError, ValueError) as exc:
-            self.error = exc
+            with self._changed:
+                self.error = self.error or exc
+                self._changed.notify_all()
 
-    def _run(self) -> None:
-        outstanding: dict[str, tuple[float, float]] = {}  # job id → (accepted, next poll)
+    def _submitting(self) -> bool:
+        return self.submitted < self.quota and time.monotonic() < self.stop_at
+
+    def _submit(self) -> None:
+        while self._submitting():
+            with self._changed:
+                while len(self._outstanding) >= self.in_flight and self.error is None:
+                    self._changed.wait(timeout=1.0)
+                    if time.monotonic() >= self.stop_at:
+                        break
+                if self.error is not None or time.monotonic() >= self.stop_at:
+                    break
+            job_id, accepted = self.submitter.submit()
+            with self._changed:
+                self._outstanding[job_id] = (accepted, time.monotonic() + self.poll_seconds)
+                self.submitted += 1
+                self._changed.notify_all()
+        with self._changed:
+            self.quota = self.submitted  # nothing more is coming: the poller may finish
+            self._changed.notify_all()
+
+    def _poll(self) -> None:
         drain_until = self.stop_at + 60
         while True:
+            with self._changed:
+                while not self._outstanding and self.error is None and self._submitting():
+                    self._changed.wait(timeout=1.0)
+                if (
+                    self.error is not None
+                    or not self._outstanding
+                    or (time.monotonic() > drain_until)
+                ):
+                    if not self._outstanding and self._submitting() and self.error is None:
+                        continue
+                    return
+                job_id, (accepted, due) = min(self._outstanding.items(), key=lambda kv: kv[1][1])
             now = time.monotonic()
-            submitting = self.submitted < self.quota and now < self.stop_at
-            if submitting and len(outstanding) < self.in_flight:
-                job_id, accepted = self.client.submit()
-                outstanding[job_id] = (accepted, time.monotonic() + self.poll_seconds)
-                self.submitted += 1
-                continue
-            if not outstanding or now > drain_until:
-                return
-            job_id, (accepted, due) = min(outstanding.items(), key=lambda kv: kv[1][1])
             if due > now:
                 time.sleep(due - now)
-            view = self.client.view(job_id)
-            if view["state"] in TERMINAL:
-                self.done.append(_completion(job_id, view, accepted))
-                del outstanding[job_id]
-            else:
-                outstanding[job_id] = (accepted, time.monotonic() + self.poll_seconds)
+            view = self.poller.view(job_id)
+            with self._changed:
+                if view["state"] in TERMINAL:
+                    self.done.append(_completion(job_id, view, accepted))
+                    del self._outstanding[job_id]
+                    self._changed.notify_all()
+                else:
+                    self._outstanding[job_id] = (accepted, time.monotonic() + self.poll_seconds)
 
 
 def measure_throughput(

@@ -1,5 +1,5 @@
 """How the embedded moto server serves a request: over a kept-alive connection, with the backend
-of a host and the parse of an UpdateExpression remembered.
+of a host and the methods of a response class remembered.
 
 Werkzeug 3.1's development server, which moto's server runs on, answers every request with
 `Connection: close` (http.server cannot drain an unread request body before the next request
@@ -14,24 +14,11 @@ moto 5.2.5's server finds the backend of every request again from scratch:
 and an `os.path.isdir` for each of ~200 entries) and then tries the URL pattern of every
 service. On the local stack that was a tenth of the embedded server's CPU. The answer depends on
 the host string alone (the directory and the patterns do not change while the server runs), so
-`install()` remembers it per host.
+`install()` remembers it per host. Likewise every request lists the methods of its response
+class with `inspect.getmembers`, a function of the class alone: remembered per class.
 
-Every UpdateItem parses its UpdateExpression twice (the handler, to find the names and values it
-uses; the backend, to apply it) with moto's tokenizer and recursive-descent parser. The parse is a
-function of the expression string alone — names and values are bound later, by the validator,
-which works on its own deep copy of the tree (`Validator.__init__`), and the handler only reads
-the tree (`find_clauses`). `install()` remembers the tree per expression string (bounded; an
-expression that fails to parse raises every time, as before). The workers send a handful of
-distinct expressions, so the memo stays small.
-
-Likewise every ConditionExpression is lexed again — seven regular expressions tried at each
-token — although the tokens depend on the string alone (names and values are looked up after
-lexing): `install()` remembers the tokens per string and hands each parse fresh nodes. And every
-request lists the methods of its response class with `inspect.getmembers`, a function of the
-class alone: remembered per class.
-
-The memos change how often moto computes an answer, never the answer; `tests/integration/
-test_moto_serving.py` runs the same requests through patched and unpatched moto, and counts the
+The memos change how often moto computes an answer, never the answer;
+`tests/integration/test_moto_serving.py` compares them with moto's own and counts the
 connections a client opens.
 """
 
@@ -39,7 +26,6 @@ from __future__ import annotations
 
 import io
 import socket
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -47,13 +33,7 @@ from moto.moto_server.werkzeug_app import MotoRequestHandler
 
 from leasehold.local.moto_transactions import PINNED_MOTO_VERSION, MotoVersionError
 
-MAX_EXPRESSIONS = 512
-"""Distinct expressions remembered (of each kind); past this a memo is cleared and starts again."""
-
 _saved: dict[str, Any] = {}  # moto's originals, once install() replaced them
-_expressions: dict[str, Any] = {}
-_tokens: dict[str, tuple[tuple[str, str, str, str], ...]] = {}
-_expressions_lock = threading.Lock()
 
 
 def _backend_for_host(original: Callable[[Any, str | None], Any]) -> Callable[..., Any]:
@@ -70,18 +50,17 @@ def _backend_for_host(original: Callable[[Any, str | None], Any]) -> Callable[..
     return get_backend_for_host
 
 
-def _make_update_expression(original: Callable[[str], Any]) -> Callable[..., Any]:
-    def make(expression_str: str) -> Any:
-        with _expressions_lock:
-            tree = _expressions.get(expression_str)
-        if tree is not None:
-            return tree
-        tree = original(expression_str)  # raises for a bad expression: nothing remembered
-        _remember(_expressions, expression_str, tree)
-        return tree
+def _method_names(original: Callable[[object], list[str]]) -> Callable[[object], list[str]]:
+    names: dict[object, list[str]] = {}
 
-    make.__wrapped__ = original  # type: ignore[attr-defined]
-    return make
+    def method_names_from_class(clazz: object) -> list[str]:
+        try:
+            return names[clazz]
+        except KeyError:
+            found = names[clazz] = original(clazz)
+            return found
+
+    return method_names_from_class
 
 
 class _BodyRead:
@@ -137,96 +116,38 @@ class KeepAliveRequestHandler(MotoRequestHandler):
         super().send_header(keyword, value)
 
 
-def _remember(memo: dict[str, Any], key: str, value: Any) -> None:
-    with _expressions_lock:
-        if len(memo) >= MAX_EXPRESSIONS:
-            memo.clear()
-        memo[key] = value
-
-
-def _lex_condition_expression(original: Callable[[Any], Any]) -> Callable[..., Any]:
-    from collections import deque
-
-    def lex(self: Any) -> Any:
-        tokens = _tokens.get(self.condition_expression)
-        if tokens is None:
-            nodes = original(self)  # raises for a bad expression: nothing remembered
-            if any(node.children for node in nodes):  # not moto 5.2.5's lexer: do not keep
-                return nodes
-            tokens = tuple((n.nonterminal, n.kind, n.text, n.value) for n in nodes)
-            _remember(_tokens, self.condition_expression, tokens)
-        return deque(self.Node(kind_, kind, text, value, []) for kind_, kind, text, value in tokens)
-
-    lex.__wrapped__ = original  # type: ignore[attr-defined]
-    return lex
-
-
-def _method_names(original: Callable[[object], list[str]]) -> Callable[[object], list[str]]:
-    names: dict[object, list[str]] = {}
-
-    def method_names_from_class(clazz: object) -> list[str]:
-        try:
-            return names[clazz]
-        except KeyError:
-            found = names[clazz] = original(clazz)
-            return found
-
-    return method_names_from_class
-
-
-def _update_expression_parser() -> Any:
-    from moto.dynamodb.parsing import expressions
-
-    return getattr(expressions, "UpdateExpressionParser")  # noqa: B009 (moto's module is untyped)
-
-
 def installed() -> bool:
     return "dispatch" in _saved
 
 
 def install() -> None:
-    """Remember backends per host and UpdateExpression trees per string in this process's moto.
+    """Remember backends per host and method names per response class in this process's moto.
     Idempotent. Raises MotoVersionError, changing nothing, on any moto but the pinned release."""
     import moto
 
     if moto.__version__ != PINNED_MOTO_VERSION:
         raise MotoVersionError(
-            f"leasehold.local.moto_dispatch relies on moto {PINNED_MOTO_VERSION}'s dispatcher "
-            f"and expression parser, but moto {moto.__version__} is installed"
+            f"leasehold.local.moto_serving relies on moto {PINNED_MOTO_VERSION}'s server "
+            f"dispatcher, but moto {moto.__version__} is installed"
         )
     if installed():
         return
+    from moto.core import responses
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
-    parser = _update_expression_parser()
     _saved["dispatch"] = DomainDispatcherApplication.get_backend_for_host
-    _saved["parse"] = parser.__dict__["make"]  # a classmethod
+    _saved["methods"] = responses.method_names_from_class
     memo = _backend_for_host(_saved["dispatch"])
     setattr(DomainDispatcherApplication, "get_backend_for_host", memo)  # noqa: B010
-    setattr(parser, "make", staticmethod(_make_update_expression(parser.make)))  # noqa: B010
-    from moto.core import responses
-    from moto.dynamodb.comparisons import ConditionExpressionParser
-
-    _saved["lex"] = ConditionExpressionParser._lex_condition_expression
-    _saved["methods"] = responses.method_names_from_class
-    lex = _lex_condition_expression(_saved["lex"])
-    setattr(ConditionExpressionParser, "_lex_condition_expression", lex)  # noqa: B010
     setattr(responses, "method_names_from_class", _method_names(_saved["methods"]))  # noqa: B010
 
 
 def uninstall() -> None:
-    """Put moto's own methods back (tests compare both)."""
+    """Put moto's own functions back (tests compare both)."""
     if not installed():
         return
+    from moto.core import responses
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
     setattr(DomainDispatcherApplication, "get_backend_for_host", _saved.pop("dispatch"))  # noqa: B010
-    setattr(_update_expression_parser(), "make", _saved.pop("parse"))  # noqa: B010
-    from moto.core import responses
-    from moto.dynamodb.comparisons import ConditionExpressionParser
-
-    setattr(ConditionExpressionParser, "_lex_condition_expression", _saved.pop("lex"))  # noqa: B010
     setattr(responses, "method_names_from_class", _saved.pop("methods"))  # noqa: B010
-    with _expressions_lock:
-        _expressions.clear()
-        _tokens.clear()

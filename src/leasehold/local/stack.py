@@ -175,10 +175,17 @@ def start_moto() -> tuple[Any, str]:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
-    from leasehold.local import moto_queries, moto_serialization, moto_serving, moto_transactions
+    from leasehold.local import (
+        moto_expressions,
+        moto_queries,
+        moto_serialization,
+        moto_serving,
+        moto_transactions,
+    )
 
     moto_transactions.install()
     moto_serving.install()
+    moto_expressions.install()
     moto_serialization.install()
     moto_queries.install()
     dynamodb_lock = threading.Lock()

@@ -1,0 +1,288 @@
+"""leasehold.local.moto_expressions against moto's own expression handling: the same updates and
+conditions — a fixed list, then hypothesis-made streams of them — give the same answers and the
+same items with and without the memos, the fast copy and the fast tree walk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from leasehold.local import moto_expressions
+from leasehold.local.resources import create_table
+from leasehold.local.stack import REGION
+
+
+def both_ways(run: Callable[[Any], list[Any]]) -> tuple[list[Any], list[Any], list[Any]]:
+    """`run` through moto's own code, then twice through the patched code (the second time every
+    memo is warm); moto_expressions is left installed, as the local stack has it."""
+
+    def through_moto() -> list[Any]:
+        with mock_aws():
+            dynamodb = boto3.session.Session(region_name=REGION).client("dynamodb")
+            create_table(dynamodb, "jobs")
+            return run(dynamodb)
+
+    moto_expressions.uninstall()
+    try:
+        expected = through_moto()
+    finally:
+        moto_expressions.install()
+    return expected, through_moto(), through_moto()
+
+
+BUMP = "SET #s = :s, epoch = epoch + :one, tags = list_append(if_not_exists(tags, :e), :t)"
+UPDATES = [
+    ("SET #s = :s, epoch = :one, tags = list_append(if_not_exists(tags, :e), :t)", None),
+    (BUMP, "attribute_exists(pk)"),
+    (BUMP, "attribute_exists(pk)"),  # the same expression again: from the memo once installed
+    ("ADD visits :one REMOVE note", "epoch >= :one"),
+    ("SET note = :s", "#s = :s"),
+    ("SET note = :s", "#s = :s"),  # the state is state-0, :s is state-1: fails
+    ("SET #s = :s REMOVE visits", "epoch > :one"),
+    ("SET copied = #s, again = tags, epoch = epoch + :one", None),  # paths read as values
+    ("SET nothing = missing + :one", None),  # refers to an attribute the item lacks
+]
+
+
+def _run_updates(dynamodb: Any) -> list[Any]:
+    seen: list[Any] = []
+    for n, (update, condition) in enumerate(UPDATES):
+        request: dict[str, Any] = {
+            "TableName": "jobs",
+            "Key": {"pk": {"S": "JOB#1"}, "sk": {"S": "JOB"}},
+            "UpdateExpression": update,
+            "ExpressionAttributeValues": {
+                ":s": {"S": f"state-{n % 2}"},
+                ":one": {"N": "1"},
+                ":e": {"L": []},
+                ":t": {"L": [{"S": f"t{n}"}]},
+            },
+            "ReturnValues": "ALL_NEW",
+        }
+        if "#s" in update or (condition and "#s" in condition):
+            request["ExpressionAttributeNames"] = {"#s": "state"}
+        if condition:
+            request["ConditionExpression"] = condition
+        used = {v for v in request["ExpressionAttributeValues"] if v in update + (condition or "")}
+        request["ExpressionAttributeValues"] = {
+            k: v for k, v in request["ExpressionAttributeValues"].items() if k in used
+        }
+        try:
+            seen.append(dynamodb.update_item(**request)["Attributes"])
+        except ClientError as error:
+            seen.append(error.response["Error"]["Code"])
+    try:
+        dynamodb.update_item(
+            TableName="jobs",
+            Key={"pk": {"S": "JOB#1"}, "sk": {"S": "JOB"}},
+            UpdateExpression="SET = oops",
+        )
+    except ClientError as error:
+        seen.append((error.response["Error"]["Code"], error.response["Error"]["Message"]))
+    return seen
+
+
+def test_update_expressions_give_moto_s_answers(aws_env: None) -> None:
+    expected, first, again = both_ways(_run_updates)
+    assert first == expected
+    assert again == expected
+    assert expected[2]["epoch"] == {"N": "3"} and expected[2]["tags"]["L"][-1] == {"S": "t2"}
+    assert expected[5] == "ConditionalCheckFailedException"
+    assert "visits" not in expected[6] and expected[6]["note"] == {"S": "state-0"}
+    assert expected[7]["copied"] == {"S": "state-0"} and expected[7]["again"] == expected[7]["tags"]
+    assert expected[-2] == "ValidationException"
+    assert expected[-1][0] == "ValidationException"
+
+
+CONDITIONS = [
+    "attribute_exists(pk) AND #s = :s",
+    "attribute_exists(pk) AND #s = :s",  # again: tokens from the memo once installed
+    "attribute_not_exists(pk) OR epoch < :one",
+    "NOT (#s IN (:s, :t)) AND size(tags) >= :one",
+    "epoch BETWEEN :zero AND :one",
+    "begins_with(#s, :prefix) AND contains(tags, :tag)",
+    "(epoch > :zero AND (#s <> :s OR attribute_type(tags, :list)))",
+    "nested.inner.#s = :s OR tags[0] = :tag",
+    "epoch = :one $",  # a character no token starts with
+]
+
+
+def _run_conditions(dynamodb: Any) -> list[Any]:
+    dynamodb.put_item(
+        TableName="jobs",
+        Item={
+            "pk": {"S": "JOB#2"},
+            "sk": {"S": "JOB"},
+            "state": {"S": "running"},
+            "epoch": {"N": "1"},
+            "tags": {"L": [{"S": "a"}, {"S": "b"}]},
+            "nested": {"M": {"inner": {"M": {"state": {"S": "queued"}}}}},
+        },
+    )
+    values = {
+        ":s": {"S": "running"},
+        ":t": {"S": "queued"},
+        ":one": {"N": "1"},
+        ":zero": {"N": "0"},
+        ":prefix": {"S": "run"},
+        ":tag": {"S": "a"},
+        ":list": {"S": "L"},
+    }
+    seen: list[Any] = []
+    for condition in CONDITIONS:
+        used = {k: v for k, v in values.items() if k in condition}
+        request: dict[str, Any] = {
+            "TableName": "jobs",
+            "Key": {"pk": {"S": "JOB#2"}, "sk": {"S": "JOB"}},
+            "UpdateExpression": "SET probe = :probe",
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": {**used, ":probe": {"S": condition}},
+        }
+        if "#s" in condition:
+            request["ExpressionAttributeNames"] = {"#s": "state"}
+        try:
+            seen.append(dynamodb.update_item(**request, ReturnValues="UPDATED_NEW")["Attributes"])
+        except ClientError as error:
+            seen.append((error.response["Error"]["Code"], error.response["Error"]["Message"]))
+        except ValueError as error:  # what moto's lexer raises in-process for a bad character
+            seen.append(("ValueError", str(error)))
+    return seen
+
+
+def test_condition_expressions_give_moto_s_answers(aws_env: None) -> None:
+    expected, first, again = both_ways(_run_conditions)
+    assert first == expected
+    assert again == expected
+    outcomes = ["ok" if isinstance(answer, dict) else answer[0] for answer in expected]
+    assert outcomes.count("ok") >= 4, expected
+    assert "ConditionalCheckFailedException" in outcomes
+    assert outcomes[-1] == "ValueError", expected
+
+
+values = st.fixed_dictionaries(
+    {
+        ":s": st.sampled_from(["running", "queued", "run"]).map(lambda s: {"S": s}),
+        ":t": st.sampled_from(["queued", "done"]).map(lambda s: {"S": s}),
+        ":one": st.integers(0, 3).map(lambda n: {"N": str(n)}),
+        ":zero": st.integers(0, 2).map(lambda n: {"N": str(n)}),
+        ":prefix": st.sampled_from(["run", "q", ""]).map(lambda s: {"S": s or "x"}),
+        ":tag": st.sampled_from(["a", "b", "z"]).map(lambda s: {"S": s}),
+        ":list": st.sampled_from(["L", "S", "M"]).map(lambda s: {"S": s}),
+        ":e": st.just({"L": []}),
+        ":probe": st.text(max_size=4).map(lambda s: {"S": s}),
+    }
+)
+requests = st.lists(
+    st.tuples(
+        st.sampled_from([u for u, _ in UPDATES] + ["SET probe = :probe"]),
+        st.sampled_from([None, *CONDITIONS[:-1], *(c for _, c in UPDATES if c)]),
+        values,
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(stream=requests)
+def test_streams_of_updates_and_conditions_give_moto_s_answers(
+    aws_env: None, stream: list[tuple[str, str | None, dict[str, Any]]]
+) -> None:
+    def run(dynamodb: Any) -> list[Any]:
+        dynamodb.put_item(
+            TableName="jobs",
+            Item={
+                "pk": {"S": "JOB#1"},
+                "sk": {"S": "JOB"},
+                "state": {"S": "running"},
+                "epoch": {"N": "1"},
+                "tags": {"L": [{"S": "a"}]},
+                "nested": {"M": {"inner": {"M": {"state": {"S": "queued"}}}}},
+            },
+        )
+        seen: list[Any] = []
+        for update, condition, given_values in stream:
+            text = update + " " + (condition or "")
+            request: dict[str, Any] = {
+                "TableName": "jobs",
+                "Key": {"pk": {"S": "JOB#1"}, "sk": {"S": "JOB"}},
+                "UpdateExpression": update,
+                "ExpressionAttributeValues": {
+                    k: v for k, v in given_values.items() if _uses(text, k)
+                },
+                "ReturnValues": "ALL_NEW",
+            }
+            if "#s" in text:
+                request["ExpressionAttributeNames"] = {"#s": "state"}
+            if condition:
+                request["ConditionExpression"] = condition
+            try:
+                seen.append(dynamodb.update_item(**request)["Attributes"])
+            except ClientError as error:
+                seen.append((error.response["Error"]["Code"], error.response["Error"]["Message"]))
+        seen.append(dynamodb.scan(TableName="jobs")["Items"])
+        return seen
+
+    expected, first, again = both_ways(run)
+    assert first == expected
+    assert again == expected
+
+
+def _uses(text: str, placeholder: str) -> bool:
+    import re
+
+    return re.search(re.escape(placeholder) + r"(?![A-Za-z0-9_])", text) is not None
+
+
+INVALID_UPDATES = [
+    "SET a = :one SET b = :one",
+    "REMOVE a REMOVE b",
+    "ADD visits :one ADD more :one",
+    "SET a = :one REMOVE b SET c = :one ADD d :one ADD e :one",
+    "ADD a :one SET b = :one ADD c :one SET d = :one",  # moto refuses the SETs, deepest first
+    "SET a = :one, a = :one",
+    "SET nested.inner = :one, nested = :one",
+    "SET #s = :one REMOVE #s",
+    "SET a = :one, b = list_append(tags, :e), a = :one",
+    "REMOVE tags[0], tags[0]",
+]
+
+
+def test_invalid_updates_are_refused_with_moto_s_errors(aws_env: None) -> None:
+    def run(dynamodb: Any) -> list[Any]:
+        dynamodb.put_item(
+            TableName="jobs",
+            Item={"pk": {"S": "JOB#3"}, "sk": {"S": "JOB"}, "tags": {"L": [{"S": "a"}]}},
+        )
+        seen: list[Any] = []
+        for update in INVALID_UPDATES:
+            request: dict[str, Any] = {
+                "TableName": "jobs",
+                "Key": {"pk": {"S": "JOB#3"}, "sk": {"S": "JOB"}},
+                "UpdateExpression": update,
+            }
+            used = {k: v for k, v in {":one": {"N": "1"}, ":e": {"L": []}}.items() if k in update}
+            if used:
+                request["ExpressionAttributeValues"] = used
+            if "#s" in update:
+                request["ExpressionAttributeNames"] = {"#s": "state"}
+            try:
+                dynamodb.update_item(**request)
+                seen.append("accepted")
+            except ClientError as error:
+                seen.append((error.response["Error"]["Code"], error.response["Error"]["Message"]))
+        return seen
+
+    expected, first, again = both_ways(run)
+    assert first == expected
+    assert again == expected
+    assert all(answer[0] == "ValidationException" for answer in expected), expected
+    assert len({answer[1] for answer in expected}) >= 4, expected  # several kinds of refusal
