@@ -129,3 +129,22 @@ def test_the_backend_of_a_host_is_moto_s_and_found_once() -> None:
     finally:
         backends.list_of_moto_modules = real  # type: ignore[assignment]
     assert listed == []  # remembered: moto's directory is not listed again
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["moto_transactions", "moto_queries", "moto_serialization", "moto_serving", "moto_expressions"],
+)
+def test_every_moto_patch_refuses_another_moto_release(
+    module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from leasehold.local import moto_transactions
+
+    patch = importlib.import_module(f"leasehold.local.{module}")
+    monkeypatch.setattr(moto_transactions, "_moto_version", lambda: "5.3.0")
+    with pytest.raises(
+        moto_transactions.MotoVersionError, match=rf"{module} .* 5\.3\.0 is installed"
+    ):
+        patch.install()

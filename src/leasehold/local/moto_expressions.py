@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from leasehold.local.moto_transactions import PINNED_MOTO_VERSION, MotoVersionError
+from leasehold.local.moto_transactions import require_pinned_moto
 
 MAX_EXPRESSIONS = 512
 """Distinct expressions remembered (of each kind); past this a memo is cleared and starts again."""
@@ -229,13 +229,7 @@ def installed() -> bool:
 def install() -> None:
     """Use the memos, the fast copy and the fast walk in this process's moto. Idempotent.
     Raises MotoVersionError, changing nothing, on any moto but the pinned release."""
-    import moto
-
-    if moto.__version__ != PINNED_MOTO_VERSION:
-        raise MotoVersionError(
-            f"leasehold.local.moto_expressions mirrors moto {PINNED_MOTO_VERSION}'s expression "
-            f"parsers and validators, but moto {moto.__version__} is installed"
-        )
+    require_pinned_moto("moto_expressions", "expression parsers and validators")
     if installed():
         return
     comparisons, ast_nodes, expressions, validators = _modules()

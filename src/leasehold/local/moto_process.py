@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
 from leasehold.domain.errors import LeaseholdError
+from leasehold.local.processes import stop_requested_by_signals
 
 READY = "ready "
 START_SECONDS = 60.0
@@ -94,20 +94,13 @@ def serve(parent_pid: int) -> None:
     from leasehold.local.stack import start_moto
 
     quiet_local_noise()
-    stopping = False
-
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_requested_by_signals()
     server, endpoint = start_moto()
     try:
         os.write(1, f"{READY}{endpoint}\n".encode())
         devnull = os.open(os.devnull, os.O_WRONLY)  # nobody reads the pipe after the line
         os.dup2(devnull, 1)
-        while not stopping and os.getppid() == parent_pid:
+        while not stopping.is_set() and os.getppid() == parent_pid:
             time.sleep(PARENT_POLL_SECONDS)
     finally:
         server.stop()

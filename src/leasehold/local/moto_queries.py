@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leasehold.local.moto_transactions import PINNED_MOTO_VERSION, MotoVersionError
+from leasehold.local.moto_transactions import require_pinned_moto
 
 _saved: dict[str, Callable[..., Any]] = {}  # moto's method, once install() replaced it
 
@@ -128,13 +128,7 @@ def installed() -> bool:
 def install() -> None:
     """Answer every moto DynamoDB query in this process from the candidates. Idempotent.
     Raises MotoVersionError, changing nothing, on any moto but the pinned release."""
-    import moto
-
-    if moto.__version__ != PINNED_MOTO_VERSION:
-        raise MotoVersionError(
-            f"leasehold.local.moto_queries mirrors moto {PINNED_MOTO_VERSION}'s Table.query, "
-            f"but moto {moto.__version__} is installed"
-        )
+    require_pinned_moto("moto_queries", "Table.query")
     if installed():
         return
     from moto.dynamodb.models.table import Table

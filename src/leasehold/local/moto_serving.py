@@ -31,7 +31,7 @@ from typing import Any
 
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 
-from leasehold.local.moto_transactions import PINNED_MOTO_VERSION, MotoVersionError
+from leasehold.local.moto_transactions import require_pinned_moto
 
 _saved: dict[str, Any] = {}  # moto's originals, once install() replaced them
 
@@ -123,13 +123,7 @@ def installed() -> bool:
 def install() -> None:
     """Remember backends per host and method names per response class in this process's moto.
     Idempotent. Raises MotoVersionError, changing nothing, on any moto but the pinned release."""
-    import moto
-
-    if moto.__version__ != PINNED_MOTO_VERSION:
-        raise MotoVersionError(
-            f"leasehold.local.moto_serving relies on moto {PINNED_MOTO_VERSION}'s server "
-            f"dispatcher, but moto {moto.__version__} is installed"
-        )
+    require_pinned_moto("moto_serving", "server dispatcher")
     if installed():
         return
     from moto.core import responses

@@ -228,6 +228,19 @@ def _moto_version() -> str:
     return str(moto.__version__)
 
 
+def require_pinned_moto(module: str, mirrors: str) -> None:
+    """Raise MotoVersionError unless the installed moto is PINNED_MOTO_VERSION: `module` (a
+    leasehold.local.moto_* patch) mirrors `mirrors` of that release and must be re-checked
+    against any other before it is trusted."""
+    version = _moto_version()
+    if version != PINNED_MOTO_VERSION:
+        raise MotoVersionError(
+            f"leasehold.local.{module} mirrors moto {PINNED_MOTO_VERSION}'s {mirrors}, but moto "
+            f"{version} is installed: pin moto[server]=={PINNED_MOTO_VERSION} (pyproject.toml) "
+            f"or re-check the patch against {version}"
+        )
+
+
 _saved: dict[str, Callable[..., None]] = {}  # moto's method, once install() replaced it
 
 
@@ -253,13 +266,7 @@ def install() -> None:
     """Make every moto DynamoDB backend in this process (the in-process mock and the embedded
     server alike) run `transact_write_items` above. Idempotent. Raises MotoVersionError, and
     changes nothing, when the installed moto is not PINNED_MOTO_VERSION."""
-    version = _moto_version()
-    if version != PINNED_MOTO_VERSION:
-        raise MotoVersionError(
-            f"leasehold.local.moto_transactions mirrors moto {PINNED_MOTO_VERSION}'s "
-            f"transact_write_items, but moto {version} is installed: pin moto[server]=="
-            f"{PINNED_MOTO_VERSION} (pyproject.toml) or re-check the patch against {version}"
-        )
+    require_pinned_moto("moto_transactions", "transact_write_items")
     if installed():
         return
     from moto.dynamodb.models import DynamoDBBackend

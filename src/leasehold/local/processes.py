@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -72,6 +73,19 @@ def _stat(pid: int) -> tuple[str, int] | None:
         return None
     fields = text.rsplit(")", 1)[1].split()  # the command name may hold spaces and parentheses
     return fields[0], int(fields[19])
+
+
+def stop_requested_by_signals() -> threading.Event:
+    """An event that SIGTERM or SIGINT sets from now on in this process (call it from the main
+    thread): a long-running local process finishes what it holds, then ends."""
+    requested = threading.Event()
+
+    def stop(*_: object) -> None:
+        requested.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    return requested
 
 
 def wait_gone(processes: Iterable[ProcessRef], timeout: float) -> list[ProcessRef]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -17,7 +16,12 @@ from typing import Any
 from leasehold.local import moto_process
 from leasehold.local.gateway import Gateway
 from leasehold.local.invoke import LocalContext, apply_environment, load_handler, serialised
-from leasehold.local.processes import ProcessRef, WorkerRegistry, stop_processes
+from leasehold.local.processes import (
+    ProcessRef,
+    WorkerRegistry,
+    stop_processes,
+    stop_requested_by_signals,
+)
 from leasehold.local.pumps import QueuePoller, Repeater, StreamPump, scheduled_event
 from leasehold.local.stack import (
     StackError,
@@ -273,24 +277,16 @@ def run_worker(
     poller = QueuePoller(
         info.endpoint, mapping, handler, function.name, timeout_ms=function.timeout_seconds * 1000
     )
-    stopping = False
-
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_requested_by_signals()
     me = ProcessRef.current()
     registry = WorkerRegistry(state_path)
     registry.register(name, me)
 
     def watch_the_stack() -> None:
-        nonlocal stopping
         while state_path.is_file() and not (info.pid and not stack_process.alive()):
             time.sleep(0.25)
         print(f"{name}: the local stack is gone (pid {info.pid}); stopping", flush=True)
-        stopping = True
+        stopping.set()
         time.sleep(STACK_GONE_EXIT_SECONDS / 2)  # the loop's chance to end on its own
         registry.unregister(me)
         os._exit(0)  # blocked in a request to the dead endpoint: nothing left to save
@@ -299,7 +295,9 @@ def run_worker(
     print(f"{name} polling {mapping.queue_url}", flush=True)
     idle = 0
     try:
-        while not stopping and os.getppid() == parent:  # an orphan stops (no workers left over)
+        while (
+            not stopping.is_set() and os.getppid() == parent
+        ):  # an orphan stops (no workers left over)
             try:
                 received, _ = poller.poll_once(wait_seconds=1)
             except Exception as exc:  # the stack went away or hiccuped: wait, then try again
