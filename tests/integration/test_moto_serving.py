@@ -4,6 +4,7 @@ of a host gives moto's own answers."""
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -58,7 +59,10 @@ def _exchange(endpoint: str, raw: bytes) -> bytes:
         conn.sendall(raw)
         answer = b""
         while True:
-            chunk = conn.recv(65536)
+            try:
+                chunk = conn.recv(65536)
+            except ConnectionResetError:  # a server closing on bytes it did not read resets
+                return answer
             if not chunk:
                 return answer
             answer += chunk
@@ -95,6 +99,86 @@ def test_a_chunked_request_is_answered_and_the_connection_closed(endpoint: str) 
     head = answer.split(b"\r\n\r\n")[0].lower()
     assert head.startswith(b"http/1.1 400")  # the switch wants a Content-Length: it was read
     assert b"connection: close" in head
+
+
+_SMUGGLED = f"GET {OUTAGE_PATH} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+
+
+@pytest.mark.parametrize(
+    ("refused", "status"),
+    [
+        # http.server reads 65,537 bytes of a request line, refuses it, and must then close: the
+        # rest of that line is not a request
+        (b"GET /" + b"a" * (65537 - 5) + _SMUGGLED, b"414"),
+        # it reads 101 header lines, refuses the request; the lines after them are not a request
+        (
+            f"GET {OUTAGE_PATH} HTTP/1.1\r\nHost: x\r\n".encode()
+            + b"".join(b"X-%d: y\r\n" % n for n in range(100))
+            + _SMUGGLED,
+            b"431",
+        ),
+    ],
+    ids=["request-line-too-long", "too-many-headers"],
+)
+def test_a_request_http_server_refuses_closes_the_connection_even_after_a_kept_one(
+    endpoint: str, refused: bytes, status: bytes
+) -> None:
+    # The first request leaves the connection open; the second is refused by http.server before
+    # Werkzeug sees it, with `Connection: close`, which must still close the connection.
+    first = f"GET {OUTAGE_PATH} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    answer = _exchange(endpoint, first + refused)
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3})", answer)
+    assert statuses == [b"200", status], answer[-600:]
+
+
+def test_a_request_with_an_invalid_content_length_is_answered_as_moto_answers_it(
+    endpoint: str,
+) -> None:
+    # Werkzeug takes a Content-Length it cannot read as 0 and answers; so must the server here.
+    raw = (
+        f"GET {OUTAGE_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\nConnection: close\r\n\r\n"
+    ).encode()
+    answer = _exchange(endpoint, raw)
+    assert answer.startswith(b"HTTP/1.1 200 OK"), answer
+    assert b'{"dynamodb": false}' in answer
+
+
+def test_a_response_cut_short_by_the_application_closes_the_connection() -> None:
+    # An application that fails after its headers went out leaves a body shorter than its
+    # Content-Length: only closing the connection tells the client; the next response must not
+    # be read as the rest of this one.
+    import threading
+
+    from werkzeug.serving import make_server
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["PATH_INFO"] == "/short":
+            start_response("200 OK", [("Content-Length", "10")])
+
+            def body() -> Iterator[bytes]:
+                yield b"12345"
+                raise RuntimeError("the application fails mid-body")
+
+            return body()
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    server = make_server(
+        "127.0.0.1", 0, app, True, request_handler=moto_serving.KeepAliveRequestHandler
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        raw = (
+            b"GET /short HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        answer = _exchange(f"http://127.0.0.1:{server.server_address[1]}", raw)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answer.endswith(b"\r\n\r\n12345"), answer  # cut short, then closed
+    assert answer.count(b"HTTP/1.1 200 OK") == 1, answer
 
 
 def test_the_backend_of_a_host_is_moto_s_and_found_once() -> None:
