@@ -83,8 +83,33 @@ class _BodyRead:
         return getattr(self.socket_file, name)
 
 
+class _CountedWrites:
+    """The connection's write side, counting the bytes written (headers and body alike)."""
+
+    def __init__(self, socket_file: Any) -> None:
+        self.socket_file = socket_file
+        self.written = 0
+
+    def write(self, data: bytes) -> int:
+        self.written += len(data)
+        written: int = self.socket_file.write(data)
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.socket_file, name)
+
+
+_NO_BODY = frozenset({204, 304})
+
+
 class KeepAliveRequestHandler(MotoRequestHandler):
-    """moto's request handler on a connection that stays open between requests (see above)."""
+    """moto's request handler on a connection that stays open between requests (see above).
+
+    The connection stays open only after a request whose body was read whole (a plain
+    Content-Length) and whose answer was sent whole: a request http.server refuses itself (a
+    request line or headers too long), a chunked body, an unreadable Content-Length, or an answer
+    whose body is not the length its headers announced (the application failed mid-body) is
+    answered as Werkzeug answers it, and the connection closes."""
 
     _keep_alive = False
 
@@ -96,24 +121,59 @@ class KeepAliveRequestHandler(MotoRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.socket_file = self.rfile
         self.rfile = _BodyRead(self.socket_file)  # type: ignore[assignment]
+        self.wfile = _CountedWrites(self.wfile)  # type: ignore[assignment]
+
+    def handle_one_request(self) -> None:
+        self._keep_alive = False  # until make_environ has read this request's body whole
+        self._status = 0
+        self._length: str | None = None
+        self._chunked = False
+        self._body_from = -1  # bytes written when the final response's headers ended
+        super().handle_one_request()
+        if self._body_from >= 0 and not self._chunked:
+            sent = self.wfile.written - self._body_from  # type: ignore[attr-defined]
+            if self.command == "HEAD" or self._status in _NO_BODY:
+                expected: int | None = 0
+            else:
+                expected = int(self._length) if self._length is not None else None
+            if sent != expected:  # a body cut short, or one only its end delimits: close
+                self.close_connection = True
 
     def make_environ(self) -> dict[str, Any]:
         environ = super().make_environ()
-        self._keep_alive = not environ.get("wsgi.input_terminated")
+        length = environ.get("CONTENT_LENGTH") or "0"
+        framed = not environ.get("wsgi.input_terminated")
+        self._keep_alive = framed and length.isascii() and length.isdigit()
         if self._keep_alive:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            body = self.socket_file.read(length) if length > 0 else b""
+            body = self.socket_file.read(int(length)) if int(length) > 0 else b""
             environ["wsgi.input"] = io.BytesIO(body)
+        elif framed:  # a Content-Length Werkzeug takes as 0: read and drained as Werkzeug does
+            self.rfile = self.socket_file
+            environ["wsgi.input"] = self.socket_file
         else:  # a chunked body, read as Werkzeug reads it; the connection then closes
             from werkzeug.serving import DechunkedInput
 
             environ["wsgi.input"] = DechunkedInput(self.socket_file)  # type: ignore[arg-type]
         return environ
 
+    def send_response_only(self, code: int, message: str | None = None) -> None:
+        self._status = code
+        super().send_response_only(code, message)
+
     def send_header(self, keyword: str, value: str) -> None:
-        if self._keep_alive and keyword.lower() == "connection" and value.lower() == "close":
+        name = keyword.lower()
+        if name == "content-length":
+            self._length = value if value.isascii() and value.isdigit() else None
+        elif name == "transfer-encoding":
+            self._chunked = "chunked" in value.lower()
+        elif self._keep_alive and name == "connection" and value.lower() == "close":
             return  # the body was read whole: the next request line is where http.server looks
         super().send_header(keyword, value)
+
+    def end_headers(self) -> None:
+        super().end_headers()
+        if self._status >= 200:  # not the interim 100 Continue
+            self._body_from = self.wfile.written  # type: ignore[attr-defined]
 
 
 def installed() -> bool:
