@@ -61,7 +61,10 @@ def _parse_update_expression(original: Callable[[str], Any]) -> Callable[[str], 
         if tree is not None:
             return tree
         tree = original(expression_str)  # raises for a bad expression: nothing remembered
-        blob = pickle.dumps(tree, pickle.HIGHEST_PROTOCOL)
+        try:
+            blob = pickle.dumps(tree, pickle.HIGHEST_PROTOCOL)
+        except RecursionError:  # too deep to pickle: not remembered, so the validator's own
+            return tree  # deepcopy meets it, and fails, where moto's does
         with _lock:
             if len(_trees) >= MAX_EXPRESSIONS:
                 _trees.clear()
