@@ -191,7 +191,7 @@ requests = st.lists(
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(stream=requests)
 def test_streams_of_updates_and_conditions_give_moto_s_answers(
