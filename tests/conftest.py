@@ -50,6 +50,18 @@ def moto_behaves_like_the_service() -> Iterator[None]:
 
 
 @pytest.fixture
+def moto_server() -> Iterator[str]:
+    """The local stack's embedded moto server (a thread of this process), its endpoint."""
+    from leasehold.local.stack import start_moto
+
+    server, url = start_moto()
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 def moto(aws_env: None) -> Iterator[None]:
     with mock_aws():
         yield

@@ -5,23 +5,18 @@ was."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from leasehold.local.stack import REGION, set_dynamodb_outage, start_moto
+from leasehold.local.stack import REGION, set_dynamodb_outage
 
 
 @pytest.fixture
-def endpoint() -> Iterator[str]:
-    server, url = start_moto()
-    try:
-        yield url
-    finally:
-        server.stop()
+def endpoint(moto_server: str) -> str:
+    return moto_server
 
 
 def _client(service: str, endpoint: str) -> Any:

@@ -12,16 +12,12 @@ from typing import Any
 import pytest
 
 from leasehold.local import moto_serving
-from leasehold.local.stack import OUTAGE_PATH, client, start_moto
+from leasehold.local.stack import OUTAGE_PATH, client
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server, url = start_moto()
-    try:
-        yield url
-    finally:
-        server.stop()
+@pytest.fixture
+def endpoint(moto_server: str) -> str:
+    return moto_server
 
 
 def _connections_opened(monkeypatch: pytest.MonkeyPatch) -> list[int]:
