@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold.domain.errors import ValidationError
-from leasehold.kinds.synthetic import SyntheticKind
+from leasehold import Kind, Owner, ValidationError
+from leasehold_apps.synthetic import check_steps, plan_steps, synthetic_result
 
 MAX_PAD_BYTES = 15 * 1024
 """Below the API's 16 KiB payload bound with the steps around it."""
 
+padded = Kind("padded")
+padded.planner(plan_steps)
+padded.result(synthetic_result)
 
-class PaddedKind(SyntheticKind):
-    name = "padded"
 
-    def validate(self, payload: dict[str, Any]) -> None:
-        pad = payload.get("pad", "")
-        if not isinstance(pad, str) or len(pad.encode()) > MAX_PAD_BYTES:
-            raise ValidationError(
-                f"'payload.pad' must be a string of at most {MAX_PAD_BYTES} bytes"
-            )
-        super().validate({"steps": payload.get("steps")})
+@padded.check
+def _check_pad(payload: dict[str, Any], owner: Owner) -> None:
+    pad = payload.get("pad", "")
+    if not isinstance(pad, str) or len(pad.encode()) > MAX_PAD_BYTES:
+        raise ValidationError(f"'payload.pad' must be a string of at most {MAX_PAD_BYTES} bytes")
+    check_steps({"steps": payload.get("steps")}, owner)

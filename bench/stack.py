@@ -140,17 +140,28 @@ class Stack:
         from leasehold.local.pumps import QueuePoller
         from leasehold.local.resources import worker_mapping
 
-        self.env = {**self.base_env, "AWS_LAMBDA_LOG_STREAM_NAME": LOG_STREAM, **overrides}
+        # The benchmark's own kind (bench/kinds.py) is registered as a user's would be.
+        kinds = f"{self.base_env['LEASEHOLD_KINDS']},bench.kinds"
+        self.env = {
+            **self.base_env,
+            "LEASEHOLD_KINDS": kinds,
+            "AWS_LAMBDA_LOG_STREAM_NAME": LOG_STREAM,
+            **overrides,
+        }
         os.environ.update(self.env)
-        for cached in (wiring.runtime, worker.worker, api.jobs, api.bookmarks, api.ops):
+        for cached in (
+            wiring.runtime,
+            worker.worker,
+            api.jobs,
+            api.bookmarks,
+            api.ops,
+            api.mounted,
+        ):
             cached.cache_clear()
         rt = wiring.runtime()
         self.meter.attach(rt.stores.table.client)
         self.meter.attach(rt.queue._sqs)  # noqa: SLF001 - the bench meters the function's own client
         self._label(rt)
-        from bench.kinds import PaddedKind
-
-        rt.kinds[PaddedKind.name] = PaddedKind(rt.settings.max_step_seconds * 1000)
         self._capture_logs()
         timeout_ms = int(self.env["WORKER_TIMEOUT_SECONDS"]) * 1000
         self._poller = QueuePoller(

@@ -34,6 +34,7 @@ from tests.support.documents import (
     submit_doc_prep,
 )
 from tests.support.harness import ALICE, CAROL, LEASE_MS, Harness
+from tests.support.kinds import registry
 from tests.support.resources import create_documents_bucket
 
 # The problem codes each sample yields with the default required fields (samples/documents/).
@@ -132,7 +133,7 @@ def test_each_sample_document_runs_end_to_end_inline(harness: Harness, name: str
     assert job.result == _pipeline(text)
     assert {p["code"] for p in job.result["problems"]} == EXPECTED_CODES[name]
     assert job.checkpoint.steps_used == 1 and job.attempts == 1
-    view = job_view(job)
+    view = job_view(job, registry())
     assert view["agent"] == {
         "tools_run": ["extract", "validate", "draft"],
         "steps_started": 3,
@@ -194,7 +195,7 @@ def test_send_email_is_refused_and_the_reason_is_in_the_view_and_history(harness
     harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
     # Then the job is failed / tool_rejected, no tool ran and no step was spent
     job = _job(harness, job_id)
-    view = job_view(job)
+    view = job_view(job, registry())
     assert (view["state"], view["stop_reason"]) == ("failed", "tool_rejected")
     assert view["error"]["code"] == "tool_rejected"
     assert view["error"]["message"].startswith("tool_not_allowed: tool send_email is not allowed")

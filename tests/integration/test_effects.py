@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from leasehold.domain.states import JobState
-from leasehold.kinds import registry
 from leasehold.kinds.enrich import EnrichKind
 from leasehold.local.provider import ProviderServer
 from leasehold.service.bookmarks import BookmarkService
@@ -20,6 +19,7 @@ from leasehold.service.worker import Disposition
 from leasehold.store.bookmarks import BookmarkStore
 from leasehold.store.items import bookmark_key, deserialize_item
 from tests.support.harness import ALICE, LEASE_MS, Harness
+from tests.support.kinds import registry
 
 CAPABILITIES = ["idempotent", "lookup", "none"]
 RECOVERABLE = {"idempotent", "lookup"}

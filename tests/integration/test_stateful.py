@@ -46,20 +46,21 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, is_terminal
-from leasehold.kinds import registry
 from leasehold.kinds.enrich import EnrichKind
-from leasehold.kinds.synthetic import SyntheticKind
 from leasehold.local import moto_transactions
 from leasehold.providers.enrichment import Capability
+from leasehold.sdk.kind import EngineKind
 from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.relay import relay_records
 from leasehold.service.worker import Disposition
 from leasehold.store.bookmarks import BookmarkStore
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
 from leasehold.store.slots import holders_of
+from leasehold_apps.synthetic import synthetic
 from tests.support.clockqueue import ClockQueue
 from tests.support.fake_provider import FakeProvider
 from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness, steps
+from tests.support.kinds import registry
 
 HEARTBEAT_MS = 3_000
 VISIBILITY_MS = 6 * 30_000
@@ -102,12 +103,12 @@ class SkewedClock:
         return self._base.now_ms() + self._skew
 
 
-class ClockedKind(SyntheticKind):
+class ClockedKind(EngineKind):
     """Synthetic steps that take time on the manual clock, in heartbeat-sized slices, and may
     have something happen in the middle (a cancel) — as a real step would, with no sleeping."""
 
     def __init__(self, clock: ManualClock, midway: Any = None) -> None:
-        super().__init__()
+        super().__init__(synthetic)
         self._clock = clock
         self._midway = midway
 
@@ -123,7 +124,10 @@ class ClockedKind(SyntheticKind):
             remaining -= slice_ms
             if not tick():
                 raise StepInterruptedError("interrupted")
-        return super().run_step({"steps": [{**step, "duration_ms": 0}]}, 0, attempt, tick)
+        timeless = [
+            {**s, "duration_ms": 0} if i == index else s for i, s in enumerate(payload["steps"])
+        ]
+        return super().run_step({"steps": timeless}, index, attempt, tick)
 
 
 @dataclass

@@ -12,11 +12,11 @@ import boto3
 from leasehold.agent.checkpoint import AgentCheckpoint
 from leasehold.agent.planner import Planner
 from leasehold.domain.job import Owner
-from leasehold.kinds import JobKind, registry
 from leasehold.kinds.doc_prep import DocPrepKind
 from leasehold.service.jobs import JobService
 from leasehold.store.documents import S3Documents
 from tests.support.harness import ALICE, Harness
+from tests.support.kinds import JobKind, registry
 from tests.support.resources import REGION, ROOT
 
 SAMPLES = ROOT / "samples" / "documents"

@@ -20,8 +20,6 @@ from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState
 from leasehold.handlers.wiring import CLIENT_CONFIG
-from leasehold.kinds import JobKind, registry
-from leasehold.kinds.synthetic import SyntheticKind
 from leasehold.kinds.title import TitleKind
 from leasehold.local.pumps import QueuePoller, StreamPump
 from leasehold.service.bookmarks import BookmarkService
@@ -39,6 +37,7 @@ from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.slots import running_slots
 from leasehold.store.table import TransactionRetry
 from leasehold.titles.fixture import FixtureFetcher
+from tests.support.kinds import JobKind, registry
 from tests.support.resources import (
     REGION,
     create_queues,
@@ -64,21 +63,6 @@ def make_job(**overrides: Any) -> dict[str, Any]:
 
 def steps(*specs: dict[str, Any]) -> dict[str, Any]:
     return {"steps": [{"name": f"s{i}", **spec} for i, spec in enumerate(specs)]}
-
-
-class ScriptedKind(SyntheticKind):
-    """The synthetic kind with a test hook inside each step: lets a test act *while* a worker is
-    in the middle of a step (advance time, crash, let another worker in)."""
-
-    name = "synthetic"
-
-    def __init__(self, hook: Callable[[int, int, Callable[[], bool]], None]) -> None:
-        super().__init__()
-        self._hook = hook
-
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, tick: Any) -> Any:
-        self._hook(index, attempt, tick)
-        return super().run_step(payload, index, attempt, tick)
 
 
 def _counter_ids() -> Callable[[], str]:
@@ -205,7 +189,7 @@ class Harness:
         return {**registry(), "title": self.title_kind(hook)}
 
     def ops(self) -> OpsService:
-        return OpsService(self.stores, self.queue, self.clock, self.telemetry)
+        return OpsService(self.stores, self.queue, self.clock, self.telemetry, registry())
 
     def worker(
         self,

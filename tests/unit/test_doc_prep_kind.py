@@ -18,7 +18,6 @@ from leasehold.agent.vocabulary import MAX_TOOL_STEPS
 from leasehold.domain.errors import LeaseholdError, StopJobError, ValidationError
 from leasehold.domain.job import Owner, new_job
 from leasehold.handlers.settings import Settings, SettingsError
-from leasehold.kinds import registry
 from leasehold.kinds.doc_prep import PROPOSALS_PER_JOB, STEP_MARGIN_MS, TOOLS_BOUND_MS, DocPrepKind
 from leasehold.service.view import job_view, ops_row
 from leasehold.store.documents import (
@@ -26,6 +25,7 @@ from leasehold.store.documents import (
     DocumentUnavailableError,
     S3Documents,
 )
+from tests.support.kinds import registry
 
 ALICE = Owner("study-group", "alice")
 CAROL = Owner("other-group", "carol")
@@ -116,7 +116,7 @@ def test_a_kind_may_end_a_job_failed_or_dead_only() -> None:
 
 def test_the_views_show_the_agents_progress_by_names_and_counters_only() -> None:
     job = new_job("j_1", "doc_prep", ALICE, {"document": {"text": "x"}}, now=0, steps_total=1)
-    assert "agent" not in job_view(job)
+    assert "agent" not in job_view(job, registry())
     job.kind_state = {
         "version": 1,
         "next_step": 1,
@@ -128,9 +128,11 @@ def test_the_views_show_the_agents_progress_by_names_and_counters_only() -> None
         "draft_note": None,
     }
     expected = {"tools_run": ["extract"], "steps_started": 2, "tool_in_flight": "validate"}
-    assert job_view(job)["agent"] == expected
-    assert ops_row(job, now=0)["agent"] == expected
-    assert "Secret Supplier" not in str(job_view(job)) + str(ops_row(job, now=0))
+    assert job_view(job, registry())["agent"] == expected
+    assert ops_row(job, now=0, kinds=registry())["agent"] == expected
+    assert "Secret Supplier" not in str(job_view(job, registry())) + str(
+        ops_row(job, now=0, kinds=registry())
+    )
 
 
 # ------------------------------------------------------------------ the documents bucket reader
@@ -188,6 +190,7 @@ def test_an_empty_object_reads_as_no_bytes() -> None:
 
 def _env(**overrides: str) -> dict[str, str]:
     env = {
+        "LEASEHOLD_KINDS": "leasehold_apps.synthetic",
         "TABLE_NAME": "t", "QUEUE_URL": "q", "DLQ_URL": "d", "LEASE_SECONDS": "60",
         "MAX_ATTEMPTS": "3", "BACKOFF_BASE_MS": "1", "BACKOFF_CAP_MS": "2",
         "USER_CONCURRENCY_LIMIT": "1", "SLOT_WAIT_SECONDS": "1", "SWEEP_BATCH": "1",

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from leasehold.domain.clock import ManualClock, iso
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import parse_job_request
+from leasehold.domain.job import Owner, parse_job_request
 from leasehold.domain.policies import LeasePolicy, RetryPolicy, sqs_delay_seconds
 from leasehold.domain.states import (
     TERMINAL_STATES,
@@ -21,9 +21,9 @@ from leasehold.domain.states import (
     is_terminal,
 )
 from leasehold.handlers.settings import Settings, SettingsError
-from leasehold.kinds.synthetic import SyntheticKind
 from leasehold.local.pumps import matches
 from leasehold.local.template import Route
+from leasehold_apps.synthetic import synthetic
 
 
 def test_every_state_has_a_transition_row_and_a_docstring_owner() -> None:
@@ -128,11 +128,11 @@ def test_defaults_and_fingerprint() -> None:
 )
 def test_synthetic_payload_validation(payload: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
-        SyntheticKind().validate(payload)
+        synthetic.validate_for(payload, Owner("t", "u"))
 
 
 def test_synthetic_plan_reads_every_step_field() -> None:
-    plan = SyntheticKind().plan(
+    plan = synthetic.plan(
         {"steps": [{"name": "a", "cost": 3, "duration_ms": 5, "approval": True, "effect": True}]}
     )
     assert (plan[0].cost, plan[0].duration_ms, plan[0].needs_approval, plan[0].has_effect) == (
@@ -155,6 +155,7 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
     )
     env = dict.fromkeys(numbers, "1")
     env |= {
+        "LEASEHOLD_KINDS": "leasehold_apps.synthetic",
         "TABLE_NAME": "t",
         "QUEUE_URL": "q",
         "DLQ_URL": "d",
@@ -176,6 +177,7 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
 
 def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() -> None:
     env = {
+        "LEASEHOLD_KINDS": "leasehold_apps.synthetic",
         "TABLE_NAME": "t",
         "QUEUE_URL": "q",
         "DLQ_URL": "d",

@@ -17,11 +17,11 @@ from openapi_spec_validator import validate
 
 from leasehold.domain.bookmark import TitleStatus
 from leasehold.domain.states import JobState, StopReason
-from leasehold.kinds import registry
-from leasehold.kinds.synthetic import _STEP_FIELDS
 from leasehold.local.template import http_routes, load_template
 from leasehold.service.jobs import _IDEMPOTENCY_KEY, MAX_LIST_LIMIT
 from leasehold.titles import FIXTURE_MODES
+from leasehold_apps.synthetic import STEP_FIELDS
+from tests.support.kinds import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT: dict[str, Any] = yaml.safe_load((ROOT / "docs" / "openapi.yaml").read_text())
@@ -124,7 +124,7 @@ def test_enums_and_limits_match_the_domain() -> None:
     assert {name for name, kind in kinds.items() if kind.submittable} <= submittable
     assert not submittable & {name for name, kind in kinds.items() if not kind.submittable}
     assert SCHEMAS["BookmarkCreate"]["properties"]["title_mode"]["enum"] == [*FIXTURE_MODES, None]
-    assert set(SCHEMAS["SyntheticStep"]["properties"]) == _STEP_FIELDS
+    assert set(SCHEMAS["SyntheticStep"]["properties"]) == STEP_FIELDS
     key = DOCUMENT["components"]["parameters"]["IdempotencyKey"]["schema"]["pattern"]
     assert key == _IDEMPOTENCY_KEY.pattern
     for name in ("Limit", "OpsLimit"):

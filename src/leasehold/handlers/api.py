@@ -3,7 +3,6 @@ authorizer's claims; errors use one envelope and one status table."""
 
 from __future__ import annotations
 
-import base64
 import json
 from functools import cache
 from typing import Any, cast
@@ -27,6 +26,7 @@ from leasehold.domain.job import Owner
 from leasehold.handlers.wiring import metrics, runtime, trim_log_context
 from leasehold.kinds.enrich import EnrichKind
 from leasehold.kinds.title import TitleKind
+from leasehold.sdk.routes import body_of, caller_of, header_of, query_of
 from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
@@ -35,8 +35,6 @@ from leasehold.store.bookmarks import BookmarkStore
 logger = Logger(service="leasehold")
 app = APIGatewayHttpResolver()
 
-MAX_BODY_BYTES = 64 * 1024
-OPERATORS_GROUP = "operators"
 
 STATUS_BY_ERROR: list[tuple[type[LeaseholdError], int]] = [
     (ValidationError, 400),
@@ -93,16 +91,7 @@ def _on_unexpected(_: Exception) -> Response:
 
 def caller() -> Owner:
     """The caller from the authorizer's JWT claims (never from the body)."""
-    context = app.current_event.raw_event.get("requestContext", {})
-    claims = ((context.get("authorizer") or {}).get("jwt") or {}).get("claims") or {}
-    user = claims.get("sub") or claims.get("username") or claims.get("cognito:username")
-    tenant = claims.get("custom:tenant")
-    if not user or not tenant:
-        raise UnauthenticatedError("a signed-in user with a tenant is required")
-    groups = claims.get("cognito:groups") or ""
-    if isinstance(groups, str):
-        groups = groups.strip("[]").replace(",", " ").split()
-    return Owner(tenant=str(tenant), user_id=str(user), is_operator=OPERATORS_GROUP in groups)
+    return caller_of(app.current_event.raw_event)
 
 
 def operator() -> Owner:
@@ -113,36 +102,15 @@ def operator() -> Owner:
 
 
 def json_body(required: bool = True) -> Any:
-    raw = app.current_event.raw_event.get("body")
-    if raw is None or raw == "":
-        if required:
-            raise ValidationError("a JSON body is required")
-        return None
-    data = (
-        base64.b64decode(raw)
-        if app.current_event.raw_event.get("isBase64Encoded")
-        else str(raw).encode()
-    )
-    if len(data) > MAX_BODY_BYTES:
-        raise ValidationError(f"the body is larger than {MAX_BODY_BYTES} bytes", code="too_large")
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationError("the body is not valid JSON", code="malformed_json") from exc
-    except RecursionError as exc:  # a body nested thousands deep: not one of ours
-        raise ValidationError("the body is nested too deeply", code="malformed_json") from exc
+    return body_of(app.current_event.raw_event, required=required)
 
 
 def _header(name: str) -> str | None:
-    headers = app.current_event.raw_event.get("headers") or {}
-    for key, value in headers.items():
-        if key.lower() == name.lower():
-            return str(value)
-    return None
+    return header_of(app.current_event.raw_event, name)
 
 
 def _query(name: str) -> str | None:
-    return (app.current_event.raw_event.get("queryStringParameters") or {}).get(name)
+    return query_of(app.current_event.raw_event, name)
 
 
 @cache
@@ -179,7 +147,7 @@ def bookmarks() -> BookmarkService:
 @cache
 def ops() -> OpsService:
     rt = runtime()
-    return OpsService(rt.stores, rt.queue, rt.clock, rt.telemetry)
+    return OpsService(rt.stores, rt.queue, rt.clock, rt.telemetry, rt.kinds)
 
 
 # ------------------------------------------------------------------------- routes
@@ -334,8 +302,16 @@ def ops_resolve(job_id: str) -> Response:
     return _json(200, ops().resolve(job_id, who, json_body()))
 
 
+@cache
+def mounted() -> APIGatewayHttpResolver:
+    """The API with every configured application's routes (once per cold start)."""
+    for routes in runtime().loaded.routes:
+        app.include_router(routes)
+    return app
+
+
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     trim_log_context(logger)
-    return app.resolve(event, context)
+    return mounted().resolve(event, context)

@@ -52,6 +52,8 @@ class Settings:
     max_step_seconds: int
     visibility_timeout_seconds: int
     metrics_namespace: str
+    kinds: str = ""
+    """LEASEHOLD_KINDS: the modules whose kinds (and routes) this function loads."""
     title_fetcher: str = "live"
     """TITLE_FETCHER: `live` (deployed) or `fixture` (local stack: no network)."""
     enrichment_provider_url: str = ""
@@ -130,6 +132,7 @@ class Settings:
             max_step_seconds=_int(env, "MAX_STEP_SECONDS"),
             visibility_timeout_seconds=_int(env, "VISIBILITY_TIMEOUT_SECONDS"),
             metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
+            kinds=_required(env, "LEASEHOLD_KINDS"),
             title_fetcher=_required(env, "TITLE_FETCHER"),
             enrichment_provider_url=_optional(env, "ENRICHMENT_PROVIDER_URL"),
             enrichment_provider_capability=_required(env, "ENRICHMENT_PROVIDER_CAPABILITY"),
@@ -151,6 +154,7 @@ def safety_margin_seconds(lease_seconds: int) -> int:
 
 
 ENV_VARIABLES = (
+    "LEASEHOLD_KINDS",
     "TABLE_NAME",
     "QUEUE_URL",
     "DLQ_URL",

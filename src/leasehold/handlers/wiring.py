@@ -17,7 +17,9 @@ from botocore.config import Config
 
 from leasehold.domain.clock import SystemClock
 from leasehold.handlers.settings import Settings, safety_margin_seconds
-from leasehold.kinds import JobKind, KindConfig, registry
+from leasehold.kinds import KindConfig, registry
+from leasehold.sdk.loading import Loaded, load_kinds
+from leasehold.service.kinds import JobKind
 from leasehold.store import Stores, Table
 from leasehold.store.queue import WakeupQueue
 
@@ -48,6 +50,7 @@ class Runtime:
     clock: SystemClock
     telemetry: MetricsTelemetry
     kinds: dict[str, JobKind]
+    loaded: Loaded
 
 
 @cache
@@ -63,6 +66,9 @@ def runtime() -> Runtime:
         plan = FaultPlan.parse(settings.faults)
         install_faults(dynamodb, plan)
         install_faults(sqs, plan)
+    loaded = load_kinds(settings.kinds, max_step_seconds=settings.max_step_seconds)
+    kinds: dict[str, JobKind] = dict(legacy_kinds(settings))
+    kinds.update(loaded.kinds)
     return Runtime(
         settings=settings,
         stores=Stores.over(
@@ -73,22 +79,26 @@ def runtime() -> Runtime:
         queue=WakeupQueue(sqs, settings.queue_url, settings.dlq_url),
         clock=SystemClock(),
         telemetry=MetricsTelemetry(),
-        kinds=registry(
-            KindConfig(
-                max_step_ms=settings.max_step_seconds * 1000,
-                title_fetcher=settings.title_fetcher,
-                enrichment_provider_url=settings.enrichment_provider_url,
-                enrichment_provider_capability=settings.enrichment_provider_capability,
-                local_providers=json.loads(settings.local_providers)
-                if settings.local_providers
-                else None,
-                documents=_documents(settings.documents_bucket),
-                hosted_planner=_hosted_planner(settings),
-                agent_safety_margin_ms=min(
-                    2_000, safety_margin_seconds(settings.lease_seconds) * 1000
-                ),
-            )
-        ),
+        kinds=kinds,
+        loaded=loaded,
+    )
+
+
+def legacy_kinds(settings: Settings) -> dict[str, JobKind]:
+    """The kinds not yet moved onto the public SDK (built from the engine's settings)."""
+    return registry(
+        KindConfig(
+            max_step_ms=settings.max_step_seconds * 1000,
+            title_fetcher=settings.title_fetcher,
+            enrichment_provider_url=settings.enrichment_provider_url,
+            enrichment_provider_capability=settings.enrichment_provider_capability,
+            local_providers=json.loads(settings.local_providers)
+            if settings.local_providers
+            else None,
+            documents=_documents(settings.documents_bucket),
+            hosted_planner=_hosted_planner(settings),
+            agent_safety_margin_ms=min(2_000, safety_margin_seconds(settings.lease_seconds) * 1000),
+        )
     )
 
 

@@ -8,62 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.errors import ValidationError
+from leasehold.service.kinds import JobKind, StepPlan
 
 if TYPE_CHECKING:
     from leasehold.agent.planner import Planner
     from leasehold.domain.errors import RelatedItemChangedError
     from leasehold.domain.job import Checkpoint, Job, Owner
-    from leasehold.domain.states import JobState, StopReason
+    from leasehold.domain.states import JobState
     from leasehold.store.documents import DocumentReader
-
-
-@dataclass(frozen=True)
-class StepPlan:
-    """What the worker must know about a step before it starts it."""
-
-    name: str
-    cost: int
-    duration_ms: int
-    needs_approval: bool
-    has_effect: bool
-
-
-class JobKind(Protocol):
-    name: str
-    max_payload_bytes: int
-    """The largest payload (UTF-8 JSON) this kind accepts (arch §3.8: 16 KiB by default)."""
-    submittable: bool
-    """Whether callers may submit it with POST /jobs (the reading list's kinds are made by the
-    bookmarks API, never submitted directly)."""
-
-    def validate(self, payload: dict[str, Any]) -> None:
-        """Raise ValidationError for a payload that can never run."""
-
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
-        """What the API calls at accept: `validate`, plus any rule that depends on who submits
-        (doc_prep: a document key must be in the caller's tenant)."""
-
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
-        """The steps of a job, known up front (≤ 20, arch §3.8)."""
-
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, tick: Any) -> Any:
-        """Run step `index` on try `attempt`; `tick()` heartbeats and says whether to stop."""
-
-    def result(self, job: Job, checkpoint: Checkpoint) -> Any:
-        """The job's visible result once every step ran."""
-
-    def outcome_writes(
-        self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[dict[str, Any]]:
-        """Transaction items that must commit with this outcome, or not at all."""
-
-    def when_related_changed(
-        self, job: Job, changed: RelatedItemChangedError
-    ) -> tuple[StopReason, dict[str, str]]:
-        """How the job ends (`cancelled` with this reason) when an outcome write's item moved."""
 
 
 class KindBase:
@@ -72,6 +27,14 @@ class KindBase:
     name = "base"
     submittable = True
     max_payload_bytes = 16 * 1024
+    default_max_attempts: int | None = None
+    operators_see_payload = False
+
+    def view_fields(self, job: Job) -> dict[str, Any]:
+        return {}
+
+    def related(self, job: Job) -> dict[str, Any]:
+        return {}
 
     def validate(self, payload: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -93,7 +56,7 @@ class KindBase:
 
     def when_related_changed(
         self, job: Job, changed: RelatedItemChangedError
-    ) -> tuple[StopReason, dict[str, str]]:
+    ) -> tuple[str, dict[str, str]]:
         raise changed  # a kind with no outcome writes never meets one
 
 
@@ -103,6 +66,10 @@ class BookmarkKindBase(KindBase):
 
     submittable = False
     noun = "a bookmark job"
+    operators_see_payload = True
+
+    def related(self, job: Job) -> dict[str, Any]:
+        return {"bookmark_id": job.payload.get("bookmark_id")}
 
     def validate(self, payload: dict[str, Any]) -> None:
         if not isinstance(payload.get("bookmark_id"), str) or not isinstance(
@@ -138,12 +105,10 @@ class KindConfig:
 def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
     from leasehold.kinds.doc_prep import DocPrepKind
     from leasehold.kinds.enrich import EnrichKind
-    from leasehold.kinds.synthetic import SyntheticKind
     from leasehold.kinds.title import TitleKind
 
     config = config or KindConfig()
     kinds: list[JobKind] = [
-        SyntheticKind(max_step_ms=config.max_step_ms),
         TitleKind(config.title_fetcher, slow_seconds=config.fixture_slow_seconds),
         EnrichKind(
             config.enrichment_provider_url,
@@ -157,3 +122,6 @@ def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
         ),
     ]
     return {kind.name: kind for kind in kinds}
+
+
+__all__ = ["JobKind", "KindBase", "KindConfig", "StepPlan", "registry"]

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from leasehold.agent.guard import AllowedTool
     from leasehold.agent.planner import Planner, Proposal
     from leasehold.domain.job import Checkpoint, Job, Owner
-    from leasehold.service.steps import StepContext
+    from leasehold.service.steps import StepRuntime as StepContext
     from leasehold.store.documents import DocumentReader
 
 logger = Logger(service="leasehold", child=True)
@@ -108,6 +108,21 @@ class DocPrepKind(KindBase):
         bound = TOOLS_BOUND_MS + STEP_MARGIN_MS + PROPOSALS_PER_JOB * delay
         return [StepPlan("agent", cost=0, duration_ms=bound, needs_approval=False,
                          has_effect=False)]  # fmt: skip
+
+    def view_fields(self, job: Job) -> dict[str, Any]:
+        """The agent's progress (arch §7): the tools finished, the tool steps started in the
+        job's life (≤ 3) and the tool begun and not finished — names and counters only, never a
+        field value (those are in the result, once it succeeds)."""
+        state = job.kind_state
+        if not state:
+            return {}
+        return {
+            "agent": {
+                "tools_run": list(state.get("tools_run") or []),
+                "steps_started": state.get("steps_started", 0),
+                "tool_in_flight": state.get("tool_in_flight"),
+            }
+        }
 
     # ------------------------------------------------------------------ run (the worker)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from leasehold.domain.clock import Clock
@@ -11,7 +11,7 @@ from leasehold.domain.errors import StoreUnavailableError, ValidationError
 from leasehold.domain.ids import IdFactory
 from leasehold.domain.job import Owner, new_job, parse_job_request
 from leasehold.domain.states import JobState
-from leasehold.kinds import JobKind
+from leasehold.service.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view
 from leasehold.store import Stores
@@ -55,6 +55,8 @@ class JobService:
         limits = {name: kind.max_payload_bytes for name, kind in self._kinds.items()}
         spec = parse_job_request(body, submittable, self._default_max_attempts, limits)
         kind = self._kinds[spec.kind]
+        if kind.default_max_attempts and "max_attempts" not in body:
+            spec = replace(spec, max_attempts=kind.default_max_attempts)
         kind.validate_for(spec.payload, owner)
         job_id = derived_id("j", owner, idempotency_key) if idempotency_key else self._new_id()
         job = new_job(
@@ -89,7 +91,7 @@ class JobService:
         return Accepted(job_id=outcome.job_id, created=False, state=state)
 
     def view(self, owner: Owner, job_id: str) -> dict[str, Any]:
-        return job_view(self._stores.jobs.get_owned(owner, job_id))
+        return job_view(self._stores.jobs.get_owned(owner, job_id), self._kinds)
 
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
@@ -99,14 +101,14 @@ class JobService:
         jobs, next_cursor = self._stores.jobs.list_for_owner(
             owner, state=parsed_state, limit=parsed_limit, cursor=cursor
         )
-        return {"jobs": [job_view(job) for job in jobs], "next_cursor": next_cursor}
+        return {"jobs": [job_view(job, self._kinds) for job in jobs], "next_cursor": next_cursor}
 
     def cancel(self, owner: Owner, job_id: str) -> dict[str, Any]:
         job = self._stores.controls.cancel(owner, job_id, now=self._clock.now_ms())
         self._telemetry.count(
             "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
         )
-        return job_view(job)
+        return job_view(job, self._kinds)
 
     def decide_approval(self, owner: Owner, job_id: str, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) - {"decision", "version"}:
@@ -125,7 +127,7 @@ class JobService:
             owner, job_id, version=version, approve=decision == "approve", now=self._clock.now_ms()
         )
         self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
-        return job_view(job)
+        return job_view(job, self._kinds)
 
 
 def check_idempotency_key(key: str | None) -> None:

@@ -12,7 +12,7 @@ from leasehold.domain.job import Owner
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.jobs import parse_limit, parse_state_filter
 from leasehold.service.telemetry import Telemetry
-from leasehold.service.view import job_view, operator_view, ops_row
+from leasehold.service.view import Kinds, job_view, operator_view, ops_row
 from leasehold.store import Stores
 from leasehold.store.queue import WakeupQueue
 
@@ -44,8 +44,14 @@ def _oldest(job: Any, now: int) -> dict[str, Any]:
 
 class OpsService:
     def __init__(
-        self, stores: Stores, queue: WakeupQueue, clock: Clock, telemetry: Telemetry
+        self,
+        stores: Stores,
+        queue: WakeupQueue,
+        clock: Clock,
+        telemetry: Telemetry,
+        kinds: Kinds = None,
     ) -> None:
+        self._kinds = kinds
         self._stores = stores
         self._store = stores.jobs
         self._queue = queue
@@ -102,14 +108,17 @@ class OpsService:
             parsed, limit=parse_limit(limit, 50), cursor=cursor
         )
         now = self._clock.now_ms()
-        return {"jobs": [ops_row(job, now) for job in jobs], "next_cursor": next_cursor}
+        return {
+            "jobs": [ops_row(job, now, self._kinds) for job in jobs],
+            "next_cursor": next_cursor,
+        }
 
     def show(self, job_id: str) -> dict[str, Any]:
         """One job, whole (operators see every tenant's)."""
         job = self._store.get(job_id)
         if job is None:
             raise JobNotFoundError(f"no job {job_id}")
-        return operator_view(job, self._clock.now_ms())
+        return operator_view(job, self._clock.now_ms(), self._kinds)
 
     def replay(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
         """Body optional: `{"note"?, "checked_provider"?}`; an `unknown` job needs both."""
@@ -137,7 +146,7 @@ class OpsService:
                 "checked_provider": checked,
             },
         )
-        return job_view(job)
+        return job_view(job, self._kinds)
 
     def resolve(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
         """Body `{"outcome": "succeeded"|"failed", "note", "receipt"?}`."""
@@ -169,4 +178,4 @@ class OpsService:
                 "receipt": receipt,
             },
         )
-        return job_view(job)
+        return job_view(job, self._kinds)

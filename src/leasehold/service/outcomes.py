@@ -14,7 +14,7 @@ from leasehold.domain.errors import RelatedItemChangedError
 from leasehold.domain.job import Job
 from leasehold.domain.policies import RetryPolicy
 from leasehold.domain.states import JobState, StopReason
-from leasehold.kinds import JobKind, StepPlan
+from leasehold.service.kinds import JobKind, StepPlan
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
@@ -130,7 +130,7 @@ class Outcomes:
         new URL): nothing was written; the job ends `cancelled` with the kind's reason."""
         reason, error = attempt.kind.when_related_changed(attempt.job, changed)
         logger.info(
-            "outcome refused by a related item", extra=attempt.log_keys | {"why": reason.value}
+            "outcome refused by a related item", extra=attempt.log_keys | {"why": str(reason)}
         )
         return self.stop(attempt, JobState.CANCELLED, reason, error, related=False)
 
@@ -138,7 +138,7 @@ class Outcomes:
         self,
         attempt: Attempt,
         target: JobState,
-        reason: StopReason,
+        reason: str,
         error: dict[str, str] | None,
         *,
         related: bool = True,
@@ -154,14 +154,14 @@ class Outcomes:
                 checkpoint=attempt.checkpoint,
                 error=error,
                 stop_reason=reason,
-                history=self._ended(attempt, "stopped", target, reason.value, note),
+                history=self._ended(attempt, "stopped", target, str(reason), note),
                 also=also,
             )
         except RelatedItemChangedError as changed:
             return self._related_changed(attempt, changed)
         self._telemetry.count(_METRIC.get(target, "JobsStopped"))
         logger.info(
-            "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": reason.value}
+            "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": str(reason)}
         )
         return self._result(target.value)
 
@@ -299,7 +299,7 @@ class Outcomes:
                     now=now,
                     stop_reason=why,
                     error=why_error,
-                    history=ended("lease_expired", JobState.CANCELLED, why.value),
+                    history=ended("lease_expired", JobState.CANCELLED, str(why)),
                 )
             self._telemetry.count("JobsDead")
         elif reason == "rescue":

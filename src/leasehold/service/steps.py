@@ -96,7 +96,11 @@ class OperationLedger:
         self._settle(operation_id, "released", {"error": {"code": "not_sent", "message": why}})
 
 
-class StepContext:
+class StepRuntime:
+    """The engine's side of one running step: what `leasehold.StepContext` (the public view)
+    reads and asks. Calling it is the heartbeat tick (True: go on; False: stop now — the lease
+    is gone or a cancel came)."""
+
     def __init__(
         self,
         attempt: Attempt,
@@ -105,6 +109,10 @@ class StepContext:
         clock: Clock,
         telemetry: Telemetry,
         save: Callable[[Job, dict[str, Any]], Job] | None = None,
+        *,
+        step_index: int = 0,
+        step_try: int = 1,
+        safety_margin_ms: int = 0,
     ) -> None:
         self._attempt = attempt
         self._tick = tick
@@ -112,13 +120,29 @@ class StepContext:
         self.ledger = ledger
         self._clock = clock
         self._telemetry = telemetry
+        self.step_index = step_index
+        self.step_try = step_try
+        self._margin = safety_margin_ms
 
     def __call__(self) -> bool:
+        return self._tick()
+
+    def tick(self) -> bool:
         return self._tick()
 
     @property
     def job(self) -> Job:
         return self._attempt.job
+
+    @property
+    def step_name(self) -> str:
+        plan = self._attempt.plan
+        return plan[self.step_index].name if self.step_index < len(plan) else ""
+
+    def outputs_by_name(self) -> dict[str, Any]:
+        names = [step.name for step in self._attempt.plan]
+        outputs = self._attempt.checkpoint.outputs
+        return {names[i]: output for i, output in enumerate(outputs) if i < len(names)}
 
     @property
     def log_keys(self) -> dict[str, Any]:
@@ -142,6 +166,15 @@ class StepContext:
     def deadline_at(self) -> int:
         return self._attempt.job.deadline_at
 
-    def remaining_ms(self) -> int | None:
+    def invocation_remaining_ms(self) -> int | None:
         """What is left of the invocation (None when the caller set no limit)."""
         return self._attempt.remaining_ms() if self._attempt.remaining_ms else None
+
+    def remaining_ms(self) -> int:
+        """The least of the lease, the deadline and the invocation, less the safety margin."""
+        now = self._clock.now_ms()
+        left = [self.lease_expires_at() - now, self.deadline_at() - now]
+        invocation = self.invocation_remaining_ms()
+        if invocation is not None:
+            left.append(invocation)
+        return max(0, min(left) - self._margin)

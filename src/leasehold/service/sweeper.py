@@ -13,7 +13,7 @@ from leasehold.domain.clock import Clock
 from leasehold.domain.errors import StaleEpochError, StoreUnavailableError
 from leasehold.domain.policies import RetryPolicy
 from leasehold.domain.states import JobState
-from leasehold.kinds import JobKind
+from leasehold.service.kinds import JobKind
 from leasehold.service.outcomes import Outcomes
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.clock import iso
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
 from leasehold.store.history import expand
 
-BOOKMARK_KINDS = frozenset({"title", "enrich"})
+if TYPE_CHECKING:
+    from leasehold.service.kinds import JobKind
+
+Kinds = Mapping[str, "JobKind"] | None
+"""The registered kinds: a kind may add fields to its jobs' views (doc_prep's `agent`), say
+what a job belongs to (the reading list's `bookmark_id`) and let operators see the payload."""
+
+
+def _extras(job: Job, kinds: Kinds) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    kind = (kinds or {}).get(job.kind)
+    if kind is None:
+        return {}, {}, False
+    return kind.view_fields(job), kind.related(job), kind.operators_see_payload
 
 
 def history_view(job: Job) -> list[dict[str, Any]]:
@@ -45,21 +58,7 @@ def effect_view(job: Job) -> dict[str, Any] | None:
     }
 
 
-def agent_view(job: Job) -> dict[str, Any] | None:
-    """A doc_prep job's agent progress (arch §7): the tools finished, the tool steps started
-    in the job's life (≤ 3) and the tool begun and not finished — names and counters only, never
-    a field value (those are in the result, once it succeeds)."""
-    if job.kind != "doc_prep" or not job.kind_state:
-        return None
-    state = job.kind_state
-    return {
-        "tools_run": list(state.get("tools_run") or []),
-        "steps_started": state.get("steps_started", 0),
-        "tool_in_flight": state.get("tool_in_flight"),
-    }
-
-
-def job_view(job: Job) -> dict[str, Any]:
+def job_view(job: Job, kinds: Kinds = None) -> dict[str, Any]:
     view: dict[str, Any] = {
         "job_id": job.job_id,
         "kind": job.kind,
@@ -95,9 +94,8 @@ def job_view(job: Job) -> dict[str, Any]:
     if effect:
         # An external effect is in progress: said plainly, so nobody mistakes it for done.
         view["effect"] = effect
-    agent = agent_view(job)
-    if agent:
-        view["agent"] = agent
+    fields, _, _ = _extras(job, kinds)
+    view.update({name: value for name, value in fields.items() if value is not None})
     if job.state is JobState.SUCCEEDED and job.result is not None:
         view["result"] = job.result
     if job.error:
@@ -109,8 +107,10 @@ def job_view(job: Job) -> dict[str, Any]:
     return view
 
 
-def ops_row(job: Job, now: int) -> dict[str, Any]:
-    """What an operator needs to decide about one job."""
+def ops_row(job: Job, now: int, kinds: Kinds = None) -> dict[str, Any]:
+    """What an operator needs to decide about one job (API v1 keeps `agent` and `bookmark_id`
+    as named fields, filled from the kind's view and related hooks)."""
+    fields, related, _ = _extras(job, kinds)
     return {
         "job_id": job.job_id,
         "kind": job.kind,
@@ -127,12 +127,12 @@ def ops_row(job: Job, now: int) -> dict[str, Any]:
         "lease_owner": job.lease_owner,
         "lease_expires_at": iso(job.lease_expires_at),
         "effect": effect_view(job),
-        "agent": agent_view(job),
+        "agent": fields.get("agent"),
         "operations": operations_view(job),
         "replays": job.replays,
         "history": history_view(job),
         # The reading list's jobs name their bookmark, so a dead title job leads to it
-        "bookmark_id": job.payload.get("bookmark_id") if job.kind in BOOKMARK_KINDS else None,
+        "bookmark_id": related.get("bookmark_id"),
     }
 
 
@@ -153,10 +153,11 @@ def lease_view(job: Job) -> dict[str, Any] | None:
     return lease
 
 
-def operator_view(job: Job, now: int) -> dict[str, Any]:
+def operator_view(job: Job, now: int, kinds: Kinds = None) -> dict[str, Any]:
     """One job, whole, for an operator: the caller's view, whose it is, every attempt's end and
     every operator act (history), the operation ledger, the lease holder."""
-    view = job_view(job)
+    view = job_view(job, kinds)
+    _, related, show_payload = _extras(job, kinds)
     view.update(
         {
             "tenant": job.owner.tenant,
@@ -167,9 +168,8 @@ def operator_view(job: Job, now: int) -> dict[str, Any]:
             "operations": operations_view(job),
             "lease": lease_view(job),
             "last_dispatch_at": iso(job.last_dispatch_at),
-            "payload": job.payload if job.kind in BOOKMARK_KINDS else None,
+            "payload": job.payload if show_payload else None,
         }
     )
-    if job.kind in BOOKMARK_KINDS:
-        view["bookmark_id"] = job.payload.get("bookmark_id")
+    view.update(related)
     return view

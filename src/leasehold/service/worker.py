@@ -37,9 +37,9 @@ from leasehold.domain.errors import (
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.policies import MAX_RESULT_BYTES, LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState, StopReason
-from leasehold.kinds import JobKind, StepPlan
+from leasehold.service.kinds import JobKind, StepPlan
 from leasehold.service.outcomes import Outcomes, effect_uncertain_error
-from leasehold.service.steps import OperationLedger, StepContext
+from leasehold.service.steps import OperationLedger, StepRuntime
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.leases import ClaimRejection, reconcilable
@@ -329,7 +329,7 @@ class WorkerService:
                 "effect intent recorded", extra=attempt.log_keys | {"operation_id": operation_id}
             )
         try_number = attempt.checkpoint.step_failures + 1
-        context = StepContext(
+        context = StepRuntime(
             attempt,
             lambda: self._tick(attempt),
             OperationLedger(attempt, self._ledger, self._clock, self._telemetry),
@@ -338,6 +338,9 @@ class WorkerService:
             save=lambda job, state: self._leases.save_progress(
                 job, state, now=self._clock.now_ms(), lease_ms=self._settings.lease.lease_ms
             ),
+            step_index=index,
+            step_try=try_number,
+            safety_margin_ms=self._margin(),
         )
         try:
             return kind.run_step(attempt.job.payload, index, try_number, context)
@@ -360,7 +363,7 @@ class WorkerService:
             return self._outcomes.stop(
                 attempt,
                 JobState(stop.state),
-                StopReason(stop.reason),
+                str(stop.reason),
                 {"code": stop.error_code, "message": str(stop)[:500], **_flat(stop.record)},
                 note=_history_note(stop.record),
             )

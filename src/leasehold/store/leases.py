@@ -16,7 +16,7 @@ from leasehold.domain.errors import (
     StoreUnavailableError,
 )
 from leasehold.domain.job import Checkpoint, Job, Owner
-from leasehold.domain.states import JobState, StopReason, is_terminal
+from leasehold.domain.states import JobState, is_terminal
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     fenced,
@@ -223,7 +223,7 @@ class LeaseStore:
         history: dict[str, Any],
         result: Any = None,
         error: dict[str, str] | None = None,
-        stop_reason: StopReason | None = None,
+        stop_reason: str | None = None,
         retry_at: int | None = None,
         approval: dict[str, Any] | None = None,
         settle_effect: bool = False,
@@ -254,7 +254,7 @@ class LeaseStore:
         if error is not None:
             expr.set("error", error)
         if stop_reason is not None:
-            expr.set("stop_reason", stop_reason.value)
+            expr.set("stop_reason", str(stop_reason))
         extra: list[dict[str, Any]] = list(also or [])
         first_related = 1
         if target is JobState.QUEUED:

@@ -28,7 +28,7 @@ class UpkeepStore:
         *,
         now: int,
         history: dict[str, Any],
-        stop_reason: StopReason | None = None,
+        stop_reason: str | None = None,
         error: dict[str, str] | None = None,
         also: list[dict[str, Any]] | None = None,
     ) -> None:
@@ -47,7 +47,7 @@ class UpkeepStore:
         keep_for_operators(expr, target, now)
         set_history(expr, job, history)
         if stop_reason is not None:
-            expr.set("stop_reason", stop_reason.value)
+            expr.set("stop_reason", str(stop_reason))
         if error is not None:
             expr.set("error", error)
         extra: list[dict[str, Any]] = []

@@ -1,0 +1,1 @@
+"""The kinds SDK behind the public names of `leasehold` (private: import from `leasehold`)."""

@@ -1,0 +1,265 @@
+"""What a running step sees: `StepContext` and its `Operation` (the ledger entry of an effect
+step). Both are thin, typed views over the worker's own attempt: every write they make (a
+heartbeat, progress, an operation) is fenced by the job's epoch and lease like any worker write,
+so a worker that lost its lease can neither save progress nor open or settle an operation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from leasehold.domain.job import Owner
+
+if TYPE_CHECKING:
+    from leasehold.domain.job import Job
+    from leasehold.service.steps import StepRuntime
+
+_logger = Logger(service="leasehold", child=True)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A read-only picture of a job, handed to a kind's hooks (result, outcome writes, view)."""
+
+    job_id: str
+    kind: str
+    owner: Owner
+    payload: Mapping[str, Any]
+    attempts: int
+    epoch: int
+    progress: Mapping[str, Any] | None
+    """What the kind last saved with `StepContext.save_progress` (None before any save)."""
+
+    @staticmethod
+    def of(job: Job) -> JobInfo:
+        return JobInfo(
+            job_id=job.job_id,
+            kind=job.kind,
+            owner=job.owner,
+            payload=job.payload,
+            attempts=job.attempts,
+            epoch=job.epoch,
+            progress=job.kind_state,
+        )
+
+
+class StepLogger:
+    """A logger bound to the job: every line carries `job_id`, `epoch`, `attempt`, the step and,
+    in an effect step, `operation_id`. Extra keyword arguments become fields of the line."""
+
+    def __init__(self, keys: Mapping[str, Any]) -> None:
+        self._keys = dict(keys)
+
+    @property
+    def keys(self) -> Mapping[str, Any]:
+        """The fields every line of this logger carries."""
+        return dict(self._keys)
+
+    def debug(self, message: str, **fields: Any) -> None:
+        """Log at DEBUG with the job's fields."""
+        _logger.debug(message, extra=self._keys | fields)
+
+    def info(self, message: str, **fields: Any) -> None:
+        """Log at INFO with the job's fields."""
+        _logger.info(message, extra=self._keys | fields)
+
+    def warning(self, message: str, **fields: Any) -> None:
+        """Log at WARNING with the job's fields."""
+        _logger.warning(message, extra=self._keys | fields)
+
+    def error(self, message: str, **fields: Any) -> None:
+        """Log at ERROR with the job's fields (no traceback: a job's error is data, not a bug)."""
+        _logger.error(message, extra=self._keys | fields)
+
+
+class Operation:
+    """The operation-ledger entry of one effect step (a charge, an e-mail, a provider call).
+
+    Its `operation_id` and `key` are stable across attempts, workers and operator replays of the
+    same work (`<job id>:<step index>`), so pass `key` to the provider as its idempotency key.
+    The engine opens the entry (`submitted`) before your step function runs and confirms it with
+    the step's return value after it returns; `recovering` is True when an earlier try opened it
+    and never learnt the answer (a crash, a lost response): ask the provider first (status
+    lookup) or send again with the same key (idempotent key)."""
+
+    def __init__(
+        self,
+        runtime: StepRuntime,
+        operation_id: str,
+        provider: str,
+        capability: str,
+        *,
+        recovering: bool = False,
+    ) -> None:
+        self._runtime = runtime
+        self.operation_id = operation_id
+        """The ledger's id for this operation: `<job id>:<step index>`."""
+        self.provider = provider
+        """The provider's name, as declared on the step's `Effect`."""
+        self.capability = capability
+        """How its outcome can be learnt after a lost answer (`Effect.capability`)."""
+        self._recovering = recovering
+
+    @property
+    def key(self) -> str:
+        """The idempotency key to send to the provider (the operation id)."""
+        return self.operation_id
+
+    @property
+    def state(self) -> str:
+        """`new` (not opened yet), `submitted`, `confirmed`, `failed` or `released`."""
+        entry = self._runtime.ledger.get(self.operation_id)
+        return str(entry["state"]) if entry else "new"
+
+    @property
+    def receipt(self) -> Mapping[str, Any] | None:
+        """The provider's receipt once `confirmed`."""
+        entry = self._runtime.ledger.get(self.operation_id) or {}
+        receipt = entry.get("receipt")
+        return receipt if isinstance(receipt, dict) else None
+
+    @property
+    def recovering(self) -> bool:
+        """An earlier try opened this operation and its outcome was never recorded."""
+        return self._recovering
+
+    def open(self, request: Any = None) -> None:
+        """Record the intent (`submitted`) before the provider is called. The engine does it for
+        you before the step runs; call it yourself only after `release`."""
+        body = json.dumps(request, sort_keys=True, default=str)
+        self._runtime.ledger.submit(
+            self.operation_id,
+            provider=self.provider,
+            key=self.key,
+            fingerprint=hashlib.sha256(body.encode()).hexdigest()[:32],
+            capability=self.capability,
+            step=self._runtime.step_index,
+        )
+
+    def confirm(self, receipt: Mapping[str, Any], *, reconciled: bool = False) -> None:
+        """The provider did it: `confirmed` with its receipt (`reconciled` when the answer came
+        from asking afterwards rather than from the call itself)."""
+        self._runtime.ledger.confirm(self.operation_id, dict(receipt), reconciled=reconciled)
+
+    def fail(self, code: str, message: str) -> None:
+        """The provider refused it and charged nothing: `failed`."""
+        self._runtime.ledger.fail(self.operation_id, {"code": code, "message": message[:500]})
+
+    def release(self, why: str) -> None:
+        """Nothing reached the provider (the connection never opened): the next try calls again
+        with the same key."""
+        self._runtime.ledger.release(self.operation_id, why)
+
+
+class StepContext:
+    """Everything a step may know and ask while it runs. Made by the engine for each step; a
+    step never builds one (tests use `leasehold.testing`)."""
+
+    def __init__(self, runtime: StepRuntime, operation: Operation | None = None) -> None:
+        self._runtime = runtime
+        self._operation = operation
+        keys = dict(runtime.log_keys) | {"step": runtime.step_name}
+        if operation is not None:
+            keys["operation_id"] = operation.operation_id
+        self._log = StepLogger(keys)
+
+    # ----------------------------------------------------------------- who and where
+
+    @property
+    def job_id(self) -> str:
+        """The job's id (stable across attempts and replays)."""
+        return self._runtime.job.job_id
+
+    @property
+    def kind(self) -> str:
+        """The job's kind name."""
+        return self._runtime.job.kind
+
+    @property
+    def owner(self) -> Owner:
+        """Who submitted the job (tenant and user), from the authorizer's claims at accept."""
+        return self._runtime.job.owner
+
+    @property
+    def attempt(self) -> int:
+        """The job's attempt number, 1 on its first claim (a retry, or a claim after a crash,
+        adds one)."""
+        return self._runtime.job.attempts
+
+    @property
+    def step_try(self) -> int:
+        """How many times this step has been tried, this one included (1 on the first try)."""
+        return self._runtime.step_try
+
+    @property
+    def epoch(self) -> int:
+        """The fencing token of this claim: every write of this attempt is conditional on it."""
+        return self._runtime.job.epoch
+
+    @property
+    def step(self) -> str:
+        """The running step's name."""
+        return self._runtime.step_name
+
+    @property
+    def step_index(self) -> int:
+        """The running step's position, from 0."""
+        return self._runtime.step_index
+
+    @property
+    def outputs(self) -> Mapping[str, Any]:
+        """The outputs of the steps finished before this one, by step name (read from the
+        checkpoint: a resumed job sees them without running those steps again)."""
+        return self._runtime.outputs_by_name()
+
+    @property
+    def logger(self) -> StepLogger:
+        """A logger bound to the job, attempt, epoch, step and operation ids."""
+        return self._log
+
+    @property
+    def operation(self) -> Operation:
+        """This effect step's ledger entry. Only effect steps (`effect=` on the step) have one;
+        asking in another step is a programming error."""
+        if self._operation is None:
+            raise RuntimeError(f"step '{self.step}' declares no effect: it has no operation")
+        return self._operation
+
+    # ----------------------------------------------------------------- time
+
+    def now_ms(self) -> int:
+        """The engine's clock (epoch milliseconds): controlled in `leasehold.testing`."""
+        return self._runtime.now_ms()
+
+    def remaining_ms(self) -> int:
+        """How long this step may still run: the least of what is left of the lease, of the
+        invocation (on Lambda) and of the job's deadline, less the engine's safety margin. A long
+        step checks it (or `heartbeat()`) between pieces of work."""
+        return self._runtime.remaining_ms()
+
+    def heartbeat(self) -> bool:
+        """Tell the engine the step is alive (the lease is renewed when due). Returns False when
+        the step must stop now: its lease is gone or a cancel was requested. Stop by raising
+        `StepInterruptedError` (or returning nothing more); the engine decides what the job
+        becomes."""
+        return self._runtime.tick()
+
+    # ----------------------------------------------------------------- progress
+
+    @property
+    def progress(self) -> Mapping[str, Any] | None:
+        """What this job last saved with `save_progress` (None before the first save)."""
+        return self._runtime.progress
+
+    def save_progress(self, state: Mapping[str, Any]) -> None:
+        """Save a small JSON document under the fence, within a step: a crash resumes the step
+        with `progress` set to it. Keep it small (it is stored on the job item)."""
+        self._runtime.save_progress(dict(state))
+
+
+__all__ = ["JobInfo", "Operation", "StepContext", "StepLogger"]

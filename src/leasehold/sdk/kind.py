@@ -1,0 +1,490 @@
+"""`Kind`: a job kind a user owns. Declare it at module level, register steps with
+`@kind.step()`, and name the module in `LEASEHOLD_KINDS`; the engine finds it at cold start and
+runs its jobs with every guarantee it gives its own (fenced claims, checkpoints after each step,
+retries with backoff, budgets, approvals, the operation ledger for effects).
+
+    shout = Kind("shout", schema={"type": "object", "required": ["text"]})
+
+    @shout.step()
+    def upper(ctx: StepContext, payload: dict) -> dict:
+        return {"text": payload["text"].upper()}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from leasehold.domain.errors import FatalStepError, StepError, ValidationError
+from leasehold.domain.job import Owner
+from leasehold.domain.policies import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_PAYLOAD_BYTES,
+    MAX_STEPS,
+)
+from leasehold.sdk.context import JobInfo, Operation, StepContext
+from leasehold.sdk.errors import FatalError
+from leasehold.service.kinds import StepPlan
+
+if TYPE_CHECKING:
+    from leasehold.domain.errors import RelatedItemChangedError
+    from leasehold.domain.job import Checkpoint, Job
+    from leasehold.domain.states import JobState
+    from leasehold.service.steps import StepRuntime
+
+Capability = Literal["idempotent_key", "status_lookup", "none"]
+CAPABILITIES: tuple[str, ...] = ("idempotent_key", "status_lookup", "none")
+StepFunction = Callable[[StepContext, dict[str, Any]], Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+DEFAULT_STEP_TIMEOUT_SECONDS = 30.0
+
+
+class KindDefinitionError(ValueError):
+    """A kind declared wrongly (a bad name, a bad schema, two steps with one name…): raised
+    where it is declared, so the function stops at cold start with a message that names it."""
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What an effect step does outside leasehold, and what its provider can tell afterwards.
+
+    - `idempotent_key`: the provider deduplicates by key; after a lost answer the step runs
+      again and sends the same `ctx.operation.key` (at most one charge).
+    - `status_lookup`: the provider can be asked by key; after a lost answer the step runs
+      again with `ctx.operation.recovering` True and should ask before sending.
+    - `none`: nothing can be learnt; a lost answer makes the job `unknown` for an operator,
+      never an automatic retry."""
+
+    provider: str
+    capability: Capability = "none"
+
+    def __post_init__(self) -> None:
+        if self.capability not in CAPABILITIES:
+            raise KindDefinitionError(
+                f"Effect capability {self.capability!r} must be one of {', '.join(CAPABILITIES)}"
+            )
+        if not self.provider or len(self.provider) > 64:
+            raise KindDefinitionError("Effect provider must be a name of 1 to 64 characters")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a kind: its function and what the engine must know before starting it.
+
+    `cost` is charged to the job's budget before the step runs (a step that would pass
+    `max_cost` stops the job `failed` / `budget_exhausted` without running). `approval=True`
+    pauses the job in `waiting_approval` before the step, once. `timeout_seconds` is the
+    longest the step may run: the engine starts it only when that much lease and invocation
+    time is left (it must not exceed the deployment's `MaxStepSeconds`). `effect` marks an
+    external side effect: an `Effect` opens an operation-ledger entry around the step; `True`
+    records a bare intent (no provider to ask: a lost answer makes the job `unknown`)."""
+
+    name: str
+    run: StepFunction
+    cost: int = 0
+    approval: bool = False
+    timeout_seconds: float = DEFAULT_STEP_TIMEOUT_SECONDS
+    effect: Effect | bool | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not 1 <= len(self.name) <= 64:
+            raise KindDefinitionError(f"step name {self.name!r} must be 1 to 64 characters")
+        if isinstance(self.cost, bool) or not isinstance(self.cost, int) or self.cost < 0:
+            raise KindDefinitionError(f"step '{self.name}': cost must be an integer >= 0")
+        if not 0 <= float(self.timeout_seconds) <= 900:
+            raise KindDefinitionError(f"step '{self.name}': timeout_seconds must be 0 to 900")
+        if not callable(self.run):
+            raise KindDefinitionError(f"step '{self.name}': run must be callable")
+
+    def plan(self) -> StepPlan:
+        return StepPlan(
+            name=self.name,
+            cost=self.cost,
+            duration_ms=int(float(self.timeout_seconds) * 1000),
+            needs_approval=self.approval,
+            has_effect=self.effect is True,
+        )
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a kind's `result` hook sees once every step ran."""
+
+    job: JobInfo
+    outputs: Mapping[str, Any]
+    """Each step's output by step name."""
+    output_list: Sequence[Any]
+    """Each step's output in step order (for kinds whose step names may repeat)."""
+    cost_used: int
+    steps_completed: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a kind's `outcome_writes` hook sees: the state the job is about to take, with its
+    result (succeeded) or error (failed, dead)."""
+
+    job: JobInfo
+    state: str
+    """`succeeded`, `failed`, `dead` or `cancelled`."""
+    result: Any
+    error: Mapping[str, str] | None
+    now_ms: int
+
+
+@dataclass(frozen=True)
+class RelatedChange:
+    """An outcome write's condition failed: the item it wrote had moved on."""
+
+    job: JobInfo
+    index: int
+    """The write's position in the list `outcome_writes` returned."""
+    old_item: Mapping[str, Any] | None
+    """The item as it was (DynamoDB attribute-value form), None when it is gone."""
+
+
+@dataclass
+class _Hooks:
+    checks: list[Callable[[dict[str, Any], Owner], None]] = field(default_factory=list)
+    planner: Callable[[dict[str, Any]], Sequence[Step]] | None = None
+    result: Callable[[Finished], Any] | None = None
+    outcome_writes: Callable[[Outcome], list[dict[str, Any]]] | None = None
+    related_changed: Callable[[RelatedChange], tuple[str, str]] | None = None
+    view: Callable[[JobInfo], Mapping[str, Any]] | None = None
+    related: Callable[[JobInfo], Mapping[str, Any]] | None = None
+
+
+class Kind:
+    """A job kind: a name, an optional JSON Schema for its payload, and steps that run in order
+    with a checkpoint after each.
+
+    - `schema`: JSON Schema (draft-07) checked at `POST /jobs`; a payload that does not match is
+      a 400 naming the field.
+    - `max_attempts`: this kind's default (a request may still ask for 1–10).
+    - `submittable=False`: the kind is made only by an application's own routes (through
+      `job_writes`), never by `POST /jobs` (an unknown kind to callers).
+    - `max_payload_bytes`: the largest payload accepted (16 KiB by default).
+    - `operators_see_payload`: show the payload in the operator view (off: a payload is the
+      caller's content).
+
+    Unless a `result` hook says otherwise, the job's result is the last step's output."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        schema: Mapping[str, Any] | None = None,
+        max_attempts: int | None = None,
+        submittable: bool = True,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        operators_see_payload: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise KindDefinitionError(
+                f"kind name {name!r} must be 1 to 64 of a-z, 0-9 and _, starting with a letter"
+            )
+        self.name = name
+        if max_attempts is not None and not (
+            isinstance(max_attempts, int) and 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
+        ):
+            raise KindDefinitionError(
+                f"kind '{name}': max_attempts must be 1 to {MAX_ATTEMPTS_LIMIT}"
+            )
+        self.default_max_attempts = max_attempts
+        self.submittable = submittable
+        self.max_payload_bytes = max_payload_bytes
+        self.operators_see_payload = operators_see_payload
+        self.schema = dict(schema) if schema is not None else None
+        self._validate_schema = _compile_schema(name, self.schema)
+        self._steps: list[Step] = []
+        self._hooks = _Hooks()
+
+    def __repr__(self) -> str:
+        return f"Kind({self.name!r}, steps={[step.name for step in self._steps]})"
+
+    # ----------------------------------------------------------------- declaring
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The declared steps, in order (empty for a kind that plans its steps per payload)."""
+        return tuple(self._steps)
+
+    @property
+    def has_steps(self) -> bool:
+        """Whether the kind can run anything: declared steps or a planner."""
+        return bool(self._steps) or self._hooks.planner is not None
+
+    def step(
+        self,
+        name: str | None = None,
+        *,
+        cost: int = 0,
+        approval: bool = False,
+        timeout_seconds: float = DEFAULT_STEP_TIMEOUT_SECONDS,
+        effect: Effect | bool | None = None,
+    ) -> Callable[[F], F]:
+        """Register the decorated function `fn(ctx, payload) -> JSON` as the next step. Its
+        return value is saved in the checkpoint and read by later steps as
+        `ctx.outputs[name]` (the name defaults to the function's)."""
+
+        def register(fn: F) -> F:
+            step = Step(
+                name or fn.__name__,
+                fn,
+                cost=cost,
+                approval=approval,
+                timeout_seconds=timeout_seconds,
+                effect=effect,
+            )
+            if self._hooks.planner is not None:
+                raise KindDefinitionError(f"kind '{self.name}' plans its steps: no @step too")
+            if any(existing.name == step.name for existing in self._steps):
+                raise KindDefinitionError(f"kind '{self.name}' has two steps named '{step.name}'")
+            if len(self._steps) >= MAX_STEPS:
+                raise KindDefinitionError(f"kind '{self.name}' has more than {MAX_STEPS} steps")
+            self._steps.append(step)
+            return fn
+
+        return register
+
+    def planner(
+        self, fn: Callable[[dict[str, Any]], Sequence[Step]]
+    ) -> Callable[[dict[str, Any]], Sequence[Step]]:
+        """For a kind whose steps depend on the payload: `fn(payload)` returns the `Step`s
+        (1 to 20, the same list for the same payload every time it is called)."""
+        if self._steps:
+            raise KindDefinitionError(f"kind '{self.name}' declares steps: no planner too")
+        self._hooks.planner = fn
+        return fn
+
+    def check(
+        self, fn: Callable[[dict[str, Any], Owner], None]
+    ) -> Callable[[dict[str, Any], Owner], None]:
+        """An accept-time check beside the schema: `fn(payload, owner)` raises
+        `ValidationError` (a 400) for a payload that can never run."""
+        self._hooks.checks.append(fn)
+        return fn
+
+    def result(self, fn: Callable[[Finished], Any]) -> Callable[[Finished], Any]:
+        """Compute the job's result from every step's output (default: the last one's)."""
+        self._hooks.result = fn
+        return fn
+
+    def outcome_writes(
+        self, fn: Callable[[Outcome], list[dict[str, Any]]]
+    ) -> Callable[[Outcome], list[dict[str, Any]]]:
+        """`fn(outcome)` returns DynamoDB `TransactWriteItems` entries that must commit with the
+        job's outcome, or not at all (each with its own condition). When one's condition fails,
+        nothing is written and the `on_related_changed` hook says how the job ends."""
+        self._hooks.outcome_writes = fn
+        return fn
+
+    def on_related_changed(
+        self, fn: Callable[[RelatedChange], tuple[str, str]]
+    ) -> Callable[[RelatedChange], tuple[str, str]]:
+        """`fn(change)` returns `(stop_reason, message)`: the job ends `cancelled` with them."""
+        self._hooks.related_changed = fn
+        return fn
+
+    def view(
+        self, fn: Callable[[JobInfo], Mapping[str, Any]]
+    ) -> Callable[[JobInfo], Mapping[str, Any]]:
+        """Extra fields for the job view (small, never the caller's content)."""
+        self._hooks.view = fn
+        return fn
+
+    def related(
+        self, fn: Callable[[JobInfo], Mapping[str, Any]]
+    ) -> Callable[[JobInfo], Mapping[str, Any]]:
+        """What the job belongs to, for operators (`{"bookmark_id": …}`)."""
+        self._hooks.related = fn
+        return fn
+
+    # ----------------------------------------------------------------- the engine's side
+
+    def steps_for(self, payload: dict[str, Any]) -> list[Step]:
+        """The steps a job of this payload runs."""
+        if self._hooks.planner is None:
+            return list(self._steps)
+        steps = list(self._hooks.planner(payload))
+        if not 1 <= len(steps) <= MAX_STEPS:
+            raise ValidationError(f"kind '{self.name}' planned {len(steps)} steps (1–{MAX_STEPS})")
+        return steps
+
+    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+        if self._validate_schema is not None:
+            _check_schema(self._validate_schema, payload)
+        for check in self._hooks.checks:
+            check(payload, owner)
+
+    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+        return [step.plan() for step in self.steps_for(payload)]
+
+    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: StepRuntime) -> Any:
+        step = self.steps_for(payload)[index]
+        operation = None
+        if isinstance(step.effect, Effect):
+            operation_id = f"{ctx.job.job_id}:{index}"
+            entry = ctx.ledger.get(operation_id)
+            operation = Operation(
+                ctx,
+                operation_id,
+                step.effect.provider,
+                step.effect.capability,
+                recovering=bool(entry and entry.get("state") == "submitted"),
+            )
+            if entry and entry.get("state") == "confirmed":
+                return _receipt_output(entry.get("receipt"))  # a crash came after the confirm
+            if entry is None or entry.get("state") == "released":
+                operation.open({"job": ctx.job.job_id, "step": index})
+        context = StepContext(ctx, operation)
+        try:
+            output = step.run(context, payload)
+        except StepError as failed:
+            if operation is not None and failed.effect_settled and operation.state == "submitted":
+                if isinstance(failed, FatalStepError):
+                    operation.fail(failed.error_code, str(failed))
+                else:
+                    operation.release(str(failed))
+            raise
+        try:
+            json.dumps(output)
+        except (TypeError, ValueError) as exc:
+            raise FatalError(
+                f"step '{step.name}' returned a value that is not JSON ({type(output).__name__})",
+                code="output_not_json",
+                effect_settled=operation is None,
+            ) from exc
+        if operation is not None and operation.state == "submitted":
+            receipt = output if isinstance(output, dict) else {"value": output}
+            operation.confirm(receipt, reconciled=operation.recovering)
+        return output
+
+    def result_of(self, job: Job, checkpoint: Checkpoint) -> Any:
+        names = [step.name for step in self.steps_for(job.payload)]
+        outputs = list(checkpoint.outputs)
+        if self._hooks.result is None:
+            return outputs[-1] if outputs else None
+        return self._hooks.result(
+            Finished(
+                job=JobInfo.of(job),
+                outputs={names[i]: out for i, out in enumerate(outputs) if i < len(names)},
+                output_list=outputs,
+                cost_used=checkpoint.cost_used,
+                steps_completed=checkpoint.steps_used,
+            )
+        )
+
+    def engine_outcome_writes(
+        self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
+    ) -> list[dict[str, Any]]:
+        if self._hooks.outcome_writes is None:
+            return []
+        return self._hooks.outcome_writes(Outcome(JobInfo.of(job), str(target), result, error, now))
+
+    def when_related_changed(
+        self, job: Job, changed: RelatedItemChangedError
+    ) -> tuple[str, dict[str, str]]:
+        if self._hooks.related_changed is None:
+            raise changed  # a kind with no outcome writes never meets one
+        old = changed.old_item if isinstance(changed.old_item, dict) else None
+        reason, message = self._hooks.related_changed(
+            RelatedChange(JobInfo.of(job), changed.index, old)
+        )
+        return reason, {"code": reason, "message": message}
+
+    def view_fields(self, job: Job) -> dict[str, Any]:
+        return dict(self._hooks.view(JobInfo.of(job))) if self._hooks.view else {}
+
+    def related_to(self, job: Job) -> dict[str, Any]:
+        return dict(self._hooks.related(JobInfo.of(job))) if self._hooks.related else {}
+
+
+class EngineKind:
+    """The engine's view of a `Kind` (service/kinds.JobKind): the names the worker and the
+    API call, kept apart from the names a user declares with."""
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+        self.name = kind.name
+        self.max_payload_bytes = kind.max_payload_bytes
+        self.submittable = kind.submittable
+        self.default_max_attempts = kind.default_max_attempts
+        self.operators_see_payload = kind.operators_see_payload
+
+    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+        self.kind.validate_for(payload, owner)
+
+    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+        return self.kind.plan(payload)
+
+    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: StepRuntime) -> Any:
+        return self.kind.run_step(payload, index, attempt, ctx)
+
+    def result(self, job: Job, checkpoint: Checkpoint) -> Any:
+        return self.kind.result_of(job, checkpoint)
+
+    def outcome_writes(
+        self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
+    ) -> list[dict[str, Any]]:
+        return self.kind.engine_outcome_writes(job, target, result, error, now)
+
+    def when_related_changed(
+        self, job: Job, changed: RelatedItemChangedError
+    ) -> tuple[str, dict[str, str]]:
+        return self.kind.when_related_changed(job, changed)
+
+    def view_fields(self, job: Job) -> dict[str, Any]:
+        return self.kind.view_fields(job)
+
+    def related(self, job: Job) -> dict[str, Any]:
+        return self.kind.related_to(job)
+
+
+def _receipt_output(receipt: Any) -> Any:
+    if isinstance(receipt, dict) and set(receipt) == {"value"}:
+        return receipt["value"]
+    return receipt
+
+
+def _compile_schema(name: str, schema: dict[str, Any] | None) -> Callable[[Any], Any] | None:
+    if schema is None:
+        return None
+    import fastjsonschema
+
+    try:
+        json.dumps(schema)
+        return fastjsonschema.compile(schema)
+    except (TypeError, ValueError, fastjsonschema.JsonSchemaDefinitionException) as exc:
+        raise KindDefinitionError(f"kind '{name}' has a bad schema: {exc}") from exc
+
+
+def _check_schema(validate: Callable[[Any], Any], payload: dict[str, Any]) -> None:
+    import fastjsonschema
+
+    try:
+        validate(payload)
+    except fastjsonschema.JsonSchemaValueException as refused:
+        where = (refused.name or "data").replace("data", "payload", 1)
+        message = str(refused.message).replace("data", "payload", 1)
+        raise ValidationError(f"'{where}': {message}", code="invalid_request") from refused
+
+
+__all__ = [
+    "CAPABILITIES",
+    "Capability",
+    "Effect",
+    "EngineKind",
+    "Finished",
+    "Kind",
+    "KindDefinitionError",
+    "Outcome",
+    "RelatedChange",
+    "Step",
+    "StepFunction",
+]

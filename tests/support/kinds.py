@@ -1,0 +1,42 @@
+"""The kinds the tests run: the engine's legacy kinds plus the applications loaded as the
+functions load them (`LEASEHOLD_KINDS`), and test doubles of the synthetic kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from leasehold.kinds import registry as legacy_registry
+from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.loading import load_kinds
+from leasehold.service.kinds import JobKind
+from leasehold_apps.synthetic import synthetic
+
+APPLICATIONS = "leasehold_apps.synthetic"
+
+
+def registry(config: Any = None) -> dict[str, JobKind]:
+    """Every kind the deployed functions register, keyed by name."""
+    kinds: dict[str, JobKind] = dict(legacy_registry(config))
+    kinds.update(load_kinds(APPLICATIONS).kinds)
+    return kinds
+
+
+def synthetic_kind() -> EngineKind:
+    return EngineKind(synthetic)
+
+
+class ScriptedKind(EngineKind):
+    """The synthetic kind with a test hook inside each step: lets a test act *while* a worker is
+    in the middle of a step (advance time, crash, let another worker in)."""
+
+    def __init__(self, hook: Callable[[int, int, Callable[[], bool]], None]) -> None:
+        super().__init__(synthetic)
+        self._hook = hook
+
+    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: Any) -> Any:
+        self._hook(index, attempt, ctx)
+        return super().run_step(payload, index, attempt, ctx)
+
+
+__all__ = ["JobKind", "ScriptedKind", "registry", "synthetic_kind"]
