@@ -14,7 +14,8 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.states import JobState
-from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, ScriptedKind, steps
+from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, steps
+from tests.support.kinds import ScriptedKind
 
 
 def _job(harness: Harness, job_id: str) -> Any:

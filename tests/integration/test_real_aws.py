@@ -11,7 +11,8 @@ import pytest
 
 from leasehold.domain.states import JobState
 from leasehold.service.worker import Disposition
-from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, ScriptedKind, steps
+from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, steps
+from tests.support.kinds import ScriptedKind
 
 # ------------------------------------------------------------------ transaction cancellations
 
