@@ -3,7 +3,7 @@ embedded local stack (`leasehold local up`, moto) with worker processes, submitt
 concurrent clients that poll `GET /jobs/{id}` (arch §8), measured in windows as the table
 grows; the accept → succeeded latency of single jobs on an idle stack; and the in-process cost of
 a 2-item transaction against a PutItem as the table grows, with and without
-leasehold.local.moto_transactions. Every figure is the local stack or moto on this machine —
+leasehold_dev.local.moto_transactions. Every figure is the local stack or moto on this machine —
 nothing here is an AWS measurement."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class StackProcess:
 
     def __init__(self, workdir: Path, workers: int) -> None:
         self.log = workdir / "stack.log"
-        command = [sys.executable, "-m", "leasehold.cli", "local", "up", "--port", "0"]
+        command = [sys.executable, "-m", "leasehold_dev.cli", "local", "up", "--port", "0"]
         command += ["--workers", str(workers), "--state", str(workdir / "stack.json")]
         command += ["--template", str(ROOT / "template.yaml")]
         with self.log.open("wb") as log:
@@ -88,7 +88,9 @@ class StackProcess:
 
         def is_moto(pid: int) -> bool:
             try:
-                return b"leasehold.local.moto_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                return (
+                    b"leasehold_dev.local.moto_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                )
             except OSError:
                 return False
 

@@ -87,7 +87,7 @@ class Stack:
     given environment, as a new deployment would."""
 
     def __init__(self) -> None:
-        from leasehold.local.resources import clients, create_queues, template
+        from leasehold_dev.local.resources import clients, create_queues, template
 
         self.template = template()
         self._definition = self.template["Resources"]["JobsTable"]["Properties"]
@@ -114,8 +114,8 @@ class Stack:
         """A new, empty table from the template (and an empty queue) for the next scenario:
         moto copies a whole table, stream included, for every transaction item, so a table
         that kept every scenario's items would make the run slower and slower."""
-        from leasehold.local.pumps import StreamPump
-        from leasehold.local.resources import create_table, relay_mapping, template_environment
+        from leasehold_dev.local.pumps import StreamPump
+        from leasehold_dev.local.resources import create_table, relay_mapping, template_environment
 
         if self.table:
             self.raw_dynamodb.delete_table(TableName=self.table["TableName"])
@@ -137,8 +137,8 @@ class Stack:
         """A fresh runtime (clients, stores, kinds) with the template's environment and
         `overrides`, metered and phase-labelled, over the current table; returns it."""
         from leasehold.handlers import api, relay, sweeper, wiring, worker  # noqa: F401
-        from leasehold.local.pumps import QueuePoller
-        from leasehold.local.resources import worker_mapping
+        from leasehold_dev.local.pumps import QueuePoller
+        from leasehold_dev.local.resources import worker_mapping
 
         # The benchmark's own kind (bench/kinds.py) is registered as a user's would be.
         kinds = f"{self.base_env['LEASEHOLD_KINDS']},bench.kinds"
@@ -235,7 +235,7 @@ class Stack:
         phase: str = "accept",
     ) -> tuple[int, dict[str, Any]]:
         from leasehold.handlers import api
-        from leasehold.local.invoke import LocalContext
+        from leasehold_dev.local.invoke import LocalContext
 
         event = copy.deepcopy(json.loads((EVENTS / event_name).read_text()))
         event["headers"].pop("idempotency-key", None)
@@ -257,7 +257,7 @@ class Stack:
 
     def sweep(self, phase: str = "sweeper") -> dict[str, int]:
         from leasehold.handlers import sweeper
-        from leasehold.local.invoke import LocalContext
+        from leasehold_dev.local.invoke import LocalContext
 
         event = json.loads((EVENTS / "sweeper-schedule.json").read_text())
         with self._invocation("sweeper", phase):

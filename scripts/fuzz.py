@@ -43,7 +43,7 @@ def local_stack(workers: int) -> Iterator[tuple[str, Path]]:
     with tempfile.TemporaryDirectory(prefix="leasehold-fuzz-") as workdir:
         state = Path(workdir) / "local-stack.json"
         log_path = Path(workdir) / "stack.log"
-        command = [sys.executable, "-m", "leasehold.cli", "local", "up", "--port", "0"]
+        command = [sys.executable, "-m", "leasehold_dev.cli", "local", "up", "--port", "0"]
         command += ["--workers", str(workers), "--state", str(state)]
         command += ["--template", str(ROOT / "template.yaml")]
         with log_path.open("wb") as log:

@@ -28,8 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from leasehold.local.runner import LocalStack  # noqa: E402
-from leasehold.local.stack import client  # noqa: E402
+from leasehold_dev.local.runner import LocalStack  # noqa: E402
+from leasehold_dev.local.stack import client  # noqa: E402
 
 TERMINAL = {"succeeded", "failed", "cancelled", "dead"}
 AT_REST = TERMINAL | {"unknown"}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from leasehold.local import moto_transactions
+from leasehold_dev.local import moto_transactions
 from tests.support.api import Call, call_fixture
 from tests.support.atomic import serialise_dynamodb
 from tests.support.harness import Harness
@@ -52,7 +52,7 @@ def moto_behaves_like_the_service() -> Iterator[None]:
 @pytest.fixture
 def moto_server() -> Iterator[str]:
     """The local stack's embedded moto server (a thread of this process), its endpoint."""
-    from leasehold.local.stack import start_moto
+    from leasehold_dev.local.stack import start_moto
 
     server, url = start_moto()
     try:

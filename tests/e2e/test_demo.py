@@ -20,7 +20,7 @@ CHECKS = (
 
 def test_demo_passes_every_check_and_leaves_no_process(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", "demo", "--template", str(TEMPLATE)],
+        [sys.executable, "-m", "leasehold_dev.cli", "demo", "--template", str(TEMPLATE)],
         capture_output=True,
         text=True,
         timeout=300,

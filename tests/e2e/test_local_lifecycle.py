@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from leasehold.local.processes import ProcessRef, WorkerRegistry, wait_gone
+from leasehold_dev.local.processes import ProcessRef, WorkerRegistry, wait_gone
 from tests.support.cli import run_cli
 from tests.support.localstack import LocalStackProcess
 from tests.support.resources import ROOT
@@ -33,7 +33,7 @@ def _attach(name: str, cwd: Path, log: Path, *state: str) -> subprocess.Popen[by
     environment = {k: v for k, v in os.environ.items() if k != "LEASEHOLD_STATE"}
     with log.open("wb") as output:
         return subprocess.Popen(
-            [sys.executable, "-m", "leasehold.cli", "local", "worker", "--name", name, *state],
+            [sys.executable, "-m", "leasehold_dev.cli", "local", "worker", "--name", name, *state],
             cwd=cwd,
             env={**environment, "PYTHONUNBUFFERED": "1"},
             stdout=output,

@@ -106,7 +106,7 @@ def test_invoke_runs_a_function_with_an_event_file_against_the_stack(
             [
                 sys.executable,
                 "-m",
-                "leasehold.cli",
+                "leasehold_dev.cli",
                 "invoke",
                 function,
                 "--event",
@@ -135,7 +135,7 @@ def test_ops_cli_reads_the_summary_and_redrives_the_dlq(stack: LocalStackProcess
 
     def ops(*args: str) -> dict:
         out = subprocess.run(
-            [sys.executable, "-m", "leasehold.cli", "ops", "--url", stack.url, *args],
+            [sys.executable, "-m", "leasehold_dev.cli", "ops", "--url", stack.url, *args],
             capture_output=True,
             text=True,
             check=True,
@@ -153,7 +153,7 @@ def test_ops_cli_reads_the_summary_and_redrives_the_dlq(stack: LocalStackProcess
     assert ops("jobs", "--state", "queued")["jobs"][0]["job_id"] == answer["job_id"]
     # The redrive talks to SQS, so it names the local stack by its state file, not --url
     redrive = subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", "ops", "redrive", "--state", str(stack.state),
+        [sys.executable, "-m", "leasehold_dev.cli", "ops", "redrive", "--state", str(stack.state),
          "--note", "e2e"],
         capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
@@ -164,7 +164,7 @@ def test_ops_cli_reads_the_summary_and_redrives_the_dlq(stack: LocalStackProcess
         [
             sys.executable,
             "-m",
-            "leasehold.cli",
+            "leasehold_dev.cli",
             "ops",
             "--url",
             stack.url,
@@ -199,7 +199,7 @@ def test_smoke_runs_the_same_scenario_against_the_local_stack(stack: LocalStackP
     stack.start_worker("w1")
     stack.start_worker("w2")
     out = subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", "smoke", "--state", str(stack.state)],
+        [sys.executable, "-m", "leasehold_dev.cli", "smoke", "--state", str(stack.state)],
         capture_output=True,
         text=True,
         check=False,

@@ -10,7 +10,7 @@ import pytest
 from botocore.stub import Stubber
 
 from leasehold.handlers import api, wiring
-from leasehold.local.invoke import LocalContext
+from leasehold_dev.local.invoke import LocalContext
 from tests.conftest import load_event
 from tests.support.api import CACHED, Call
 

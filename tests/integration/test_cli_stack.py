@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from leasehold.local.locate import find_state, running_stack, state_path_for_up
-from leasehold.local.processes import ProcessRef, WorkerRegistry
-from leasehold.local.stack import StackError, StackInfo
+from leasehold_dev.local.locate import find_state, running_stack, state_path_for_up
+from leasehold_dev.local.processes import ProcessRef, WorkerRegistry
+from leasehold_dev.local.stack import StackError, StackInfo
 from tests.support.cli import run_cli
 from tests.support.resources import TEMPLATE
 

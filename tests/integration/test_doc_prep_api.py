@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from leasehold.handlers import worker as worker_handler
-from leasehold.local.invoke import LocalContext
+from leasehold_dev.local.invoke import LocalContext
 from tests.support.api import Call, load_event
 from tests.support.documents import s3, sample
 from tests.support.resources import create_documents_bucket

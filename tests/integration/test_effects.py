@@ -13,11 +13,11 @@ import pytest
 
 from leasehold.domain.states import JobState
 from leasehold.kinds.enrich import EnrichKind
-from leasehold.local.provider import ProviderServer
 from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.worker import Disposition
 from leasehold.store.bookmarks import BookmarkStore
 from leasehold.store.items import bookmark_key, deserialize_item
+from leasehold_dev.local.provider import ProviderServer
 from tests.support.harness import ALICE, LEASE_MS, Harness
 from tests.support.kinds import registry
 

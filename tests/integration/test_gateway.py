@@ -6,8 +6,8 @@ import json
 import socket
 from typing import Any
 
-from leasehold.local.gateway import Gateway
-from leasehold.local.template import Route
+from leasehold_dev.local.gateway import Gateway
+from leasehold_dev.local.template import Route
 
 
 def _raw(port: int, request: bytes) -> bytes:
@@ -66,7 +66,7 @@ def test_the_gateway_serves_the_openapi_document_with_no_identity(tmp_path: Any)
     import yaml
     from openapi_spec_validator import validate
 
-    from leasehold.local.gateway import OPENAPI_DOCUMENT
+    from leasehold_dev.local.gateway import OPENAPI_DOCUMENT
 
     calls: list[Any] = []
     gateway = Gateway(

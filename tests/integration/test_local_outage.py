@@ -11,7 +11,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from leasehold.local.stack import REGION, set_dynamodb_outage
+from leasehold_dev.local.stack import REGION, set_dynamodb_outage
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from leasehold.local.runner import spawn_worker_process
-from leasehold.local.stack import create_stack, start_moto
+from leasehold_dev.local.runner import spawn_worker_process
+from leasehold_dev.local.stack import create_stack, start_moto
 from tests.support.resources import TEMPLATE
 
 
@@ -76,7 +76,7 @@ def test_a_worker_whose_parent_process_dies_exits(state: Path) -> None:
     # Given a worker started by a process that then exits without stopping it
     code = (
         "import sys; from pathlib import Path; "
-        "from leasehold.local.runner import spawn_worker_process; "
+        "from leasehold_dev.local.runner import spawn_worker_process; "
         "p = spawn_worker_process(Path(sys.argv[1]), 'w-orphan', Path(sys.argv[2])); "
         "print(p.pid, flush=True)"
     )

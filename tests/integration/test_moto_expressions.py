@@ -1,4 +1,4 @@
-"""leasehold.local.moto_expressions against moto's own expression handling: the same updates and
+"""leasehold_dev.local.moto_expressions against moto's own expression handling: the same updates and
 conditions — a fixed list, then hypothesis-made streams of them — give the same answers and the
 same items with and without the memos, the fast copy and the fast tree walk."""
 
@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from leasehold.local import moto_expressions
-from leasehold.local.resources import create_table
-from leasehold.local.stack import REGION
+from leasehold_dev.local import moto_expressions
+from leasehold_dev.local.resources import create_table
+from leasehold_dev.local.stack import REGION
 
 
 def both_ways(run: Callable[[Any], list[Any]]) -> tuple[list[Any], list[Any], list[Any]]:

@@ -1,4 +1,4 @@
-"""leasehold.local.moto_queries against moto's own Table.query: every page of every query (table
+"""leasehold_dev.local.moto_queries against moto's own Table.query: every page of every query (table
 or index, key conditions, both directions, limits, paging, filters, COUNT) is the same with and
 without the candidate view — and an index query's cost follows its partition, not the table."""
 
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from moto.dynamodb.models.table import Table
 
-from leasehold.local import moto_queries
-from leasehold.local.resources import create_table
+from leasehold_dev.local import moto_queries
+from leasehold_dev.local.resources import create_table
 
 JOBS = "jobs"
 COUNTERS = "counters"  # hash key only, with an index on a number and no index range key

@@ -1,4 +1,4 @@
-"""leasehold.local.moto_serving: the embedded server keeps a client's connection open between
+"""leasehold_dev.local.moto_serving: the embedded server keeps a client's connection open between
 requests (and never mistakes an unread body for the next request), and its memo of the backend
 of a host gives moto's own answers."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from leasehold.local import moto_serving
-from leasehold.local.stack import OUTAGE_PATH, client
+from leasehold_dev.local import moto_serving
+from leasehold_dev.local.stack import OUTAGE_PATH, client
 
 
 @pytest.fixture
@@ -220,9 +220,9 @@ def test_every_moto_patch_refuses_another_moto_release(
 ) -> None:
     import importlib
 
-    from leasehold.local import moto_transactions
+    from leasehold_dev.local import moto_transactions
 
-    patch = importlib.import_module(f"leasehold.local.{module}")
+    patch = importlib.import_module(f"leasehold_dev.local.{module}")
     monkeypatch.setattr(moto_transactions, "_moto_version", lambda: "5.3.0")
     with pytest.raises(
         moto_transactions.MotoVersionError, match=rf"{module} .* 5\.3\.0 is installed"

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from leasehold.local.provider import ProviderServer
 from leasehold.providers.enrichment import (
     Capability,
     EnrichmentProvider,
@@ -26,6 +25,7 @@ from leasehold.providers.enrichment import (
     ProviderRejected,
     ProviderUnavailable,
 )
+from leasehold_dev.local.provider import ProviderServer
 from tests.support.provider import PAGE, charges, client_for, closed_port, raw, wait_until
 
 StartProvider = Callable[..., ProviderServer]
@@ -348,7 +348,7 @@ def test_stopping_cuts_a_slow_request_short_without_charging(
 def test_the_cli_serves_until_sigterm_and_keeps_its_ledger(tmp_path: Path) -> None:
     # Given `leasehold provider serve` on a free port
     db_path = tmp_path / "cli.sqlite3"
-    command = [sys.executable, "-m", "leasehold.cli", "provider", "serve", "--port", "0"]
+    command = [sys.executable, "-m", "leasehold_dev.cli", "provider", "serve", "--port", "0"]
     command += ["--capability", "idempotent", "--db", str(db_path)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:

@@ -11,10 +11,10 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from leasehold.domain.clock import ManualClock
-from leasehold.local.pumps import StreamPump
 from leasehold.service.relay import relay_records
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.store.queue import WakeupQueue
+from leasehold_dev.local.pumps import StreamPump
 from tests.conftest import load_event
 from tests.support.harness import Harness
 from tests.support.resources import relay_mapping

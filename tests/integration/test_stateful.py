@@ -47,7 +47,6 @@ from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, is_terminal
 from leasehold.kinds.enrich import EnrichKind
-from leasehold.local import moto_transactions
 from leasehold.providers.enrichment import Capability
 from leasehold.sdk.kind import EngineKind
 from leasehold.service.bookmarks import BookmarkService
@@ -57,6 +56,7 @@ from leasehold.store.bookmarks import BookmarkStore
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
 from leasehold.store.slots import holders_of
 from leasehold_apps.synthetic import synthetic
+from leasehold_dev.local import moto_transactions
 from tests.support.clockqueue import ClockQueue
 from tests.support.fake_provider import FakeProvider
 from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness, steps

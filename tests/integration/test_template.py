@@ -19,9 +19,9 @@ from leasehold.handlers.settings import (
     Settings,
     safety_margin_seconds,
 )
-from leasehold.local.resources import parameter_defaults, resolved
-from leasehold.local.stack import LOCAL_PARAMETERS, create_stack
-from leasehold.local.template import http_routes, translate
+from leasehold_dev.local.resources import parameter_defaults, resolved
+from leasehold_dev.local.stack import LOCAL_PARAMETERS, create_stack
+from leasehold_dev.local.template import http_routes, translate
 from tests.support.cli import run_cli
 from tests.support.resources import ROOT, TEMPLATE, template
 
@@ -262,7 +262,7 @@ def test_invoke_without_a_running_stack_is_a_one_line_error(tmp_path: Path) -> N
 def test_importing_handlers_does_not_pull_in_the_local_stack() -> None:
     code = (
         "import sys, leasehold.handlers.worker, leasehold.handlers.api;"
-        "heavy = ('moto', 'leasehold.local', 'pydantic', 'samtranslator');"
+        "heavy = ('moto', 'leasehold_dev.local', 'pydantic', 'samtranslator');"
         "bad = [m for m in sys.modules if m.startswith(heavy)];"
         "print(bad)"
     )

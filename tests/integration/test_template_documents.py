@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from leasehold.cli import main
-from leasehold.local.resources import parameter_defaults
-from leasehold.local.stack import StackInfo, client, create_stack
-from leasehold.local.template import translate
+from leasehold_dev.cli import main
+from leasehold_dev.local.resources import parameter_defaults
+from leasehold_dev.local.stack import StackInfo, client, create_stack
+from leasehold_dev.local.template import translate
 from tests.support.resources import TEMPLATE, create_documents_bucket, template
 
 KEY_PATTERN = "tenants/*/documents/*"
@@ -154,7 +154,7 @@ def test_docs_put_refuses_what_a_job_could_not_use(
 
 def test_docs_put_without_a_running_stack_is_a_one_line_error(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", "docs", "put", str(TEMPLATE), "--user", "alice",
+        [sys.executable, "-m", "leasehold_dev.cli", "docs", "put", str(TEMPLATE), "--user", "alice",
          "--state", str(tmp_path / "none.json")],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from leasehold.local.stack import STACK_NAME, client, create_stack
-from leasehold.local.template import translate
+from leasehold_dev.local.stack import STACK_NAME, client, create_stack
+from leasehold_dev.local.template import translate
 from tests.support.resources import ROOT, TEMPLATE, template
 
 SOURCE = ROOT / "src" / "leasehold"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from leasehold.handlers import api, wiring
-from leasehold.local.invoke import LocalContext
+from leasehold_dev.local.invoke import LocalContext
 from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import clients, create_queues, create_table, template_environment
 

@@ -15,7 +15,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k != "LEASEHOLD_STATE"}
     return subprocess.run(
-        [sys.executable, "-m", "leasehold.cli", *args],
+        [sys.executable, "-m", "leasehold_dev.cli", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -29,7 +29,7 @@ from jsonschema import Draft202012Validator
 from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
 
-from leasehold.local.template import Route, http_routes, load_template
+from leasehold_dev.local.template import Route, http_routes, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "docs" / "openapi.yaml"

@@ -1,5 +1,5 @@
 """An in-memory billable provider for the property test: the same contract as the local HTTP
-provider (leasehold.local.provider) — idempotent keys, status lookup, a repeat charging again
+provider (leasehold_dev.local.provider) — idempotent keys, status lookup, a repeat charging again
 otherwise — with a lost answer on demand, at the speed of a dict."""
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState
 from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.kinds.title import TitleKind
-from leasehold.local.pumps import QueuePoller, StreamPump
 from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
@@ -37,6 +36,7 @@ from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.slots import running_slots
 from leasehold.store.table import TransactionRetry
 from leasehold.titles.fixture import FixtureFetcher
+from leasehold_dev.local.pumps import QueuePoller, StreamPump
 from tests.support.kinds import JobKind, registry
 from tests.support.resources import (
     REGION,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from leasehold.local.runner import spawn_worker_process
+from leasehold_dev.local.runner import spawn_worker_process
 from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import ROOT, TEMPLATE
 
@@ -33,7 +33,7 @@ class LocalStackProcess:
             [
                 sys.executable,
                 "-m",
-                "leasehold.cli",
+                "leasehold_dev.cli",
                 "local",
                 "up",
                 "--port",

@@ -11,8 +11,8 @@ from typing import Any
 
 import urllib3
 
-from leasehold.local.provider import ProviderServer
 from leasehold.providers.enrichment import Capability, EnrichmentProvider
+from leasehold_dev.local.provider import ProviderServer
 
 PAGE = "https://example.org/durable-jobs/leases"
 

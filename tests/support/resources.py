@@ -1,6 +1,6 @@
-"""The test suite's view of template.yaml: see leasehold.local.resources."""
+"""The test suite's view of template.yaml: see leasehold_dev.local.resources."""
 
-from leasehold.local.resources import (
+from leasehold_dev.local.resources import (
     REGION,
     ROOT,
     TEMPLATE,

@@ -21,9 +21,9 @@ from leasehold.domain.states import (
     is_terminal,
 )
 from leasehold.handlers.settings import Settings, SettingsError
-from leasehold.local.pumps import matches
-from leasehold.local.template import Route
 from leasehold_apps.synthetic import synthetic
+from leasehold_dev.local.pumps import matches
+from leasehold_dev.local.template import Route
 
 
 def test_every_state_has_a_transition_row_and_a_docstring_owner() -> None:

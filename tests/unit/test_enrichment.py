@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from leasehold.local.page_summary import MAX_SUMMARY_CHARS, summarize
-from leasehold.local.provider import ProviderServer
 from leasehold.providers.enrichment import (
     PROVIDER_MODES,
     Capability,
@@ -17,6 +15,8 @@ from leasehold.providers.enrichment import (
     ProviderRejected,
     is_valid_provider_key,
 )
+from leasehold_dev.local.page_summary import MAX_SUMMARY_CHARS, summarize
+from leasehold_dev.local.provider import ProviderServer
 
 NOWHERE = "http://127.0.0.1:9"  # never contacted: each call below is refused before sending
 

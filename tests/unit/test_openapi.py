@@ -17,10 +17,10 @@ from openapi_spec_validator import validate
 
 from leasehold.domain.bookmark import TitleStatus
 from leasehold.domain.states import JobState, StopReason
-from leasehold.local.template import http_routes, load_template
 from leasehold.service.jobs import _IDEMPOTENCY_KEY, MAX_LIST_LIMIT
 from leasehold.titles import FIXTURE_MODES
 from leasehold_apps.synthetic import STEP_FIELDS
+from leasehold_dev.local.template import http_routes, load_template
 from tests.support.kinds import registry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from leasehold.local.runner import LocalStack
+from leasehold_dev.local.runner import LocalStack
 
 T = TypeVar("T")
 

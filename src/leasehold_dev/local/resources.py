@@ -11,8 +11,8 @@ from typing import Any
 
 import boto3
 
-from leasehold.local.stack import QueueMapping, StreamMapping
-from leasehold.local.template import load_template
+from leasehold_dev.local.stack import QueueMapping, StreamMapping
+from leasehold_dev.local.template import load_template
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "template.yaml"

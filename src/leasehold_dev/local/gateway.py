@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from leasehold.local.invoke import Handler, LocalContext
-from leasehold.local.template import Route
+from leasehold_dev.local.invoke import Handler, LocalContext
+from leasehold_dev.local.template import Route
 
 DEMO_USERS: dict[str, dict[str, str]] = {
     "alice": {"sub": "alice", "custom:tenant": "study-group"},
@@ -24,7 +24,7 @@ DEMO_USERS: dict[str, dict[str, str]] = {
 MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
 OPENAPI_ROUTE = "/openapi.yaml"
 OPENAPI_DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "openapi.yaml"
-"""The HTTP contract in the repository (src/leasehold/local/ → the checkout's docs/)."""
+"""The HTTP contract in the repository (src/leasehold_dev/local/ → the checkout's docs/)."""
 
 
 def build_event(

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leasehold.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto_transactions import require_pinned_moto
 
 ATTRIBUTE_VALUE_MEMBERS = frozenset({"S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL"})
 

@@ -13,17 +13,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from leasehold.local import moto_process
-from leasehold.local.gateway import Gateway
-from leasehold.local.invoke import LocalContext, apply_environment, load_handler, serialised
-from leasehold.local.processes import (
+from leasehold_dev.local import moto_process
+from leasehold_dev.local.gateway import Gateway
+from leasehold_dev.local.invoke import LocalContext, apply_environment, load_handler, serialised
+from leasehold_dev.local.processes import (
     ProcessRef,
     WorkerRegistry,
     stop_processes,
     stop_requested_by_signals,
 )
-from leasehold.local.pumps import QueuePoller, Repeater, StreamPump, scheduled_event
-from leasehold.local.stack import (
+from leasehold_dev.local.pumps import QueuePoller, Repeater, StreamPump, scheduled_event
+from leasehold_dev.local.stack import (
     StackError,
     StackInfo,
     check_port_free,
@@ -146,7 +146,7 @@ class LocalStack:
     def _start_providers(self) -> dict[str, str]:
         """The billable enrichment provider, once per capability (arch §6), each with its own
         durable charge ledger beside the state file. A request may pick one (local only)."""
-        from leasehold.local.provider import ProviderServer
+        from leasehold_dev.local.provider import ProviderServer
 
         for mode in ("idempotent", "lookup", "none"):
             db = self.state_path.parent / f"provider-{mode}.sqlite3"
@@ -231,7 +231,7 @@ def spawn_worker_process(state_path: Path, name: str, log_dir: Path) -> subproce
     the worker has started is still noticed)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / f"{name}.log").open("ab") as log:
-        command = [sys.executable, "-m", "leasehold.cli", "local", "worker", "--state"]
+        command = [sys.executable, "-m", "leasehold_dev.cli", "local", "worker", "--state"]
         return subprocess.Popen(
             [*command, str(state_path), "--name", name, "--parent-pid", str(os.getpid())],
             stdout=log,

@@ -1,20 +1,20 @@
 """F1–F3: what the infrastructure does to a job system — SQS delivers a message again, and the
 DynamoDB table stops answering — on the local stack: the message really is sent again to the
 moto server's work queue, and the outage is the moto server answering every DynamoDB request
-503 (`leasehold.local.stack.set_dynamodb_outage`) for every client at once."""
+503 (`leasehold_dev.local.stack.set_dynamodb_outage`) for every client at once."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from leasehold.demo.reading import EXAMPLE, save_bookmark
-from leasehold.demo.session import SETTLED, Session, Task, now_ms
-from leasehold.demo.story import log_entries, log_time
 from leasehold.domain.job import Owner
-from leasehold.local.stack import client, set_dynamodb_outage
 from leasehold.store.items import OUTBOX_PREFIX, deserialize_item
 from leasehold.store.queue import Wakeup
+from leasehold_dev.demo.reading import EXAMPLE, save_bookmark
+from leasehold_dev.demo.session import SETTLED, Session, Task, now_ms
+from leasehold_dev.demo.story import log_entries, log_time
+from leasehold_dev.local.stack import client, set_dynamodb_outage
 
 _OUTAGE_LINES = {
     "claim: store unavailable",

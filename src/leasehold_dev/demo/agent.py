@@ -7,8 +7,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from leasehold.demo.session import SETTLED, Session, Task
-from leasehold.demo.story import log_entries
+from leasehold_dev.demo.session import SETTLED, Session, Task
+from leasehold_dev.demo.story import log_entries
 
 TOOLS = ["extract", "validate", "draft"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from leasehold.local.stack import StackError, StackInfo
+from leasehold_dev.local.stack import StackError, StackInfo
 
 STATE_FILE = Path(".leasehold") / "local-stack.json"
 STATE_VARIABLE = "LEASEHOLD_STATE"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold.local.stack import StackInfo
+from leasehold_dev.local.stack import StackInfo
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

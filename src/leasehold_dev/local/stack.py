@@ -14,8 +14,8 @@ from typing import Any
 import boto3
 
 from leasehold.domain.errors import LeaseholdError
-from leasehold.local.processes import ProcessRef
-from leasehold.local.template import (
+from leasehold_dev.local.processes import ProcessRef
+from leasehold_dev.local.template import (
     LOCAL_CODE_BUCKET,
     LOCAL_CODE_KEY,
     Route,
@@ -99,7 +99,7 @@ class StackInfo:
     pid: int = 0
     """The `leasehold local up` process."""
     pid_started: int = 0
-    """Its start time (see leasehold.local.processes), so a recycled pid is not taken for it."""
+    """Its start time (see leasehold_dev.local.processes), so a recycled pid is not taken for it."""
 
     @property
     def process(self) -> ProcessRef:
@@ -166,16 +166,16 @@ def start_moto() -> tuple[Any, str]:
     """An embedded moto server on 127.0.0.1 and a free port. DynamoDB requests are served one at
     a time: DynamoDB evaluates a condition and applies its write atomically, moto's threaded
     server does not — without this, two workers could both pass the same claim condition.
-    Transactions run leasehold.local.moto_transactions and queries leasehold.local.moto_queries
-    (neither costs time in proportion to the table); attribute values are serialized by the fast
-    path of leasehold.local.moto_serialization."""
+    Transactions run leasehold_dev.local.moto_transactions and queries
+    leasehold_dev.local.moto_queries (neither costs time in proportion to the table); attribute
+    values are serialized by the fast path of leasehold_dev.local.moto_serialization."""
     import threading
 
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
-    from leasehold.local import (
+    from leasehold_dev.local import (
         moto_expressions,
         moto_queries,
         moto_serialization,
@@ -318,7 +318,7 @@ def create_stack(
         raise StackError(f"the local stack did not create: {stack['StackStatus']}")
     info = describe_stack(endpoint, template)
     _complete_documents_bucket(s3, template, info)
-    if endpoint:  # the server may run in another process (leasehold.local.moto_process)
+    if endpoint:  # the server may run in another process (leasehold_dev.local.moto_process)
         _post(endpoint + DETACH_PATH, b"")
     else:
         _detach_moto_invocations()
@@ -329,7 +329,7 @@ def _complete_documents_bucket(s3: Any, template: dict[str, Any], info: StackInf
     """moto's CloudFormation makes the documents bucket with its encryption only: the public
     access block, ownership controls and lifecycle rules of the template are applied here
     through the S3 API, so the local bucket is the template's bucket."""
-    from leasehold.local.resources import apply_bucket_settings
+    from leasehold_dev.local.resources import apply_bucket_settings
 
     bucket = info.outputs.get("DocumentsBucket")
     if bucket:

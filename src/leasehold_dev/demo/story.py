@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from leasehold.demo.session import Session, Task
+from leasehold_dev.demo.session import Session, Task
 
 # Log lines that say something the history does not (the history has every state change).
 _TOLD = {

@@ -31,7 +31,7 @@ from typing import Any
 
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 
-from leasehold.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto_transactions import require_pinned_moto
 
 _saved: dict[str, Any] = {}  # moto's originals, once install() replaced them
 

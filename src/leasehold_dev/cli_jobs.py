@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from leasehold.cli_target import CliError, add_state_option, add_url_options, api_request
+from leasehold_dev.cli_target import CliError, add_state_option, add_url_options, api_request
 
 DEFAULT_USER = "alice"
 MAX_REQUEST_BYTES = 64 * 1024

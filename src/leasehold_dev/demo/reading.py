@@ -7,8 +7,8 @@ import signal
 import time
 from typing import Any
 
-from leasehold.demo.session import SETTLED, Session, Task
 from leasehold.titles.fixture import fixture_title
+from leasehold_dev.demo.session import SETTLED, Session, Task
 
 EXAMPLE = "https://example.org/articles"
 

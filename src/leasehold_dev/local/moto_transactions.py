@@ -230,14 +230,14 @@ def _moto_version() -> str:
 
 def require_pinned_moto(module: str, mirrors: str) -> None:
     """Raise MotoVersionError unless the installed moto is PINNED_MOTO_VERSION: `module` (a
-    leasehold.local.moto_* patch) mirrors `mirrors` of that release and must be re-checked
+    leasehold_dev.local.moto_* patch) mirrors `mirrors` of that release and must be re-checked
     against any other before it is trusted."""
     version = _moto_version()
     if version != PINNED_MOTO_VERSION:
         raise MotoVersionError(
-            f"leasehold.local.{module} mirrors moto {PINNED_MOTO_VERSION}'s {mirrors}, but moto "
-            f"{version} is installed: pin moto[server]=={PINNED_MOTO_VERSION} (pyproject.toml) "
-            f"or re-check the patch against {version}"
+            f"leasehold_dev.local.{module} mirrors moto {PINNED_MOTO_VERSION}'s {mirrors}, "
+            f"but moto {version} is installed: pin moto[server]=={PINNED_MOTO_VERSION} "
+            f"(pyproject.toml) or re-check the patch against {version}"
         )
 
 

@@ -9,8 +9,8 @@ import threading
 import time
 from typing import Any
 
-from leasehold.demo.session import TERMINAL, Session, Task
-from leasehold.demo.story import log_entries
+from leasehold_dev.demo.session import TERMINAL, Session, Task
+from leasehold_dev.demo.story import log_entries
 
 
 def _synthetic(steps: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

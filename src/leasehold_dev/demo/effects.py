@@ -9,9 +9,9 @@ import signal
 import time
 from typing import Any
 
-from leasehold.demo.reading import EXAMPLE, save_bookmark
-from leasehold.demo.session import SETTLED, Session, Task
-from leasehold.demo.story import iso_ms, log_entries, log_time
+from leasehold_dev.demo.reading import EXAMPLE, save_bookmark
+from leasehold_dev.demo.session import SETTLED, Session, Task
+from leasehold_dev.demo.story import iso_ms, log_entries, log_time
 
 
 def _enrich_and_crash(

@@ -2,7 +2,7 @@
 error type the command line prints.
 
 A deployed stack is named with `--url` (and `--token`); otherwise the running local stack is
-found from its state file (leasehold.local.locate: `--state`, `LEASEHOLD_STATE`, or
+found from its state file (leasehold_dev.local.locate: `--state`, `LEASEHOLD_STATE`, or
 `.leasehold/local-stack.json` here or in a directory above). `--url`, `--token` and the state
 file are accepted before and after an `ops` subcommand alike."""
 
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from leasehold.domain.errors import LeaseholdError
 
 if TYPE_CHECKING:
-    from leasehold.local.stack import StackInfo
+    from leasehold_dev.local.stack import StackInfo
 
 DEPLOYED_HINT = "or pass --url URL (with --token TOKEN) for a deployed stack"
 STATE_HELP = (
@@ -57,8 +57,8 @@ def add_url_options(parser: argparse.ArgumentParser, *, under: bool = False) -> 
 
 def local_stack(args: argparse.Namespace, *, hint: str = "") -> tuple[Path, StackInfo]:
     """(state file, StackInfo) of the running local stack, or a CliError saying what to do."""
-    from leasehold.local.locate import running_stack
-    from leasehold.local.stack import StackError
+    from leasehold_dev.local.locate import running_stack
+    from leasehold_dev.local.stack import StackError
 
     try:
         return running_stack(getattr(args, "state_file", None), Path.cwd(), os.environ)

@@ -1,8 +1,8 @@
 """The `leasehold` command: the local stack (up, down, status, a worker to attach), in-process
-invocation, a user's jobs (leasehold.cli_jobs: submit, show), the operator's commands
-(leasehold.cli_ops), documents, the provider, smoke, demo.
+invocation, a user's jobs (leasehold_dev.cli_jobs: submit, show), the operator's commands
+(leasehold_dev.cli_ops), documents, the provider, smoke, demo.
 
-Every command that needs a running stack finds it the same way (leasehold.cli_target)."""
+Every command that needs a running stack finds it the same way (leasehold_dev.cli_target)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from leasehold.cli_jobs import add_job_commands
-from leasehold.cli_ops import add_ops_commands
-from leasehold.cli_target import (
+from leasehold.domain.errors import LeaseholdError
+from leasehold_dev.cli_jobs import add_job_commands
+from leasehold_dev.cli_ops import add_ops_commands
+from leasehold_dev.cli_target import (
     CliError,
     add_state_option,
     add_url_options,
     api_url,
     local_stack,
 )
-from leasehold.domain.errors import LeaseholdError
 
 __all__ = ["CliError", "build_parser", "main"]
 
@@ -42,11 +42,11 @@ def _busy_port(port: int) -> str:
 
 
 def _cmd_local_up(args: argparse.Namespace) -> int:
-    from leasehold.local.locate import state_path_for_up, template_for_up
-    from leasehold.local.runner import LocalStack
-    from leasehold.local.stack import PortBusyError, StackError
-    from leasehold.local.template import TemplateError
     from leasehold.store.faults import FaultPlan, FaultSpecError
+    from leasehold_dev.local.locate import state_path_for_up, template_for_up
+    from leasehold_dev.local.runner import LocalStack
+    from leasehold_dev.local.stack import PortBusyError, StackError
+    from leasehold_dev.local.template import TemplateError
 
     if args.workers < 0 or args.workers > 16:
         raise CliError("--workers must be between 0 and 16")
@@ -105,8 +105,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_local_worker(args: argparse.Namespace) -> int:
-    from leasehold.local.runner import run_worker
-    from leasehold.local.stack import StackError
+    from leasehold_dev.local.runner import run_worker
+    from leasehold_dev.local.stack import StackError
 
     path, _ = local_stack(args)
     try:
@@ -120,9 +120,9 @@ def _cmd_local_down(args: argparse.Namespace) -> int:
     """Stop the `local up` process of the state file, every worker registered beside it
     (spawned or attached) and so the providers, moto and gateway it runs; remove the state file.
     Bounded: `--timeout` for `local up` to stop, then SIGKILL."""
-    from leasehold.local.locate import STATE_FILE, find_state
-    from leasehold.local.processes import WorkerRegistry, stop_processes, wait_gone
-    from leasehold.local.stack import StackError, StackInfo
+    from leasehold_dev.local.locate import STATE_FILE, find_state
+    from leasehold_dev.local.processes import WorkerRegistry, stop_processes, wait_gone
+    from leasehold_dev.local.stack import StackError, StackInfo
 
     path = find_state(args.state_file, Path.cwd(), os.environ)
     if path is None or not path.is_file():
@@ -162,7 +162,7 @@ def _cmd_local_down(args: argparse.Namespace) -> int:
 
 def _cmd_local_status(args: argparse.Namespace) -> int:
     """Whether the stack runs, where, and where its logs are; `--wait` for a background start."""
-    from leasehold.local.processes import WorkerRegistry
+    from leasehold_dev.local.processes import WorkerRegistry
 
     deadline = time.monotonic() + args.wait
     while True:
@@ -190,7 +190,7 @@ def _cmd_local_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
-    from leasehold.local.invoke import invoke, resolve_function
+    from leasehold_dev.local.invoke import invoke, resolve_function
 
     _, stack = local_stack(args)
     try:
@@ -215,7 +215,7 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def _cmd_smoke(args: argparse.Namespace) -> int:
-    from leasehold.smoke import Smoke, SmokeError
+    from leasehold_dev.smoke import Smoke, SmokeError
 
     url = api_url(args)
     try:
@@ -237,8 +237,8 @@ def _cmd_docs_put(args: argparse.Namespace) -> int:
         document_prefix,
         tenant_of_key,
     )
-    from leasehold.local.gateway import DEMO_USERS
-    from leasehold.local.stack import client
+    from leasehold_dev.local.gateway import DEMO_USERS
+    from leasehold_dev.local.stack import client
 
     _, stack = local_stack(args)
     bucket = stack.outputs.get("DocumentsBucket")
@@ -271,7 +271,7 @@ def _cmd_docs_put(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from leasehold.demo import run_demo
+    from leasehold_dev.demo import run_demo
 
     return run_demo(Path(args.template), port=args.port)
 
@@ -279,7 +279,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_provider_serve(args: argparse.Namespace) -> int:
     import sqlite3
 
-    from leasehold.local.provider import serve_provider
+    from leasehold_dev.local.provider import serve_provider
 
     if not 0 <= args.port <= 65535:
         raise CliError("--port must be between 0 and 65535")
@@ -317,7 +317,7 @@ def _cmd_provider_charges(args: argparse.Namespace) -> int:
 
 
 def _demo_users() -> list[str]:
-    from leasehold.local.gateway import DEMO_USERS
+    from leasehold_dev.local.gateway import DEMO_USERS
 
     return list(DEMO_USERS)
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from leasehold.demo import agent, effects, infrastructure, reading, synthetic
-from leasehold.demo.session import Session, Task
-from leasehold.demo.story import print_story
-from leasehold.local.runner import LocalStack
-from leasehold.local.stack import LOCAL_PARAMETERS
+from leasehold_dev.demo import agent, effects, infrastructure, reading, synthetic
+from leasehold_dev.demo.session import Session, Task
+from leasehold_dev.demo.story import print_story
+from leasehold_dev.local.runner import LocalStack
+from leasehold_dev.local.stack import LOCAL_PARAMETERS
 
 TaskRun = Callable[[Session, Task], None]
 DEMO_PARAMETERS = {"WorkerBatchSize": "1"}

@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from leasehold.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto_transactions import require_pinned_moto
 
 MAX_EXPRESSIONS = 512
 """Distinct expressions remembered (of each kind); past this a memo is cleared and starts again."""

@@ -35,9 +35,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from leasehold.domain.clock import Clock, SystemClock
 from leasehold.domain.errors import LeaseholdError
-from leasehold.local.charges import ChargeLedger
-from leasehold.local.page_summary import summarize
 from leasehold.providers.enrichment import FAULTS, PROVIDER_MODES, is_valid_provider_key
+from leasehold_dev.local.charges import ChargeLedger
+from leasehold_dev.local.page_summary import summarize
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_URL_CHARS = 2048

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from leasehold.cli_target import (
+from leasehold_dev.cli_target import (
     CliError,
     add_state_option,
     add_url_options,
@@ -65,12 +65,12 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 
 def _local_dead_letters(args: argparse.Namespace, hint: str = "") -> tuple[Path, DeadLetterService]:
     from leasehold.domain.clock import SystemClock
-    from leasehold.local.stack import client
     from leasehold.service.redrive import DeadLetterService
     from leasehold.store.jobs import JobStore
     from leasehold.store.operator import OperatorStore
     from leasehold.store.queue import WakeupQueue
     from leasehold.store.table import Table
+    from leasehold_dev.local.stack import client
 
     state, stack = local_stack(args, hint=hint)
     mapping = stack.queue_mappings[0]

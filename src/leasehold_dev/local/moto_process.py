@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from leasehold.domain.errors import LeaseholdError
-from leasehold.local.processes import stop_requested_by_signals
+from leasehold_dev.local.processes import stop_requested_by_signals
 
 READY = "ready "
 START_SECONDS = 60.0
@@ -57,7 +57,7 @@ class MotoProcess:
 def spawn(timeout: float = START_SECONDS) -> MotoProcess:
     """Start the server process and wait (at most `timeout` seconds) until it serves. Its stderr
     is this process's; its stdout carries the ready line only."""
-    command = [sys.executable, "-m", "leasehold.local.moto_process"]
+    command = [sys.executable, "-m", "leasehold_dev.local.moto_process"]
     command += ["--parent-pid", str(os.getpid())]
     process = subprocess.Popen(command, stdout=subprocess.PIPE)
     assert process.stdout is not None
@@ -90,8 +90,8 @@ def spawn(timeout: float = START_SECONDS) -> MotoProcess:
 
 def serve(parent_pid: int) -> None:
     """The child: serve until SIGTERM/SIGINT or until `parent_pid` is no longer the parent."""
-    from leasehold.local.runner import quiet_local_noise
-    from leasehold.local.stack import start_moto
+    from leasehold_dev.local.runner import quiet_local_noise
+    from leasehold_dev.local.stack import start_moto
 
     quiet_local_noise()
     stopping = stop_requested_by_signals()
