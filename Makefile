@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/leasehold demo
 
+# KINDS=myjobs.kinds (importable modules, comma-separated) replaces the template's Kinds list.
 up: setup
-	$(BIN)/leasehold local up --port $${PORT:-8080} --workers $${WORKERS:-2}
+	$(BIN)/leasehold local up --port $${PORT:-8080} --workers $${WORKERS:-2} $(if $(KINDS),--kinds $(KINDS))
 
 down: setup
 	$(BIN)/leasehold local down

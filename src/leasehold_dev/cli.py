@@ -65,6 +65,7 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         state_path=state,
         faults=args.faults,
         handler_log=functions_log,
+        kinds=args.kinds,
     )
     stopped = threading.Event()
 
@@ -90,6 +91,7 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
             f"leasehold local stack ready at {stack.url} (moto; {args.workers} workers{faults})",
             flush=True,
         )
+        print(f"  kinds: {', '.join(stack.kind_names())}", flush=True)
         where = functions_log or "this terminal"
         print(
             f"  logs: Api, Relay, Sweeper → {where}; workers → {logs}/worker-N.log; "
@@ -273,7 +275,7 @@ def _cmd_docs_put(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from leasehold_dev.demo import run_demo
 
-    return run_demo(Path(args.template), port=args.port)
+    return run_demo(Path(args.template), port=args.port, kinds=args.kinds)
 
 
 def _cmd_provider_serve(args: argparse.Namespace) -> int:
@@ -339,6 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--functions-log",
         metavar="FILE",
         help="write the Api, Relay and Sweeper logs to FILE instead of this terminal",
+    )
+    up.add_argument(
+        "--kinds",
+        help="LEASEHOLD_KINDS for every function: importable modules, comma-separated, whose "
+        "kinds (and routes) are registered (default: the template's Kinds parameter)",
     )
     up.add_argument(
         "--faults",
@@ -410,6 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--port", type=int, default=0)
     demo.add_argument("--template", default="template.yaml")
+    demo.add_argument(
+        "--kinds",
+        help="LEASEHOLD_KINDS for the demo's stack (it must keep the three applications the "
+        "demo exercises; add your own modules to run beside them)",
+    )
     demo.set_defaults(run=_cmd_demo)
     return parser
 

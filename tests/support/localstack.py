@@ -22,13 +22,28 @@ from tests.support.resources import ROOT, TEMPLATE
 
 
 class LocalStackProcess:
-    def __init__(self, workdir: Path, workers: int = 0, state: Path | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        workers: int = 0,
+        state: Path | None = None,
+        *,
+        kinds: str | None = None,
+        python_path: Path | None = None,
+    ) -> None:
+        """`kinds`: `--kinds` (LEASEHOLD_KINDS); `python_path`: a directory the stack and its
+        workers import the user's kind modules from (put first on PYTHONPATH)."""
         self.state = state or workdir / "stack.json"
         self.log = workdir / "stack.log"
         self.workdir = workdir
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("LEASEHOLD_STATE", None)
+        if python_path is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                part for part in (str(python_path), env.get("PYTHONPATH", "")) if part
+            )
+        self.env = env
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -44,6 +59,7 @@ class LocalStackProcess:
                 str(self.state),
                 "--template",
                 str(TEMPLATE),
+                *(["--kinds", kinds] if kinds is not None else []),
             ],
             stdout=subprocess.PIPE,
             stderr=self.log.open("wb"),

@@ -37,6 +37,7 @@ class JobInfo:
 
     @staticmethod
     def of(job: Job) -> JobInfo:
+        """The picture of an engine job (the engine makes these; a kind only reads them)."""
         return JobInfo(
             job_id=job.job_id,
             kind=job.kind,

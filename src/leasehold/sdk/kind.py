@@ -41,7 +41,7 @@ StepFunction = Callable[[StepContext, dict[str, Any]], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-DEFAULT_STEP_TIMEOUT_SECONDS = 30.0
+DEFAULT_STEP_TIMEOUT_SECONDS = 10.0
 
 
 class KindDefinitionError(ValueError):
@@ -100,15 +100,6 @@ class Step:
             raise KindDefinitionError(f"step '{self.name}': timeout_seconds must be 0 to 900")
         if not callable(self.run):
             raise KindDefinitionError(f"step '{self.name}': run must be callable")
-
-    def plan(self) -> StepPlan:
-        return StepPlan(
-            name=self.name,
-            cost=self.cost,
-            duration_ms=int(float(self.timeout_seconds) * 1000),
-            needs_approval=self.approval,
-            has_effect=self.effect is True,
-        )
 
 
 @dataclass(frozen=True)
@@ -317,31 +308,43 @@ class Kind:
         return steps
 
     def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+        """Run the accept-time checks (the schema, then each `check`) as `POST /jobs` and
+        `job_writes` do: `ValidationError` (a 400 naming the field) when the payload can
+        never run."""
         if self._validate_schema is not None:
             _check_schema(self._validate_schema, payload)
         for check in self._hooks.checks:
             check(payload, owner)
 
     def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
-        return [step.plan() for step in self.steps_for(payload)]
+        """What the engine knows of each step before starting it (name, cost, timeout,
+        approval, bare effect), for a job of this payload."""
+        return [_plan_of(step) for step in self.steps_for(payload)]
+
+
+class EngineKind:
+    """The engine's view of a `Kind` (service/kinds.JobKind): the names the worker and the
+    API call, kept apart from the names a user declares with."""
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+        self.name = kind.name
+        self.max_payload_bytes = kind.max_payload_bytes
+        self.submittable = kind.submittable
+        self.default_max_attempts = kind.default_max_attempts
+        self.operators_see_payload = kind.operators_see_payload
+
+    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+        self.kind.validate_for(payload, owner)
+
+    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+        return self.kind.plan(payload)
 
     def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: StepRuntime) -> Any:
-        step = self.steps_for(payload)[index]
-        operation = None
-        if isinstance(step.effect, Effect):
-            operation_id = f"{ctx.job.job_id}:{index}"
-            entry = ctx.ledger.get(operation_id)
-            operation = Operation(
-                ctx,
-                operation_id,
-                step.effect.provider,
-                step.effect.capability,
-                recovering=bool(entry and entry.get("state") == "submitted"),
-            )
-            if entry and entry.get("state") == "confirmed":
-                return _receipt_output(entry.get("receipt"))  # a crash came after the confirm
-            if entry is None or entry.get("state") == "released":
-                operation.open({"job": ctx.job.job_id, "step": index})
+        step = self.kind.steps_for(payload)[index]
+        operation = _open_operation(step, index, ctx)
+        if isinstance(operation, _Confirmed):
+            return operation.output  # a crash came after the confirm: the step is done
         context = StepContext(ctx, operation)
         try:
             output = step.run(context, payload)
@@ -365,12 +368,13 @@ class Kind:
             operation.confirm(receipt, reconciled=operation.recovering)
         return output
 
-    def result_of(self, job: Job, checkpoint: Checkpoint) -> Any:
-        names = [step.name for step in self.steps_for(job.payload)]
+    def result(self, job: Job, checkpoint: Checkpoint) -> Any:
+        hooks = self.kind._hooks  # noqa: SLF001 - the engine's side of the same declaration
         outputs = list(checkpoint.outputs)
-        if self._hooks.result is None:
+        if hooks.result is None:
             return outputs[-1] if outputs else None
-        return self._hooks.result(
+        names = [step.name for step in self.kind.steps_for(job.payload)]
+        return hooks.result(
             Finished(
                 job=JobInfo.of(job),
                 outputs={names[i]: out for i, out in enumerate(outputs) if i < len(names)},
@@ -380,70 +384,68 @@ class Kind:
             )
         )
 
-    def engine_outcome_writes(
-        self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[dict[str, Any]]:
-        if self._hooks.outcome_writes is None:
-            return []
-        return self._hooks.outcome_writes(Outcome(JobInfo.of(job), str(target), result, error, now))
-
-    def when_related_changed(
-        self, job: Job, changed: RelatedItemChangedError
-    ) -> tuple[str, dict[str, str]]:
-        if self._hooks.related_changed is None:
-            raise changed  # a kind with no outcome writes never meets one
-        old = changed.old_item if isinstance(changed.old_item, dict) else None
-        reason, message = self._hooks.related_changed(
-            RelatedChange(JobInfo.of(job), changed.index, old)
-        )
-        return reason, {"code": reason, "message": message}
-
-    def view_fields(self, job: Job) -> dict[str, Any]:
-        return dict(self._hooks.view(JobInfo.of(job))) if self._hooks.view else {}
-
-    def related_to(self, job: Job) -> dict[str, Any]:
-        return dict(self._hooks.related(JobInfo.of(job))) if self._hooks.related else {}
-
-
-class EngineKind:
-    """The engine's view of a `Kind` (service/kinds.JobKind): the names the worker and the
-    API call, kept apart from the names a user declares with."""
-
-    def __init__(self, kind: Kind) -> None:
-        self.kind = kind
-        self.name = kind.name
-        self.max_payload_bytes = kind.max_payload_bytes
-        self.submittable = kind.submittable
-        self.default_max_attempts = kind.default_max_attempts
-        self.operators_see_payload = kind.operators_see_payload
-
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
-        self.kind.validate_for(payload, owner)
-
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
-        return self.kind.plan(payload)
-
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: StepRuntime) -> Any:
-        return self.kind.run_step(payload, index, attempt, ctx)
-
-    def result(self, job: Job, checkpoint: Checkpoint) -> Any:
-        return self.kind.result_of(job, checkpoint)
-
     def outcome_writes(
         self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
     ) -> list[dict[str, Any]]:
-        return self.kind.engine_outcome_writes(job, target, result, error, now)
+        hook = self.kind._hooks.outcome_writes  # noqa: SLF001
+        if hook is None:
+            return []
+        return hook(Outcome(JobInfo.of(job), str(target), result, error, now))
 
     def when_related_changed(
         self, job: Job, changed: RelatedItemChangedError
     ) -> tuple[str, dict[str, str]]:
-        return self.kind.when_related_changed(job, changed)
+        hook = self.kind._hooks.related_changed  # noqa: SLF001
+        if hook is None:
+            raise changed  # a kind with no outcome writes never meets one
+        old = changed.old_item if isinstance(changed.old_item, dict) else None
+        reason, message = hook(RelatedChange(JobInfo.of(job), changed.index, old))
+        return reason, {"code": reason, "message": message}
 
     def view_fields(self, job: Job) -> dict[str, Any]:
-        return self.kind.view_fields(job)
+        hook = self.kind._hooks.view  # noqa: SLF001
+        return dict(hook(JobInfo.of(job))) if hook else {}
 
     def related(self, job: Job) -> dict[str, Any]:
-        return self.kind.related_to(job)
+        hook = self.kind._hooks.related  # noqa: SLF001
+        return dict(hook(JobInfo.of(job))) if hook else {}
+
+
+@dataclass(frozen=True)
+class _Confirmed:
+    output: Any
+
+
+def _open_operation(step: Step, index: int, ctx: StepRuntime) -> Operation | _Confirmed | None:
+    """An `Effect` step's ledger entry, opened (`submitted`) before the step runs unless an
+    earlier try opened it (then `recovering`) or confirmed it (then the step is not run)."""
+    if not isinstance(step.effect, Effect):
+        return None
+    operation_id = f"{ctx.job.job_id}:{index}"
+    entry = ctx.ledger.get(operation_id)
+    state = (entry or {}).get("state")
+    if state == "confirmed":
+        return _Confirmed(_receipt_output((entry or {}).get("receipt")))
+    operation = Operation(
+        ctx,
+        operation_id,
+        step.effect.provider,
+        step.effect.capability,
+        recovering=state == "submitted",
+    )
+    if entry is None or state == "released":
+        operation.open({"job": ctx.job.job_id, "step": index})
+    return operation
+
+
+def _plan_of(step: Step) -> StepPlan:
+    return StepPlan(
+        name=step.name,
+        cost=step.cost,
+        duration_ms=int(float(step.timeout_seconds) * 1000),
+        needs_approval=step.approval,
+        has_effect=step.effect is True,
+    )
 
 
 def _receipt_output(receipt: Any) -> Any:
@@ -460,7 +462,7 @@ def _compile_schema(name: str, schema: dict[str, Any] | None) -> Callable[[Any],
     try:
         json.dumps(schema)
         return fastjsonschema.compile(schema)
-    except (TypeError, ValueError, fastjsonschema.JsonSchemaDefinitionException) as exc:
+    except (TypeError, ValueError, re.error, fastjsonschema.JsonSchemaDefinitionException) as exc:
         raise KindDefinitionError(f"kind '{name}' has a bad schema: {exc}") from exc
 
 

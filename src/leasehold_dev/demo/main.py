@@ -4,6 +4,7 @@ last task does); a phase that kills workers runs apart from the ones that count 
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
@@ -140,7 +141,21 @@ def report(session: Session, all_phases: list[Phase]) -> bool:
     return passed == len(rows)
 
 
-def run_demo(template: Path, port: int = 0) -> int:
+DEMO_APPLICATIONS = ("leasehold_apps.synthetic",)
+"""The applications the demo's checks exercise: a `--kinds` list must keep them."""
+
+
+def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
+    if kinds is not None:
+        named = {part.strip() for part in kinds.split(",")}
+        missing = [app for app in DEMO_APPLICATIONS if app not in named]
+        if missing:
+            print(
+                f"leasehold demo: --kinds must keep the applications the demo exercises: "
+                f"add {', '.join(missing)}",
+                file=sys.stderr,
+            )
+            return 2
     workdir = Path(".leasehold/demo")
     workdir.mkdir(parents=True, exist_ok=True)
     for old in [*workdir.glob("*.log"), *workdir.glob("provider-*")]:
@@ -151,6 +166,7 @@ def run_demo(template: Path, port: int = 0) -> int:
         state_path=workdir / "stack.json",
         handler_log=workdir / "functions.log",
         parameters=DEMO_PARAMETERS,
+        kinds=kinds,
     )
     session: Session | None = None
     started = time.monotonic()

@@ -60,6 +60,22 @@ def quiet_local_noise() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def check_kinds(info: StackInfo) -> list[str]:
+    """Load the functions' kinds here, as each function will at its cold start, so a module
+    that does not import (or a kind defined twice, or one with no steps) stops `local up` with
+    its name instead of failing inside every worker."""
+    from leasehold.sdk.loading import KindLoadError, load_kinds
+
+    env = info.environment(info.function_for("handlers.worker.handler"))
+    try:
+        loaded = load_kinds(
+            env.get("LEASEHOLD_KINDS", ""), max_step_seconds=float(env["MAX_STEP_SECONDS"])
+        )
+    except KindLoadError as refused:
+        raise StackError(str(refused)) from refused
+    return sorted(loaded.kinds)
+
+
 class LocalStack:
     """The embedded stack in this process (gateway and pumps as threads); workers are separate
     processes started with `spawn_worker`."""
@@ -74,8 +90,12 @@ class LocalStack:
         parameters: dict[str, str] | None = None,
         handler_log: Path | None = None,
         faults: str = "",
+        kinds: str | None = None,
     ) -> None:
         self.faults = faults
+        self.kinds = kinds
+        """LEASEHOLD_KINDS for every function (the template's `Kinds` parameter); None: the
+        template's default."""
         self.providers: dict[str, Any] = {}
         self.handler_log = handler_log
         self.template = template
@@ -90,11 +110,16 @@ class LocalStack:
         self._moto: Any = None
         self._log_file: Any = None
         self._threads: list[Repeater] = []
+        self._kind_names: list[str] = []
 
     @property
     def url(self) -> str:
         assert self.gateway is not None
         return f"http://127.0.0.1:{self.gateway.port}"
+
+    def kind_names(self) -> list[str]:
+        """The kinds the functions register (known once `start` has created the stack)."""
+        return list(self._kind_names)
 
     @property
     def started(self) -> bool:
@@ -117,7 +142,10 @@ class LocalStack:
             "EnrichmentProviderCapability": "idempotent_key",
             **(self.parameters or {}),
         }
+        if self.kinds is not None:
+            parameters["Kinds"] = self.kinds
         info = create_stack(endpoint, self.template, parameters)
+        self._kind_names = check_kinds(info)
         info.local_environment["LEASEHOLD_LOCAL_PROVIDERS"] = json.dumps(urls)
         if self.faults:
             info.local_environment["LEASEHOLD_FAULTS"] = self.faults
