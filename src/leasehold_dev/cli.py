@@ -41,6 +41,18 @@ def _busy_port(port: int) -> str:
     )
 
 
+def importable_from(directory: Path) -> None:
+    """Let the stack and its worker processes import the user's kind modules from the directory
+    `local up` runs in, as `python -m` would (the `leasehold` script's own directory is not
+    it): first on sys.path here, and on PYTHONPATH for every process it starts."""
+    where = str(directory)
+    if where not in sys.path:
+        sys.path.insert(0, where)
+    paths = [part for part in os.environ.get("PYTHONPATH", "").split(os.pathsep) if part]
+    if where not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([where, *paths])
+
+
 def _cmd_local_up(args: argparse.Namespace) -> int:
     from leasehold.store.faults import FaultPlan, FaultSpecError
     from leasehold_dev.local.locate import state_path_for_up, template_for_up
@@ -57,6 +69,7 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
     except FaultSpecError as exc:
         raise CliError(f"--faults: {exc}") from exc
     cwd = Path.cwd()
+    importable_from(cwd)
     state = state_path_for_up(args.state_file, cwd, os.environ)
     functions_log = Path(args.functions_log) if args.functions_log else None
     stack = LocalStack(
@@ -275,6 +288,7 @@ def _cmd_docs_put(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from leasehold_dev.demo import run_demo
 
+    importable_from(Path.cwd())
     return run_demo(Path(args.template), port=args.port, kinds=args.kinds)
 
 
