@@ -7,16 +7,14 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from leasehold.handlers.wiring import metrics, runtime, trim_log_context
+from leasehold.handlers.wiring import function_handler, runtime
 from leasehold.service.sweeper import SweepSettings, sweep
 
 logger = Logger(service="leasehold")
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@function_handler(logger)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    trim_log_context(logger)
     rt = runtime()
     settings = SweepSettings(
         batch_limit=rt.settings.sweep_batch,

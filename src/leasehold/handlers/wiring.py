@@ -3,6 +3,7 @@ start). boto3 honours AWS_ENDPOINT_URL, which is how the local stack points thes
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import boto3
-from aws_lambda_powertools import Metrics
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
@@ -141,6 +142,26 @@ def worker_identity() -> str:
     """Which execution environment holds a lease: visible in the job and in the logs."""
     name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or f"pid-{os.getpid()}"
     return name[-48:]
+
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def function_handler(logger: Logger) -> Callable[[Handler], Handler]:
+    """The preamble every function's handler shares: the Lambda context on `logger` (state
+    cleared per invocation), the EMF metrics flushed at the end, the log context trimmed."""
+
+    def wrap(body: Handler) -> Handler:
+        @logger.inject_lambda_context(clear_state=True)
+        @metrics.log_metrics
+        @functools.wraps(body)
+        def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            trim_log_context(logger)
+            return body(event, context)
+
+        return handler
+
+    return wrap
 
 
 LOG_CONTEXT_DROPPED = ("function_arn", "function_memory_size")

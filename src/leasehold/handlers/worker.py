@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.handlers.settings import safety_margin_seconds
-from leasehold.handlers.wiring import metrics, runtime, trim_log_context, worker_identity
+from leasehold.handlers.wiring import function_handler, runtime, worker_identity
 from leasehold.service.worker import Disposition, WorkerService, WorkerSettings
 from leasehold.store.queue import Wakeup
 
@@ -70,10 +70,8 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
     return result.outcome
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@function_handler(logger)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    trim_log_context(logger)
     return process_partial_response(  # type: ignore[return-value]
         event=event,
         record_handler=record_handler,
