@@ -45,9 +45,10 @@ FORBIDDEN_PACKAGES = tuple(name + "." for name in FORBIDDEN)
 def test_greet(leasehold_testbed: LeaseholdTestbed) -> None:
     tb = leasehold_testbed
     assert tb.definitions.source == "packaged"
+    tb.faults("sqs.SendMessageBatch:InternalError=1@2")  # refused twice, then sent once
     job_id = tb.submit("greet", {"name": "ada"})
-    tb.run_until_idle()
-    assert tb.state(job_id) == "queued"
+    assert tb.run_until_idle().outcomes(job_id) == ["retry_scheduled"]
+    assert tb.injected() == {"SendMessageBatch:InternalError": 2}
     tb.advance(tb.next_due_in())
     tb.run_until_idle()
     assert tb.view(job_id)["result"] == "hello ada"
