@@ -32,21 +32,29 @@ class TestbedSettings:
     __test__: ClassVar[bool] = False  # not a pytest test class
 
     lease_seconds: int
+    """How long a claim lasts before it must be renewed (a dead worker's job waits this long)."""
     max_attempts: int
     """The default `max_attempts` of a job (a kind's own default, or the request's, wins)."""
     backoff_base_ms: int
+    """The retry backoff's base: attempt n waits up to min(cap, base·2^(n-1)) ms."""
     backoff_cap_ms: int
+    """The retry backoff's cap."""
     user_concurrency_limit: int
     """Running jobs at once per tenant and user (0: no limit)."""
     slot_wait_seconds: int
+    """How long a job held back by the per-user limit waits before it looks again."""
     sweep_batch: int
+    """Jobs the sweeper examines in one pass."""
     lost_wakeup_grace_seconds: int
+    """A due queued job with no dispatch for this long gets a new wake-up from the sweeper."""
     worker_timeout_seconds: int
     """The worker invocation's length, on the testbed's clock."""
     max_step_seconds: int
     """The longest `timeout_seconds` a step may declare (a longer one is refused at load)."""
     visibility_timeout_seconds: int
+    """The work queue's visibility timeout: when a crashed invocation's messages show again."""
     worker_batch_size: int
+    """Wake-ups per worker invocation."""
     jitter: bool = False
     """False (the default): a retry waits the whole backoff ceiling, min(cap, base·2^(n-1)),
     so a test knows when it is due. True: full jitter from the testbed's seed, as deployed."""
@@ -136,6 +144,7 @@ class BackoffCeiling(random.Random):
     ceiling (TestbedSettings.jitter False)."""
 
     def uniform(self, a: float, b: float) -> float:
+        """`b`: the longest the engine would wait."""
         return b
 
 

@@ -113,6 +113,8 @@ class WatchedKind(EngineKind):
         self._crashes = crashes
 
     def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: Any) -> Any:
+        """The kind's step, with an `in_step` crash before its result is recorded and an
+        `after_step` crash armed for the write that records it."""
         job_id, step = ctx.job.job_id, ctx.step_name
         ctx.ledger = _CrashingLedger(ctx.ledger, lambda: self._crashes.inside(job_id, step))
         output = super().run_step(payload, index, attempt, ctx)

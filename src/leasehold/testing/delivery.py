@@ -18,6 +18,7 @@ from leasehold.store.items import OUTBOX_PREFIX
 from leasehold.store.queue import Wakeup, WakeupQueue
 
 MAX_READS_PER_POLL = 100
+"""GetRecords calls per shard per poll at most (a bound, never reached by a test's table)."""
 
 
 @dataclass

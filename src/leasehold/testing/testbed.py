@@ -54,7 +54,9 @@ DEFAULT_OWNER = Owner("testing", "alice")
 OPERATOR = Owner("testing", "operator", is_operator=True)
 """Who replays and resolves jobs (an operator of the same tenant)."""
 TABLE_NAME = "leasehold-jobs"
+"""The jobs table's name on the testbed's moto."""
 QUEUE_PREFIX = "leasehold-"
+"""The queues are `leasehold-work`, `leasehold-dlq` and `leasehold-relay-failures`."""
 _OPEN: list[LeaseholdTestbed] = []  # moto's SQS follows one clock: one open testbed at a time
 
 
@@ -391,7 +393,8 @@ class LeaseholdTestbed:
         """Move the clock `seconds` forward, then run the sweeper once (as its schedule would):
         a lease that ran out is rescued (or its job goes `unknown` when an effect without a
         way to learn its outcome was open), a lost wake-up is sent again. Runs no job: call
-        `run_until_idle` next. Returns the sweeper's counts."""
+        `run_until_idle` next. Called from inside a step, it makes the step take that long
+        (its lease may run out under it). Returns the sweeper's counts."""
         self._ready()
         if seconds < 0:
             raise ValueError("time only moves forward")
