@@ -17,6 +17,10 @@ from tests.support.harness import Harness
 
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 
+# leasehold.testing's fixtures, enabled as a user's own conftest.py enables them
+# (tests/integration/test_testing_harness.py uses them as a user would).
+pytest_plugins = ["leasehold.testing.pytest_plugin"]
+
 
 def load_event(name: str) -> dict[str, Any]:
     """One helper for every sample event in events/ (the same files `sam local invoke` takes)."""

@@ -1,0 +1,38 @@
+"""leasehold.testing: run your kinds on the whole engine, on moto, with a clock you move.
+
+    from leasehold.testing import LeaseholdTestbed
+
+    with LeaseholdTestbed([shout]) as tb:            # Kind objects, or "app.kinds,app.more"
+        job_id = tb.submit("shout", {"text": "hi"})  # POST /jobs: the API's validation
+        tb.run_until_idle()                          # relay, SQS, worker, until nothing is due
+        assert tb.view(job_id)["state"] == "succeeded"
+
+A retry waits for its backoff on the testbed's clock (`advance(seconds)`, or `drain()` to skip
+ahead); `crash(after_step=..., in_step=...)` kills the worker at a step; `faults(spec)` injects
+AWS errors as `LEASEHOLD_FAULTS` does. For pytest, enable the `leasehold_testbed` fixture with
+`pytest_plugins = ["leasehold.testing.pytest_plugin"]` in your conftest.py.
+
+Never deployed: it needs moto (`pip install "moto[server]"`), and it starts moto's mock itself.
+"""
+
+from leasehold.testing.config import KindsSpec, TestbedSettings
+from leasehold.testing.crashes import CrashPlan, WorkerCrashed
+from leasehold.testing.definitions import PACKAGED, Definitions, TemplateError
+from leasehold.testing.report import Delivery, NotIdleError, RunReport
+from leasehold.testing.testbed import DEFAULT_OWNER, OPERATOR, LeaseholdTestbed
+
+__all__ = [
+    "DEFAULT_OWNER",
+    "OPERATOR",
+    "PACKAGED",
+    "CrashPlan",
+    "Definitions",
+    "Delivery",
+    "KindsSpec",
+    "LeaseholdTestbed",
+    "NotIdleError",
+    "RunReport",
+    "TemplateError",
+    "TestbedSettings",
+    "WorkerCrashed",
+]

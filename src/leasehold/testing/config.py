@@ -1,0 +1,156 @@
+"""What a testbed runs: the user's kinds (as the functions would load them) and the deployment
+settings (the template's defaults, with a test's overrides), checked as the functions check
+theirs at cold start."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar
+
+from leasehold.domain.clock import ManualClock
+from leasehold.domain.ids import IdFactory
+from leasehold.handlers.settings import Settings
+from leasehold.sdk.kind import Kind
+from leasehold.sdk.loading import KindLoadError, load_kinds
+from leasehold.testing.crashes import Crashes, WatchedKind
+from leasehold.testing.definitions import Definitions
+
+KindsSpec = str | Kind | Iterable[str | Kind]
+"""Kinds for a testbed: a `LEASEHOLD_KINDS`-style module string (`"app.kinds,app.more"`), a
+`Kind`, or any mix of them in a list."""
+
+
+@dataclass(frozen=True)
+class TestbedSettings:
+    """The deployment settings a testbed's functions run with: template.yaml's parameter
+    defaults unless a test overrides them (`LeaseholdTestbed(settings={"lease_seconds": 10})`).
+    They are checked as the functions check theirs (a worker timeout shorter than the lease
+    plus its margin is refused the same way)."""
+
+    __test__: ClassVar[bool] = False  # not a pytest test class
+
+    lease_seconds: int
+    """How long a claim lasts before it must be renewed (a dead worker's job waits this long)."""
+    max_attempts: int
+    """The default `max_attempts` of a job (a kind's own default, or the request's, wins)."""
+    backoff_base_ms: int
+    """The retry backoff's base: attempt n waits up to min(cap, base·2^(n-1)) ms."""
+    backoff_cap_ms: int
+    """The retry backoff's cap."""
+    user_concurrency_limit: int
+    """Running jobs at once per tenant and user (0: no limit)."""
+    slot_wait_seconds: int
+    """How long a job held back by the per-user limit waits before it looks again."""
+    sweep_batch: int
+    """Jobs the sweeper examines in one pass."""
+    lost_wakeup_grace_seconds: int
+    """A due queued job with no dispatch for this long gets a new wake-up from the sweeper."""
+    worker_timeout_seconds: int
+    """The worker invocation's length, on the testbed's clock."""
+    max_step_seconds: int
+    """The longest `timeout_seconds` a step may declare (a longer one is refused at load)."""
+    visibility_timeout_seconds: int
+    """The work queue's visibility timeout: when a crashed invocation's messages show again."""
+    worker_batch_size: int
+    """Wake-ups per worker invocation."""
+    jitter: bool = False
+    """False (the default): a retry waits the whole backoff ceiling, min(cap, base·2^(n-1)),
+    so a test knows when it is due. True: full jitter from the testbed's seed, as deployed."""
+
+    @staticmethod
+    def of(definitions: Definitions, overrides: Mapping[str, Any] | None = None) -> TestbedSettings:
+        """The definitions' defaults with `overrides` (unknown names are a TypeError)."""
+        names = {f.name for f in fields(TestbedSettings)}
+        unknown = sorted(set(overrides or {}) - names)
+        if unknown:
+            raise TypeError(f"unknown testbed setting(s): {', '.join(unknown)}")
+        defaults: dict[str, Any] = dict(definitions.settings)
+        base = TestbedSettings(**defaults)
+        settings = replace(base, **dict(overrides or {}))
+        settings.engine("table", "queue", "dlq")  # the functions' own cold-start check
+        return settings
+
+    def engine(self, table: str, queue_url: str, dlq_url: str) -> Settings:
+        """The functions' `Settings` for these resources (raises SettingsError when the
+        arithmetic of lease, timeout, step and visibility does not hold)."""
+        return Settings(
+            table_name=table,
+            queue_url=queue_url,
+            dlq_url=dlq_url,
+            lease_seconds=self.lease_seconds,
+            default_max_attempts=self.max_attempts,
+            backoff_base_ms=self.backoff_base_ms,
+            backoff_cap_ms=self.backoff_cap_ms,
+            user_concurrency_limit=self.user_concurrency_limit,
+            slot_wait_seconds=self.slot_wait_seconds,
+            sweep_batch=self.sweep_batch,
+            lost_wakeup_grace_seconds=self.lost_wakeup_grace_seconds,
+            worker_timeout_seconds=self.worker_timeout_seconds,
+            max_step_seconds=self.max_step_seconds,
+            visibility_timeout_seconds=self.visibility_timeout_seconds,
+            metrics_namespace="LeaseholdTesting",
+            kinds="leasehold.testing",
+        ).check()
+
+
+def resolve_kinds(
+    spec: KindsSpec, crashes: Crashes, *, max_step_seconds: float
+) -> dict[str, WatchedKind]:
+    """The kinds by name, as the functions register them: a module string through
+    `load_kinds` (the same `KindLoadError`s as a cold start), a `Kind` checked by the same
+    rules (a name taken twice, no steps, a step longer than `max_step_seconds`)."""
+    items: list[str | Kind] = [spec] if isinstance(spec, str | Kind) else list(spec)
+    if not items:
+        raise KindLoadError("a testbed needs at least one kind")
+    found: dict[str, tuple[Kind, str]] = {}
+
+    def add(kind: Kind, where: str) -> None:
+        if kind.name in found:
+            if found[kind.name][0] is kind:
+                return
+            raise KindLoadError(
+                f"kind {kind.name!r} is given twice ({found[kind.name][1]} and {where})"
+            )
+        found[kind.name] = (kind, where)
+
+    for item in items:
+        if isinstance(item, str):
+            loaded = load_kinds(item, max_step_seconds=max_step_seconds)
+            for engine_kind in loaded.kinds.values():
+                add(engine_kind.kind, f"module string {item!r}")
+        elif isinstance(item, Kind):
+            _check_kind(item, max_step_seconds)
+            add(item, "a Kind object")
+        else:
+            raise TypeError(f"a kind is a Kind or a module string, not {type(item).__name__}")
+    return {name: WatchedKind(kind, crashes) for name, (kind, _) in found.items()}
+
+
+def _check_kind(kind: Kind, max_step_seconds: float) -> None:
+    if not kind.has_steps:
+        raise KindLoadError(f"kind {kind.name!r} has no steps")
+    for step in kind.steps:
+        if step.timeout_seconds > max_step_seconds:
+            raise KindLoadError(
+                f"kind {kind.name!r} step {step.name!r} may run {step.timeout_seconds:g} s, "
+                f"over MAX_STEP_SECONDS ({max_step_seconds:g})"
+            )
+
+
+class BackoffCeiling(random.Random):
+    """Seeded randomness whose `uniform` is its upper bound: a retry waits the whole backoff
+    ceiling (TestbedSettings.jitter False)."""
+
+    def uniform(self, a: float, b: float) -> float:
+        """`b`: the longest the engine would wait."""
+        return b
+
+
+def seeded_ids(clock: ManualClock, rng: random.Random) -> IdFactory:
+    """Ids shaped like the API's (`j_` + 12 hex of milliseconds + 10 hex), repeatable by seed."""
+    return lambda: f"j_{clock.now_ms():012x}{rng.getrandbits(40):010x}"
+
+
+__all__ = ["BackoffCeiling", "KindsSpec", "TestbedSettings", "resolve_kinds", "seeded_ids"]

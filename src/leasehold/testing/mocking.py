@@ -1,0 +1,130 @@
+"""moto, made into the world a testbed's jobs run in: AWS as moto's in-process mock, with fake
+credentials, where time is the testbed's manual clock.
+
+While a `MotoWorld` is open (a process-wide state: open one testbed at a time):
+- `moto.mock_aws` is started (nested inside a caller's own mock, if any);
+- fake credentials and a region are set in the environment, and `AWS_ENDPOINT_URL` /
+  `AWS_PROFILE` are removed (a user's own boto3 clients reach moto too);
+- moto's SQS reads the manual clock: delays, visibility timeouts, receive counts and the redrive
+  to the dead-letter queue behave as SQS's do, in test time (moto's own are real time);
+- a request answered by an injected fault (leasehold.store.faults) is left unapplied by moto,
+  as the service leaves it (moto's mock would otherwise apply it too);
+- botocore's standard retries keep their rules (what is retried, how often) but not their
+  real-time sleeps.
+Everything is restored when it closes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+from unittest import mock
+
+from leasehold.domain.clock import ManualClock
+from leasehold.store.faults import INJECTED_MARK
+
+REGION = "us-east-1"
+"""The region every testbed client uses."""
+
+FAKE_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+"""What the environment says while a testbed is open (never real credentials)."""
+
+REMOVED_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_PROFILE")
+"""Removed while a testbed is open: nothing may point a client away from moto."""
+
+
+class MotoWorld:
+    """The patches above as one context manager over a manual clock."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self._clock = clock
+        self._stack: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> MotoWorld:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Start moto and apply the patches (idempotent)."""
+        if self._stack is not None:
+            return
+        import moto.sqs.models as sqs_models
+        from botocore.retries.standard import ExponentialBackoff
+        from moto import mock_aws
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(mock.patch.dict(os.environ, FAKE_ENVIRONMENT))
+            for name in REMOVED_ENVIRONMENT:
+                os.environ.pop(name, None)
+            clock = self._clock
+            stack.enter_context(
+                mock.patch.object(sqs_models, "unix_time", lambda dt=None: clock.now_ms() / 1000.0)
+            )
+            stack.enter_context(
+                mock.patch.object(sqs_models, "unix_time_millis", lambda dt=None: clock.now_ms())
+            )
+            stack.enter_context(
+                mock.patch.object(
+                    BotocoreStubber,
+                    "process_request",
+                    _unless_injected(BotocoreStubber.process_request),
+                )
+            )
+            stack.enter_context(
+                mock.patch.object(ExponentialBackoff, "delay_amount", lambda self, context: 0)
+            )
+            stack.enter_context(mock_aws())
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+
+    def close(self) -> None:
+        """Stop moto (its data goes with it) and undo every patch."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+
+def hidden_messages(queue_url: str) -> list[tuple[int, str]]:
+    """The messages of a moto queue that are not visible now — delayed, or received and not
+    deleted — as (the testbed-clock millisecond when SQS shows them again, body). moto keeps
+    this to itself; an unreadable queue gives []."""
+    from moto.sqs.models import sqs_backends
+
+    name = queue_url.rstrip("/").rsplit("/", 1)[-1]
+    found: list[tuple[int, str]] = []
+    for account in list(sqs_backends):
+        queue = sqs_backends[account][REGION].queues.get(name)
+        for message in list(getattr(queue, "_messages", None) or []):
+            if message.delayed or not message.visible:
+                # visible once the clock is past visible_at, and no longer delayed at
+                # delayed_until
+                at = max(int(message.delayed_until), int(message.visible_at) + 1)
+                found.append((at, str(message.body)))
+    return found
+
+
+def _unless_injected(original: Any) -> Any:
+    """moto's request handler, skipping a request an injected fault has already answered."""
+
+    def process_request(self: Any, request: Any) -> Any:
+        if (getattr(request, "context", None) or {}).get(INJECTED_MARK):
+            return None
+        return original(self, request)
+
+    return process_request
+
+
+__all__ = ["FAKE_ENVIRONMENT", "REGION", "REMOVED_ENVIRONMENT", "MotoWorld", "hidden_messages"]

@@ -1,0 +1,488 @@
+"""`LeaseholdTestbed`: the whole of leasehold — accept, outbox, stream relay, SQS, worker,
+sweeper, operator actions — running a user's kinds on moto, in the test's thread, on a clock
+that moves only when the test says so."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, cast
+
+import boto3
+
+from leasehold.domain.clock import ManualClock
+from leasehold.domain.errors import JobNotFoundError
+from leasehold.domain.job import Job, Owner
+from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.handlers.settings import safety_margin_seconds
+from leasehold.handlers.wiring import CLIENT_CONFIG
+from leasehold.service.jobs import JobService
+from leasehold.service.kinds import JobKind
+from leasehold.service.ops import OpsService
+from leasehold.service.sweeper import SweepSettings, sweep
+from leasehold.service.telemetry import CountingTelemetry
+from leasehold.service.view import history_view, operations_view
+from leasehold.service.worker import Disposition, WorkerService, WorkerSettings
+from leasehold.store import Stores, Table
+from leasehold.store.faults import FaultInjector, FaultPlan, install_faults
+from leasehold.store.leases import LeaseStore
+from leasehold.store.queue import Wakeup, WakeupQueue
+from leasehold.store.table import TransactionRetry
+from leasehold.testing.config import (
+    BackoffCeiling,
+    KindsSpec,
+    TestbedSettings,
+    resolve_kinds,
+    seeded_ids,
+)
+from leasehold.testing.crashes import Crashes, CrashPlan, WatchedLeases, WorkerCrashed
+from leasehold.testing.definitions import Definitions, create_queues, create_table
+from leasehold.testing.delivery import (
+    Message,
+    QueueSource,
+    StreamRelay,
+    invocation_clock,
+    next_event_ms,
+)
+from leasehold.testing.mocking import REGION, MotoWorld, hidden_messages
+from leasehold.testing.report import Delivery, NotIdleError, RunReport
+
+DEFAULT_OWNER = Owner("testing", "alice")
+"""Who submits a job unless `owner=` says otherwise."""
+OPERATOR = Owner("testing", "operator", is_operator=True)
+"""Who replays and resolves jobs (an operator of the same tenant)."""
+TABLE_NAME = "leasehold-jobs"
+"""The jobs table's name on the testbed's moto."""
+QUEUE_PREFIX = "leasehold-"
+"""The queues are `leasehold-work`, `leasehold-dlq` and `leasehold-relay-failures`."""
+_OPEN: list[LeaseholdTestbed] = []  # moto's SQS follows one clock: one open testbed at a time
+
+
+class LeaseholdTestbed:
+    """leasehold on moto with a manual clock, running your kinds; use it as a context manager.
+
+        with LeaseholdTestbed([shout]) as tb:           # or LeaseholdTestbed("app.kinds")
+            job_id = tb.submit("shout", {"text": "hi"})
+            tb.run_until_idle()
+            assert tb.view(job_id)["result"] == {"text": "HI"}
+
+    `kinds`: `Kind` objects and/or `LEASEHOLD_KINDS`-style module strings. `settings`:
+    overrides of `TestbedSettings` (template.yaml's defaults). `template`: a SAM template to read
+    the table, queues and settings from (default: `LEASEHOLD_TEMPLATE`, leasehold's own in a
+    source checkout, else the copy in the package). `seed` makes ids, jitter and injected
+    faults repeatable.
+
+    Time moves only with `advance` (or `drain`). A job runs the engine's code end to end: the
+    API's validation and commit, the outbox on the table's stream, the relay, SQS with its
+    delays and visibility timeouts (on the testbed's clock), the worker's fenced claims,
+    checkpoints, leases and retries, the sweeper. Faults (`faults`) reach the functions'
+    clients only; `view`, `history` and `operations` always read the table as it is."""
+
+    def __init__(
+        self,
+        kinds: KindsSpec,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        template: str | Path | None = None,
+        owner: Owner = DEFAULT_OWNER,
+        seed: int = 7,
+        start_ms: int | None = None,
+    ) -> None:
+        self.definitions: Definitions = Definitions.find(template)
+        """Where the table, queues and settings came from (`definitions.source`)."""
+        self.settings: TestbedSettings = TestbedSettings.of(self.definitions, settings)
+        self.clock: ManualClock = ManualClock() if start_ms is None else ManualClock(start_ms)
+        """The engine's only clock: `now_ms()`; moved by `advance`."""
+        self.owner = owner
+        """The default owner of submitted jobs."""
+        self.telemetry = CountingTelemetry()
+        """What the services counted (`telemetry.counts["JobsSucceeded"]`)."""
+        self._seed = seed
+        self._crashes = Crashes()
+        self.kinds: dict[str, JobKind] = dict(
+            resolve_kinds(kinds, self._crashes, max_step_seconds=self.settings.max_step_seconds)
+        )
+        """The registered kinds by name, as the engine runs them."""
+        self._world = MotoWorld(self.clock)
+        self._open = False
+        self._busy = False
+        self._generation = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> LeaseholdTestbed:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Start moto and create the table and queues (`with` does it for you)."""
+        if self._open:
+            return
+        if _OPEN:
+            raise RuntimeError("another LeaseholdTestbed is open in this process: close it first")
+        self._world.open()
+        try:
+            self._build()
+        except BaseException:
+            self._world.close()
+            raise
+        self._open = True
+        _OPEN.append(self)
+
+    def close(self) -> None:
+        """Stop moto; every resource and job goes with it (inside a caller's own `mock_aws`,
+        the testbed's table and queues are deleted, the caller's resources stay)."""
+        if not self._open:
+            return
+        self._open = False
+        _OPEN.remove(self)
+        try:
+            self._dynamodb_plain.delete_table(TableName=TABLE_NAME)
+            for url in self.queue_urls.values():
+                self._sqs_plain.delete_queue(QueueUrl=url)
+        finally:
+            self._world.close()
+
+    def client(self, service: str) -> Any:
+        """A boto3 client on this testbed's moto (for a kind's own resources: create a bucket
+        your kind writes to, read what it wrote). No fault is injected into it."""
+        return boto3.session.Session(region_name=REGION).client(service)  # type: ignore[call-overload]
+
+    def _build(self) -> None:
+        session = boto3.session.Session(region_name=REGION)
+        seed, settings = self._seed, self.settings
+        # The functions' clients, with their configuration and the fault injectors...
+        self._dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
+        self._sqs = session.client("sqs", config=CLIENT_CONFIG)
+        self._injectors: list[FaultInjector] = [
+            install_faults(self._dynamodb, FaultPlan(()), random.Random(seed)),
+            install_faults(self._sqs, FaultPlan(()), random.Random(seed + 1)),
+        ]
+        # ...and Lambda's pollers and the test's eyes, which no fault reaches.
+        plain_dynamodb = self._dynamodb_plain = session.client("dynamodb")
+        plain_sqs = self._sqs_plain = session.client("sqs")
+        table = create_table(plain_dynamodb, self.definitions, TABLE_NAME)
+        self.queue_urls: dict[str, str] = create_queues(
+            plain_sqs, self.definitions, QUEUE_PREFIX, settings.visibility_timeout_seconds
+        )
+        """The queues' URLs: `work`, `dlq`, `relay_failures`."""
+        self.table_name: str = TABLE_NAME
+        """The jobs table's name."""
+        settings.engine(TABLE_NAME, self.queue_urls["work"], self.queue_urls["dlq"])
+        lease_ms = settings.lease_seconds * 1000
+        retry = TransactionRetry(sleep=lambda _: None, rng=random.Random(seed))
+        self._stores = Stores.over(
+            Table(self._dynamodb, TABLE_NAME, retry=retry),
+            settings.user_concurrency_limit,
+            slot_grace_ms=2 * lease_ms,
+        )
+        self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
+        self._queue = WakeupQueue(self._sqs, self.queue_urls["work"], self.queue_urls["dlq"])
+        self._relay = StreamRelay(
+            session.client("dynamodbstreams"),
+            str(table["LatestStreamArn"]),
+            self._queue,
+            self.clock,
+            self.telemetry,
+            batch_size=int(self.definitions.relay["batch_size"]),
+            max_retries=int(self.definitions.relay["max_retries"]),
+        )
+        self._source = QueueSource(plain_sqs, self.queue_urls["work"], settings.worker_batch_size)
+        self._worker_rng: random.Random = (
+            random.Random(seed) if settings.jitter else BackoffCeiling(seed)
+        )
+        ids = seeded_ids(self.clock, random.Random(seed))
+        self._api = JobService(
+            self._stores, self.kinds, self.clock, ids, self.telemetry, settings.max_attempts
+        )
+        self._viewer = JobService(self._reads, self.kinds, self.clock, ids, self.telemetry)
+        self._ops = OpsService(self._stores, self._queue, self.clock, self.telemetry, self.kinds)
+        self._worker = self._new_worker()
+
+    def _new_worker(self) -> WorkerService:
+        """A worker in a fresh execution environment (after a crash, another one takes over)."""
+        self._generation += 1
+        self._crashes.forget()
+        settings, lease_ms = self.settings, self.settings.lease_seconds * 1000
+        leases = cast(LeaseStore, WatchedLeases(self._stores.leases, self._crashes))
+        return WorkerService(
+            stores=replace(self._stores, leases=leases),
+            queue=self._queue,
+            kinds=self.kinds,
+            clock=self.clock,
+            settings=WorkerSettings(
+                worker_id=f"testbed-worker-{self._generation}",
+                lease=LeasePolicy(
+                    lease_ms=lease_ms,
+                    safety_margin_ms=safety_margin_seconds(settings.lease_seconds) * 1000,
+                ),
+                retry=RetryPolicy(base_ms=settings.backoff_base_ms, cap_ms=settings.backoff_cap_ms),
+                slot_wait_ms=settings.slot_wait_seconds * 1000,
+                heartbeat_every_ms=max(250, lease_ms // 3),
+            ),
+            telemetry=self.telemetry,
+            rng=self._worker_rng,
+        )
+
+    def _ready(self) -> None:
+        if not self._open:
+            raise RuntimeError("the testbed is not open: use `with LeaseholdTestbed(...) as tb:`")
+
+    # ------------------------------------------------------------------ the caller's actions
+
+    def submit(
+        self,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        owner: Owner | None = None,
+        idempotency_key: str | None = None,
+        budget: Mapping[str, int] | None = None,
+        deadline_seconds: int | None = None,
+        max_attempts: int | None = None,
+    ) -> str:
+        """`POST /jobs`: validated and committed as the API does (an invalid request raises
+        the API's `ValidationError`); returns the job id (the same one again for a repeated
+        `idempotency_key`). The job is `queued`; nothing runs until `run_until_idle`."""
+        self._ready()
+        body: dict[str, Any] = {"kind": kind, "payload": dict(payload)}
+        if budget is not None:
+            body["budget"] = dict(budget)
+        if deadline_seconds is not None:
+            body["deadline_seconds"] = deadline_seconds
+        if max_attempts is not None:
+            body["max_attempts"] = max_attempts
+        return self._api.accept(owner or self.owner, body, idempotency_key).job_id
+
+    def approve(self, job_id: str) -> dict[str, Any]:
+        """`POST /jobs/{id}/approval` with `approve`, at the job's current version, as its
+        owner; returns the job view (`queued` again: `run_until_idle` runs the step)."""
+        return self._decide(job_id, "approve")
+
+    def reject(self, job_id: str) -> dict[str, Any]:
+        """`POST /jobs/{id}/approval` with `reject`: the job ends `cancelled`."""
+        return self._decide(job_id, "reject")
+
+    def _decide(self, job_id: str, decision: str) -> dict[str, Any]:
+        job = self._job(job_id)
+        body = {"decision": decision, "version": job.version}
+        return self._api.decide_approval(job.owner, job_id, body)
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """`POST /jobs/{id}/cancel` as its owner: a queued or paused job is `cancelled` at once,
+        a running one stops before its next step."""
+        return self._api.cancel(self._job(job_id).owner, job_id)
+
+    def replay(
+        self, job_id: str, *, note: str | None = None, checked_provider: bool = False
+    ) -> dict[str, Any]:
+        """The operator's replay (`POST /ops/jobs/{id}/replay`); an `unknown` job needs
+        `checked_provider=True` and a `note`."""
+        self._ready()
+        body: dict[str, Any] = {}
+        if note is not None:
+            body["note"] = note
+        if checked_provider:
+            body["checked_provider"] = True
+        return self._ops.replay(job_id, OPERATOR, body)
+
+    def resolve(
+        self, job_id: str, outcome: str, note: str, *, receipt: str | None = None
+    ) -> dict[str, Any]:
+        """The operator's resolve of an `unknown` job: `outcome` `succeeded` or `failed`."""
+        self._ready()
+        body: dict[str, Any] = {"outcome": outcome, "note": note}
+        if receipt is not None:
+            body["receipt"] = receipt
+        return self._ops.resolve(job_id, OPERATOR, body)
+
+    # ------------------------------------------------------------------ reading jobs
+
+    def _job(self, job_id: str) -> Job:
+        self._ready()
+        job = self._reads.jobs.get(job_id)
+        if job is None:
+            raise JobNotFoundError(f"no job {job_id}")
+        return job
+
+    def view(self, job_id: str, *, owner: Owner | None = None) -> dict[str, Any]:
+        """The job as `GET /jobs/{id}` shows it to its owner (or to `owner`: another tenant's
+        caller gets the API's not-found)."""
+        return self._viewer.view(owner or self._job(job_id).owner, job_id)
+
+    def state(self, job_id: str) -> str:
+        """The job's state (`queued`, `running`, `succeeded`, `unknown`, …)."""
+        return self._job(job_id).state.value
+
+    def history(self, job_id: str) -> list[dict[str, Any]]:
+        """Every attempt's end and every act on the job, in order (as operators see it)."""
+        return history_view(self._job(job_id))
+
+    def operations(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's operation ledger: one entry per effect step that opened one (`state`
+        `submitted`, `confirmed`, `failed`, `released`; `key`, `receipt`, `reconciled`)."""
+        return operations_view(self._job(job_id))
+
+    def operator_view(self, job_id: str) -> dict[str, Any]:
+        """The job as `GET /ops/jobs/{id}` shows it (lease holder, history, ledger)."""
+        self._ready()
+        return self._ops.show(job_id)
+
+    # ------------------------------------------------------------------ time and running
+
+    def run_until_idle(self, max_rounds: int = 100) -> RunReport:
+        """Relay the outbox and deliver every visible wake-up to a worker, round after round,
+        until a round finds nothing: no new stream record, no visible message. Time does not
+        move: a retry whose backoff has not passed stays `queued` (its wake-up is delayed on
+        the testbed's clock, and the worker would refuse it early). Raises NotIdleError after
+        `max_rounds` rounds that all found work."""
+        self._ready()
+        if self._busy:
+            raise RuntimeError("run_until_idle/drain called from inside a step")
+        self._busy = True
+        try:
+            deliveries: list[Delivery] = []
+            relayed = 0
+            for rounds in range(1, max_rounds + 1):
+                read, sent = self._relay.poll()
+                relayed += sent
+                messages = self._source.receive()
+                if messages:
+                    deliveries.extend(self._invoke(messages))
+                if not read and not messages:
+                    return RunReport(rounds, relayed, tuple(deliveries))
+        finally:
+            self._busy = False
+        raise NotIdleError(f"still busy after {max_rounds} rounds (raise max_rounds?)")
+
+    def _invoke(self, messages: list[Message]) -> list[Delivery]:
+        """One worker invocation over a batch. As with Lambda's partial batch response, the
+        acknowledged messages are deleted when the invocation returns; a crash deletes none."""
+        remaining = invocation_clock(self.clock, self.settings.worker_timeout_seconds * 1000)
+        worker_id = f"testbed-worker-{self._generation}"
+        done: list[Delivery] = []
+        acknowledged: list[Message] = []
+        for message in messages:
+            try:
+                wakeup = Wakeup.parse(message.body)
+            except ValueError:
+                acknowledged.append(message)
+                done.append(Delivery("", "malformed", worker_id, self.clock.now_ms()))
+                continue
+            at = self.clock.now_ms()
+            try:
+                result = self._worker.handle(wakeup, message.receipt_handle, remaining)
+            except WorkerCrashed:
+                done.append(Delivery(wakeup.job_id, "crashed", worker_id, at))
+                self._worker = self._new_worker()
+                return done
+            done.append(Delivery(wakeup.job_id, result.outcome, worker_id, at))
+            if result.disposition is Disposition.ACK:
+                acknowledged.append(message)
+        self._crashes.forget()
+        for message in acknowledged:
+            self._source.delete(message)
+        return done
+
+    def advance(self, seconds: float, *, sweep: bool = True) -> dict[str, int]:
+        """Move the clock `seconds` forward, then run the sweeper once (as its schedule would):
+        a lease that ran out is rescued (or its job goes `unknown` when an effect without a
+        way to learn its outcome was open), a lost wake-up is sent again. Runs no job: call
+        `run_until_idle` next. Called from inside a step, it makes the step take that long
+        (its lease may run out under it). Returns the sweeper's counts."""
+        self._ready()
+        if seconds < 0:
+            raise ValueError("time only moves forward")
+        self.clock.advance(round(seconds * 1000))
+        return self.sweep() if sweep else {}
+
+    def sweep(self) -> dict[str, int]:
+        """One pass of the sweeper, now: `{"rescued": 1, "unknown": 1, …}`."""
+        self._ready()
+        settings = SweepSettings(
+            self.settings.sweep_batch, self.settings.lost_wakeup_grace_seconds * 1000
+        )
+        return sweep(self._stores, self.clock, settings, self.telemetry, self.kinds)
+
+    def next_due_in(self) -> float | None:
+        """Seconds until something will happen without the test acting: a delayed wake-up
+        becomes visible, a lease runs out, the sweeper re-sends a lost wake-up. None when every
+        job is at rest (finished, `unknown`, or waiting for approval)."""
+        due = self._next_event_ms()
+        return None if due is None else max(0, due - self.clock.now_ms()) / 1000
+
+    def _next_event_ms(self) -> int | None:
+        self._ready()
+        return next_event_ms(
+            self._reads.jobs.list_active(limit=1000),
+            hidden_messages(self.queue_urls["work"]),
+            now=self.clock.now_ms(),
+            grace_ms=self.settings.lost_wakeup_grace_seconds * 1000,
+        )
+
+    def drain(self, max_seconds: float = 24 * 3600, max_rounds: int = 100) -> RunReport:
+        """Time-skipping: `run_until_idle`, then jump the clock to the next thing due
+        (`next_due_in`) and run again, until every job is at rest. Raises NotIdleError when
+        jobs are still active after `max_seconds` of virtual time."""
+        report = self.run_until_idle(max_rounds)
+        start = self.clock.now_ms()
+        for _ in range(max_rounds):
+            due = self._next_event_ms()
+            if due is None:
+                return report
+            if due - start > max_seconds * 1000:
+                break
+            skipped = max(0, due - self.clock.now_ms())
+            self.advance(skipped / 1000)
+            step = self.run_until_idle(max_rounds)
+            report = report + replace(step, advanced_seconds=skipped / 1000)
+        raise NotIdleError(
+            f"jobs still active after {max_rounds} skips or {max_seconds:g} s of virtual time"
+        )
+
+    # ------------------------------------------------------------------ faults and crashes
+
+    def crash(
+        self,
+        *,
+        after_step: str | None = None,
+        in_step: str | None = None,
+        job_id: str | None = None,
+        times: int = 1,
+    ) -> CrashPlan:
+        """Plan a worker crash (see CrashPlan): `after_step="a"` dies once step `a` is
+        recorded; `in_step="charge"` dies inside that step after its function returned,
+        before anything of it is recorded (an effect's ledger entry stays `submitted`). The
+        job keeps its lease until it runs out: `advance` past `lease_seconds` and the sweeper
+        takes it on (a new attempt resumes from the last checkpoint), or makes it `unknown`
+        when the open effect's capability is `none`."""
+        return self._crashes.plan(
+            CrashPlan(after_step=after_step, in_step=in_step, job_id=job_id, times=times)
+        )
+
+    def faults(self, spec: str) -> None:
+        """Inject faults into the functions' DynamoDB and SQS clients from now on, as
+        `LEASEHOLD_FAULTS` does: `"dynamodb.TransactWriteItems:TransactionConflict=0.2"`
+        (rules `service.Operation:ErrorCode=probability[@limit]`, comma-separated); `""`
+        switches them off. Raises FaultSpecError for a rule that cannot be read."""
+        self._ready()
+        plan = FaultPlan.parse(spec)
+        for injector in self._injectors:
+            injector.use(plan)
+
+    def injected(self) -> dict[str, int]:
+        """How many faults were injected, by `Operation:ErrorCode`."""
+        self._ready()
+        counts: dict[str, int] = {}
+        for injector in self._injectors:
+            for key, value in injector.injected.items():
+                counts[key] = counts.get(key, 0) + value
+        return counts
+
+
+__all__ = ["DEFAULT_OWNER", "OPERATOR", "LeaseholdTestbed"]
