@@ -55,7 +55,9 @@ validate: setup
 	$(BIN)/sam validate --lint --template template.yaml
 	$(BIN)/cfn-lint template.yaml
 
-# sam build runs pip for the python3.13 runtime: it needs a python3.13 on PATH (pyenv keeps one).
+# sam build runs src/Makefile's build-<LogicalId> for each function: the engine, the
+# applications and requirements.txt's wheels for python3.13/arm64. Its pip runs with the
+# python3.13 found here (pyenv keeps one), the runtime's own interpreter.
 build: setup
 	@py313=""; \
 	for candidate in $$(ls -d $$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.13*/bin/python3.13 2>/dev/null) $$(command -v python3.13); do \
@@ -63,7 +65,7 @@ build: setup
 	done; \
 	if [ -z "$$py313" ]; then echo "make build: no working python3.13 found (on PATH or under pyenv); install one, e.g. 'pyenv install 3.13'" >&2; exit 1; fi; \
 	echo "sam build with $$py313"; \
-	PATH="$$(dirname $$py313):$$PATH" $(BIN)/sam build --template template.yaml
+	PATH="$$(dirname $$py313):$$PATH" PYTHON="$$py313" $(BIN)/sam build --template template.yaml
 
 deploy: build
 	$(BIN)/sam deploy
