@@ -42,10 +42,13 @@ test-integration: setup
 test-e2e: setup
 	$(BIN)/pytest -m e2e
 
+# lint-imports: the import arrows between the engine, the applications and the dev stack
+# (pyproject.toml [tool.importlinter]).
 lint: setup
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: setup
 	$(BIN)/ruff format src tests bench scripts
@@ -82,7 +85,7 @@ bench-local: setup
 	$(BIN)/python bench/run_local.py $(BENCH_ARGS)
 
 clean:
-	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
 
 # Break each guarantee once in a temporary copy and run the suite: every mutant must be killed.
 mutants: setup
