@@ -43,10 +43,13 @@ test-integration: setup
 test-e2e: setup
 	$(BIN)/pytest -m e2e
 
+# lint-imports: the import arrows between the engine, the applications and the dev stack
+# (pyproject.toml [tool.importlinter]).
 lint: setup
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: setup
 	$(BIN)/ruff format src tests bench scripts
@@ -56,7 +59,9 @@ validate: setup
 	$(BIN)/sam validate --lint --template template.yaml
 	$(BIN)/cfn-lint template.yaml
 
-# sam build runs pip for the python3.13 runtime: it needs a python3.13 on PATH (pyenv keeps one).
+# sam build runs src/Makefile's build-<LogicalId> for each function: the engine, the
+# applications and requirements.txt's wheels for python3.13/arm64. Its pip runs with the
+# python3.13 found here (pyenv keeps one), the runtime's own interpreter.
 build: setup
 	@py313=""; \
 	for candidate in $$(ls -d $$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.13*/bin/python3.13 2>/dev/null) $$(command -v python3.13); do \
@@ -64,7 +69,7 @@ build: setup
 	done; \
 	if [ -z "$$py313" ]; then echo "make build: no working python3.13 found (on PATH or under pyenv); install one, e.g. 'pyenv install 3.13'" >&2; exit 1; fi; \
 	echo "sam build with $$py313"; \
-	PATH="$$(dirname $$py313):$$PATH" $(BIN)/sam build --template template.yaml
+	PATH="$$(dirname $$py313):$$PATH" PYTHON="$$py313" $(BIN)/sam build --template template.yaml
 
 deploy: build
 	$(BIN)/sam deploy
@@ -81,7 +86,7 @@ bench-local: setup
 	$(BIN)/python bench/run_local.py $(BENCH_ARGS)
 
 clean:
-	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
 
 # Break each guarantee once in a temporary copy and run the suite: every mutant must be killed.
 mutants: setup

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from leasehold.local.resources import TEMPLATE, parameter_defaults, resolved, template
+from leasehold_dev.local.resources import TEMPLATE, parameter_defaults, resolved, template
 from leasehold.testing import PACKAGED, Definitions, TemplateError, TestbedSettings
 from leasehold.testing.definitions import SETTINGS_FROM_ENVIRONMENT, SOURCE_TEMPLATE
 
