@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from leasehold.agent.guard import AllowedTool
     from leasehold.agent.planner import Planner, Proposal
     from leasehold.domain.job import Checkpoint, Job, Owner
-    from leasehold.service.steps import StepRuntime as StepContext
+    from leasehold.service.kinds import StepRuntime as StepContext
     from leasehold.store.documents import DocumentReader
 
 logger = Logger(service="leasehold", child=True)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
     from leasehold.domain.job import Checkpoint, Job
     from leasehold.providers.enrichment import EnrichmentProvider, ProviderRejected, Receipt
-    from leasehold.service.steps import StepRuntime as StepContext
+    from leasehold.service.kinds import StepRuntime as StepContext
 
 PROVIDER_NAME = "enrichment"
 CALL_BOUND_MS = 12_000

@@ -17,7 +17,7 @@ from leasehold.domain.job import Owner
 
 if TYPE_CHECKING:
     from leasehold.domain.job import Job
-    from leasehold.service.steps import StepRuntime
+    from leasehold.service.kinds import StepRuntime
 
 _logger = Logger(service="leasehold", child=True)
 

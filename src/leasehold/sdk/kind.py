@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
     from leasehold.domain.job import Checkpoint, Job
     from leasehold.domain.states import JobState
-    from leasehold.service.steps import StepRuntime
+    from leasehold.service.kinds import StepRuntime
 
 Capability = Literal["idempotent_key", "status_lookup", "none"]
 CAPABILITIES: tuple[str, ...] = ("idempotent_key", "status_lookup", "none")

@@ -1,22 +1,34 @@
-"""The shape of a kind as the engine runs it. A kind validates its payload, plans its steps and
-runs one step at a time; the engine (service/worker.py) does everything else — claims, leases,
-checkpoints, retries, budgets, outcomes. A kind may also name writes that must commit with the
-job's outcome (the bookmark a title job fills in) and say how the job ends when one of them
-finds its item changed.
+"""The engine's contract with a kind, in one room: what the worker knows of a step before it
+starts it (`StepPlan`), the shape of a kind as the engine runs it (`JobKind`), the attempt a
+worker holds (`Attempt`) and what it tells the queue (`WakeupResult`), and what a running step
+may ask of the engine (`StepRuntime`, with its fenced `OperationLedger`). They refer to each
+other, so they live together rather than in modules that would import each other.
 
-Users never implement this protocol: `leasehold.Kind` (sdk/kind.py) does, from the steps and
-hooks a user declares. It is the engine's side of that contract and may change."""
+Users never implement `JobKind`: `leasehold.Kind` (sdk/kind.py) does, from the steps and hooks a
+user declares, and `leasehold.StepContext` is the public view of a `StepRuntime`. This module is
+the engine's side of that contract and may change.
+
+Every ledger write is fenced like any worker write (arch §6), so a worker that lost its lease
+can neither open nor settle an operation."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
+
+from aws_lambda_powertools import Logger
+
+from leasehold.domain.clock import Clock
+from leasehold.domain.job import Checkpoint, Job
+from leasehold.service.telemetry import Telemetry
+from leasehold.store.leases import LedgerStore
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
-    from leasehold.domain.job import Checkpoint, Job, Owner
+    from leasehold.domain.job import Owner
     from leasehold.domain.states import JobState
-    from leasehold.service.steps import StepRuntime
 
 
 @dataclass(frozen=True)
@@ -72,3 +84,195 @@ class JobKind(Protocol):
 
     def related(self, job: Job) -> dict[str, Any]:
         """What the job belongs to, for operators (the reading list: `bookmark_id`)."""
+
+
+RemainingMs = Callable[[], int]
+"""The invocation's time left (Lambda's `get_remaining_time_in_millis`)."""
+
+
+class Disposition(StrEnum):
+    ACK = "ack"
+    """The job item says all there is to say: the message may be deleted."""
+    KEEP = "keep"
+    """Report the message as failed so SQS keeps it (it was re-delayed, or the store failed)."""
+
+
+@dataclass(frozen=True)
+class WakeupResult:
+    disposition: Disposition
+    outcome: str
+
+
+@dataclass
+class Attempt:
+    """One claimed attempt as this worker last saw it."""
+
+    job: Job
+    kind: JobKind
+    plan: list[StepPlan]
+    checkpoint: Checkpoint
+    last_beat: int
+    remaining_ms: RemainingMs | None
+    lease_lost: bool = False
+    log_keys: dict[str, Any] = field(default_factory=dict)
+
+
+logger = Logger(service="leasehold", child=True)
+
+
+class OperationLedger:
+    """The job's operations, as this worker last wrote or read them."""
+
+    def __init__(
+        self, attempt: Attempt, store: LedgerStore, clock: Clock, telemetry: Telemetry
+    ) -> None:
+        self._attempt = attempt
+        self._store = store
+        self._clock = clock
+        self._telemetry = telemetry
+
+    def get(self, operation_id: str) -> dict[str, Any] | None:
+        return self._attempt.job.operations.get(operation_id)
+
+    def submit(
+        self,
+        operation_id: str,
+        *,
+        provider: str,
+        key: str,
+        fingerprint: str,
+        capability: str,
+        step: int,
+    ) -> None:
+        """Before the provider is called: the entry, `submitted`, and the open intent."""
+        now = self._clock.now_ms()
+        entry = {
+            "provider": provider,
+            "key": key,
+            "fingerprint": fingerprint,
+            "capability": capability,
+            "state": "submitted",
+            "step": step,
+            "submitted_at": now,
+        }
+        intent = {
+            "operation_id": operation_id,
+            "idempotency_key": key,
+            "provider": provider,
+            "capability": capability,
+            "step": step,
+            "started_at": now,
+        }
+        self._attempt.job = self._store.submit(self._attempt.job, entry, intent, now=now)
+        self._telemetry.count("EffectsSubmitted")
+        logger.info(
+            "operation submitted",
+            extra=self._attempt.log_keys | {"operation_id": operation_id, "provider": provider},
+        )
+
+    def _settle(self, operation_id: str, state: str, details: dict[str, Any]) -> None:
+        now = self._clock.now_ms()
+        entry = {**(self.get(operation_id) or {}), **details, "state": state, "settled_at": now}
+        self._attempt.job = self._store.settle(self._attempt.job, operation_id, entry, now=now)
+        logger.info(
+            f"operation {state}", extra=self._attempt.log_keys | {"operation_id": operation_id}
+        )
+
+    def confirm(self, operation_id: str, receipt: dict[str, Any], *, reconciled: bool) -> None:
+        """After the provider answered (or was asked afterwards): `confirmed`, with its receipt."""
+        self._settle(operation_id, "confirmed", {"receipt": receipt, "reconciled": reconciled})
+        if reconciled:
+            self._telemetry.count("EffectsReconciled")
+
+    def fail(self, operation_id: str, error: dict[str, str]) -> None:
+        """The provider refused it, and charged nothing: `failed`."""
+        self._settle(operation_id, "failed", {"error": error})
+
+    def release(self, operation_id: str, why: str) -> None:
+        """Nothing reached the provider (the connection never opened): the entry is released and
+        the next try calls again with the same key."""
+        self._settle(operation_id, "released", {"error": {"code": "not_sent", "message": why}})
+
+
+class StepRuntime:
+    """The engine's side of one running step: what `leasehold.StepContext` (the public view)
+    reads and asks. Calling it is the heartbeat tick (True: go on; False: stop now — the lease
+    is gone or a cancel came)."""
+
+    def __init__(
+        self,
+        attempt: Attempt,
+        tick: Callable[[], bool],
+        ledger: OperationLedger,
+        clock: Clock,
+        telemetry: Telemetry,
+        save: Callable[[Job, dict[str, Any]], Job] | None = None,
+        *,
+        step_index: int = 0,
+        step_try: int = 1,
+        safety_margin_ms: int = 0,
+    ) -> None:
+        self._attempt = attempt
+        self._tick = tick
+        self._save = save or (lambda job, state: job)
+        self.ledger = ledger
+        self._clock = clock
+        self._telemetry = telemetry
+        self.step_index = step_index
+        self.step_try = step_try
+        self._margin = safety_margin_ms
+
+    def __call__(self) -> bool:
+        return self._tick()
+
+    def tick(self) -> bool:
+        return self._tick()
+
+    @property
+    def job(self) -> Job:
+        return self._attempt.job
+
+    @property
+    def step_name(self) -> str:
+        plan = self._attempt.plan
+        return plan[self.step_index].name if self.step_index < len(plan) else ""
+
+    def outputs_by_name(self) -> dict[str, Any]:
+        names = [step.name for step in self._attempt.plan]
+        outputs = self._attempt.checkpoint.outputs
+        return {names[i]: output for i, output in enumerate(outputs) if i < len(names)}
+
+    @property
+    def log_keys(self) -> dict[str, Any]:
+        return self._attempt.log_keys
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """The kind's progress as last saved (None before the first save)."""
+        return self._attempt.job.kind_state
+
+    def save_progress(self, state: dict[str, Any]) -> None:
+        """Save the kind's progress under the fence (a crash resumes from it)."""
+        self._attempt.job = self._save(self._attempt.job, state)
+
+    def lease_expires_at(self) -> int:
+        return self._attempt.job.lease_expires_at or 0
+
+    def deadline_at(self) -> int:
+        return self._attempt.job.deadline_at
+
+    def invocation_remaining_ms(self) -> int | None:
+        """What is left of the invocation (None when the caller set no limit)."""
+        return self._attempt.remaining_ms() if self._attempt.remaining_ms else None
+
+    def remaining_ms(self) -> int:
+        """The least of the lease, the deadline and the invocation, less the safety margin."""
+        now = self._clock.now_ms()
+        left = [self.lease_expires_at() - now, self.deadline_at() - now]
+        invocation = self.invocation_remaining_ms()
+        if invocation is not None:
+            left.append(invocation)
+        return max(0, min(left) - self._margin)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -14,14 +14,11 @@ from leasehold.domain.errors import RelatedItemChangedError
 from leasehold.domain.job import Job
 from leasehold.domain.policies import RetryPolicy
 from leasehold.domain.states import JobState, StopReason
-from leasehold.service.kinds import JobKind, StepPlan
+from leasehold.service.kinds import Attempt, Disposition, JobKind, StepPlan, WakeupResult
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
 from leasehold.store.leases import ClaimRejection
-
-if TYPE_CHECKING:
-    from leasehold.service.worker import Attempt, WakeupResult
 
 logger = Logger(service="leasehold", child=True)
 
@@ -100,8 +97,6 @@ class Outcomes:
         return attempt_entry(attempt.job, event, state, self._clock.now_ms(), reason, note=note)
 
     def _result(self, disposition_ack: str) -> WakeupResult:
-        from leasehold.service.worker import Disposition, WakeupResult
-
         return WakeupResult(Disposition.ACK, disposition_ack)
 
     def succeed(self, attempt: Attempt, result: Any) -> WakeupResult:

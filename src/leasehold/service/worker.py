@@ -14,9 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -37,30 +35,23 @@ from leasehold.domain.errors import (
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.policies import MAX_RESULT_BYTES, LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState, StopReason
-from leasehold.service.kinds import JobKind, StepPlan
+from leasehold.service.kinds import (
+    Attempt,
+    Disposition,
+    JobKind,
+    OperationLedger,
+    RemainingMs,
+    StepPlan,
+    StepRuntime,
+    WakeupResult,
+)
 from leasehold.service.outcomes import Outcomes, effect_uncertain_error
-from leasehold.service.steps import OperationLedger, StepRuntime
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.leases import ClaimRejection, reconcilable
 from leasehold.store.queue import Wakeup, WakeupQueue
 
 logger = Logger(service="leasehold", child=True)
-
-RemainingMs = Callable[[], int]
-
-
-class Disposition(StrEnum):
-    ACK = "ack"
-    """The job item says all there is to say: the message may be deleted."""
-    KEEP = "keep"
-    """Report the message as failed so SQS keeps it (it was re-delayed, or the store failed)."""
-
-
-@dataclass(frozen=True)
-class WakeupResult:
-    disposition: Disposition
-    outcome: str
 
 
 @dataclass(frozen=True)
@@ -72,20 +63,6 @@ class WorkerSettings:
     heartbeat_every_ms: int
     resend_delay_s: tuple[int, int] = (2, 5)
     """A wake-up the store could not serve goes back to SQS this many seconds out (jittered)."""
-
-
-@dataclass
-class Attempt:
-    """One claimed attempt as this worker last saw it."""
-
-    job: Job
-    kind: JobKind
-    plan: list[StepPlan]
-    checkpoint: Checkpoint
-    last_beat: int
-    remaining_ms: RemainingMs | None
-    lease_lost: bool = False
-    log_keys: dict[str, Any] = field(default_factory=dict)
 
 
 class WorkerService:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.sdk.kind import EngineKind, Kind
-from leasehold.service.steps import OperationLedger
+from leasehold.service.kinds import OperationLedger
 
 
 class WorkerCrashed(BaseException):  # noqa: N818 - a process dying, not an error to handle

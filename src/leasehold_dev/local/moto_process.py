@@ -54,6 +54,17 @@ class MotoProcess:
                 self.process.wait(timeout=STOP_SECONDS)
 
 
+def quiet_local_noise() -> None:
+    """moto warns about every resource it skips (Cognito, ApiGatewayV2, alarms) and Werkzeug logs
+    every request; Powertools warns when an invocation emitted no metric. None of it helps here."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    for name in ("werkzeug", "moto", "botocore", "docker"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def spawn(timeout: float = START_SECONDS) -> MotoProcess:
     """Start the server process and wait (at most `timeout` seconds) until it serves. Its stderr
     is this process's; its stdout carries the ready line only."""
@@ -90,7 +101,6 @@ def spawn(timeout: float = START_SECONDS) -> MotoProcess:
 
 def serve(parent_pid: int) -> None:
     """The child: serve until SIGTERM/SIGINT or until `parent_pid` is no longer the parent."""
-    from leasehold_dev.local.runner import quiet_local_noise
     from leasehold_dev.local.stack import start_moto
 
     quiet_local_noise()

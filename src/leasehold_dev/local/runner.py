@@ -16,6 +16,7 @@ from typing import Any
 from leasehold_dev.local import moto_process
 from leasehold_dev.local.gateway import Gateway
 from leasehold_dev.local.invoke import LocalContext, apply_environment, load_handler, serialised
+from leasehold_dev.local.moto_process import quiet_local_noise
 from leasehold_dev.local.processes import (
     ProcessRef,
     WorkerRegistry,
@@ -47,17 +48,6 @@ class StackAlreadyRunningError(StackError):
             "stop it with `leasehold local down` (or `make down`)"
         )
         self.info = info
-
-
-def quiet_local_noise() -> None:
-    """moto warns about every resource it skips (Cognito, ApiGatewayV2, alarms) and Werkzeug logs
-    every request; Powertools warns when an invocation emitted no metric. None of it helps here."""
-    import logging
-    import warnings
-
-    warnings.filterwarnings("ignore", category=UserWarning)
-    for name in ("werkzeug", "moto", "botocore", "docker"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def check_kinds(info: StackInfo) -> list[str]:

@@ -329,7 +329,7 @@ def _complete_documents_bucket(s3: Any, template: dict[str, Any], info: StackInf
     """moto's CloudFormation makes the documents bucket with its encryption only: the public
     access block, ownership controls and lifecycle rules of the template are applied here
     through the S3 API, so the local bucket is the template's bucket."""
-    from leasehold_dev.local.resources import apply_bucket_settings
+    from leasehold_dev.local.buckets import apply_bucket_settings
 
     bucket = info.outputs.get("DocumentsBucket")
     if bucket:
