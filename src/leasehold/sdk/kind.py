@@ -105,7 +105,7 @@ class Step:
         return StepPlan(
             name=self.name,
             cost=self.cost,
-            duration_ms=int(float(self.timeout_seconds) * 1000),
+            duration_ms=round(float(self.timeout_seconds) * 1000),
             needs_approval=self.approval,
             has_effect=self.effect is True,
         )

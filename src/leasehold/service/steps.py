@@ -160,6 +160,11 @@ class StepRuntime:
         """Save the kind's progress under the fence (a crash resumes from it)."""
         self._attempt.job = self._save(self._attempt.job, state)
 
+    @property
+    def safety_margin_ms(self) -> int:
+        """What `remaining_ms` keeps back (the worker's lease safety margin)."""
+        return self._margin
+
     def lease_expires_at(self) -> int:
         return self._attempt.job.lease_expires_at or 0
 
