@@ -10,19 +10,20 @@ from typing import Any
 
 import pytest
 
-from leasehold.agent.checkpoint import AgentCheckpoint
-from leasehold.agent.draft import draft
-from leasehold.agent.extract import extract
-from leasehold.agent.planner import PlannerError, Proposal
-from leasehold.agent.spec import parse_doc_prep_input
-from leasehold.agent.validate import validate
-from leasehold.agent.vocabulary import DEFAULT_REQUIRED_FIELDS
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
-from leasehold.kinds.doc_prep import DocPrepKind
+from leasehold.sdk.kind import EngineKind
 from leasehold.service.view import history_view, job_view
 from leasehold.service.worker import Disposition
+from leasehold_apps.doc_agent import doc_prep_kind
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
+from leasehold_apps.doc_agent.draft import draft
+from leasehold_apps.doc_agent.extract import extract
+from leasehold_apps.doc_agent.planner import PlannerError, Proposal
+from leasehold_apps.doc_agent.spec import parse_doc_prep_input
+from leasehold_apps.doc_agent.validate import validate
+from leasehold_apps.doc_agent.vocabulary import DEFAULT_REQUIRED_FIELDS
 from tests.support.documents import (
     SAMPLE_NAMES,
     CallbackPlanner,
@@ -240,7 +241,7 @@ def test_a_proposal_outside_the_rules_stops_the_job_before_it_runs(
     assert ran == tools_run
 
 
-class LenientDocPrep(DocPrepKind):
+class LenientDocPrep(EngineKind):
     """An accept path that forgot the tenant rule (an older version, a direct write): what the
     guard must still catch when the job runs."""
 
@@ -377,6 +378,15 @@ def test_too_little_lease_hands_the_job_back_without_burning_the_attempt(harness
     assert job.kind_state is not None and _agent(harness, job_id).steps_started == 0
     # And a worker with a normal lease finishes it
     harness.worker("w2", kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
+    assert _job(harness, job_id).state is JobState.SUCCEEDED
+
+
+def test_the_deployed_kind_keeps_back_the_workers_own_safety_margin(harness: Harness) -> None:
+    # Given the kind as the package builds it (no fixed margin) and a worker that keeps back
+    # 500 ms of its 3 s lease: extract's 2 s bound and that margin fit
+    kinds = {**registry(), "doc_prep": EngineKind(doc_prep_kind())}
+    job_id = submit_doc_prep(harness, {"document": {"text": sample("01-clean-invoice-en.txt")}})
+    harness.worker("w1", kinds=kinds, lease_ms=3_000).handle(harness.wakeup(job_id))
     assert _job(harness, job_id).state is JobState.SUCCEEDED
 
 

@@ -172,7 +172,6 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "VISIBILITY_TIMEOUT_SECONDS": "720",
         "TITLE_FETCHER": "live",
         "ENRICHMENT_PROVIDER_CAPABILITY": "none",
-        "DOCUMENTS_BUCKET": "b",
     }
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
@@ -202,7 +201,6 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() ->
         "VISIBILITY_TIMEOUT_SECONDS": "720",
         "TITLE_FETCHER": "fixture",
         "ENRICHMENT_PROVIDER_CAPABILITY": "none",
-        "DOCUMENTS_BUCKET": "b",
     }
     assert Settings.from_env(env).worker_timeout_seconds == 120
     # The case: a 60 s timeout with a 60 s lease, or 60 s steps, cannot work on Lambda

@@ -68,7 +68,7 @@ class JobKind(Protocol):
         write's item moved."""
 
     def view_fields(self, job: Job) -> dict[str, Any]:
-        """Fields the kind adds to the job view (doc_prep: `agent`); {} for most kinds."""
+        """Fields the kind adds to the job view (an agent's progress); {} for most kinds."""
 
     def related(self, job: Job) -> dict[str, Any]:
         """What the job belongs to, for operators (the reading list: `bookmark_id`)."""
