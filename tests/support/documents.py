@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Job, Owner
 from leasehold.sdk.kind import EngineKind
 from leasehold.service.jobs import JobService
 from leasehold_apps.doc_agent import doc_prep_kind
@@ -96,6 +96,19 @@ def submit_doc_prep(
 ) -> str:
     service = jobs_with(harness, kinds or doc_prep_kinds())
     return service.accept(owner, {"kind": "doc_prep", "payload": payload, **body}, None).job_id
+
+
+def job_of(harness: Harness, job_id: str) -> Job:
+    job = harness.store.get(job_id)
+    assert job is not None
+    return job
+
+
+def agent_of(harness: Harness, job_id: str) -> AgentCheckpoint:
+    """The agent's checkpoint as the job last saved it."""
+    state = job_of(harness, job_id).kind_state
+    assert state is not None
+    return AgentCheckpoint.from_json(state)
 
 
 def scripted(*tools: str | dict[str, Any]) -> dict[str, Any]:
