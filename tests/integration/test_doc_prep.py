@@ -30,7 +30,9 @@ from tests.support.documents import (
     CountingReader,
     agent_of,
     doc_prep_kinds,
+    hosted_payload,
     job_of,
+    next_tool,
     s3,
     sample,
     scripted,
@@ -394,15 +396,10 @@ def test_a_lease_worn_down_by_a_slow_planner_is_renewed_once(harness: Harness) -
     # Given a planner that takes 7 of the 10 s lease before proposing extract
     def slow_then_fixture(checkpoint: AgentCheckpoint) -> Proposal | None:
         harness.clock.advance(7_000)
-        tools = ("extract", "validate", "draft")
-        return Proposal(tools[checkpoint.next_step], {}) if checkpoint.next_step < 3 else None
+        return next_tool(checkpoint)
 
     kinds = doc_prep_kinds(planner=CallbackPlanner(slow_then_fixture))
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": {"kind": "hosted"},
-    }
-    job_id = submit_doc_prep(harness, payload, kinds=kinds)
+    job_id = submit_doc_prep(harness, hosted_payload(), kinds=kinds)
     # When a worker runs it
     harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
     # Then each time the lease was renewed by a fenced save and the tool ran

@@ -16,8 +16,9 @@ from tests.support.documents import (
     CallbackPlanner,
     agent_of,
     doc_prep_kinds,
+    hosted_payload,
     job_of,
-    sample,
+    next_tool,
     submit_doc_prep,
 )
 from tests.support.harness import ALICE, Harness
@@ -41,11 +42,7 @@ def test_a_planner_that_raises_or_answers_garbage_fails_the_job(
         return answer
 
     kinds = doc_prep_kinds(planner=CallbackPlanner(planner))
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": {"kind": "hosted"},
-    }
-    job_id = submit_doc_prep(harness, payload, kinds=kinds)
+    job_id = submit_doc_prep(harness, hosted_payload(), kinds=kinds)
     harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
     job = job_of(harness, job_id)
     assert (job.state, job.stop_reason, job.error["code"]) == (
@@ -65,15 +62,10 @@ def test_a_hosted_planner_that_does_not_answer_is_retried(harness: Harness) -> N
         calls.append(checkpoint.next_step)
         if len(calls) == 1:
             raise PlannerError("the planner endpoint answered HTTP 503", transient=True)
-        tools = ("extract", "validate", "draft")
-        return Proposal(tools[checkpoint.next_step], {}) if checkpoint.next_step < 3 else None
+        return next_tool(checkpoint)
 
     kinds = doc_prep_kinds(planner=CallbackPlanner(flaky))
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": {"kind": "hosted"},
-    }
-    job_id = submit_doc_prep(harness, payload, kinds=kinds)
+    job_id = submit_doc_prep(harness, hosted_payload(), kinds=kinds)
     harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
     job = job_of(harness, job_id)
     assert (job.state, job.error["code"]) == (JobState.QUEUED, "planner_error")
@@ -82,20 +74,15 @@ def test_a_hosted_planner_that_does_not_answer_is_retried(harness: Harness) -> N
     assert job_of(harness, job_id).state is JobState.SUCCEEDED
 
 
-def test_a_cancel_between_tools_stops_theagent_of(harness: Harness) -> None:
+def test_a_cancel_between_tools_stops_the_agent(harness: Harness) -> None:
     # Given a planner during whose second proposal alice cancels the job
     def cancel_while_planning_validate(checkpoint: AgentCheckpoint) -> Proposal | None:
         if checkpoint.next_step == 1:
             harness.jobs().cancel(ALICE, job_id)
-        tools = ("extract", "validate", "draft")
-        return Proposal(tools[checkpoint.next_step], {}) if checkpoint.next_step < 3 else None
+        return next_tool(checkpoint)
 
     kinds = doc_prep_kinds(planner=CallbackPlanner(cancel_while_planning_validate))
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": {"kind": "hosted"},
-    }
-    job_id = submit_doc_prep(harness, payload, kinds=kinds)
+    job_id = submit_doc_prep(harness, hosted_payload(), kinds=kinds)
     harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
     # Then the tool already allowed finishes, and the heartbeat before the next stops the job
     job = job_of(harness, job_id)

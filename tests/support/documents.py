@@ -15,7 +15,7 @@ from leasehold.service.jobs import JobService
 from leasehold_apps.doc_agent import doc_prep_kind
 from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
 from leasehold_apps.doc_agent.documents import S3Documents
-from leasehold_apps.doc_agent.planner import Planner
+from leasehold_apps.doc_agent.planner import Planner, Proposal
 from tests.support.harness import ALICE, Harness
 from tests.support.kinds import JobKind, registry
 from tests.support.resources import REGION, ROOT
@@ -109,6 +109,17 @@ def agent_of(harness: Harness, job_id: str) -> AgentCheckpoint:
     state = job_of(harness, job_id).kind_state
     assert state is not None
     return AgentCheckpoint.from_json(state)
+
+
+def next_tool(checkpoint: AgentCheckpoint) -> Proposal | None:
+    """What the fixture planner proposes: the next tool in order, then nothing."""
+    tools = ("extract", "validate", "draft")
+    return Proposal(tools[checkpoint.next_step], {}) if checkpoint.next_step < 3 else None
+
+
+def hosted_payload() -> dict[str, Any]:
+    """The clean English invoice, inline, for the planner in the hosted slot."""
+    return {"document": {"text": sample("01-clean-invoice-en.txt")}, "planner": {"kind": "hosted"}}
 
 
 def scripted(*tools: str | dict[str, Any]) -> dict[str, Any]:
