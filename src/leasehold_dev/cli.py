@@ -245,13 +245,6 @@ def _cmd_smoke(args: argparse.Namespace) -> int:
 def _cmd_docs_put(args: argparse.Namespace) -> int:
     """Upload a document for doc_prep jobs to the running local stack's documents bucket, under
     the demo user's tenant, and print the `s3_key` a job names it by (stdout: the key alone)."""
-    from leasehold.agent.spec import (
-        MAX_DOCUMENT_BYTES,
-        DocumentUnreadableError,
-        decode_document,
-        document_prefix,
-        tenant_of_key,
-    )
     from leasehold_dev.local.gateway import DEMO_USERS
     from leasehold_dev.local.stack import client
 
@@ -259,6 +252,17 @@ def _cmd_docs_put(args: argparse.Namespace) -> int:
     bucket = stack.outputs.get("DocumentsBucket")
     if not bucket:
         raise CliError("the running local stack has no documents bucket; restart it (make up)")
+    # The rules a document must meet are the agent's own. Importing the agent reads its
+    # settings, as a function's cold start does: the one it requires is this stack's bucket.
+    os.environ.setdefault("DOCUMENTS_BUCKET", bucket)
+    from leasehold_apps.doc_agent.spec import (
+        MAX_DOCUMENT_BYTES,
+        DocumentUnreadableError,
+        decode_document,
+        document_prefix,
+        tenant_of_key,
+    )
+
     path = Path(args.file)
     try:
         data = path.read_bytes()

@@ -1,7 +1,7 @@
 """The doc_prep kind in the engine (arch §7), on moto with the harness: the sample documents
 end to end (inline and from the documents bucket), the trusted checks before every tool, the
-3-step budget across retries, crashes, resumes and replays, the time checks on a manual clock,
-and what planners that fail or lie get."""
+3-step budget across retries, crashes, resumes and replays, and the time checks on a manual
+clock (test_doc_prep_planners.py: what planners that fail or lie get)."""
 
 from __future__ import annotations
 
@@ -10,30 +10,35 @@ from typing import Any
 
 import pytest
 
-from leasehold.agent.checkpoint import AgentCheckpoint
-from leasehold.agent.draft import draft
-from leasehold.agent.extract import extract
-from leasehold.agent.planner import PlannerError, Proposal
-from leasehold.agent.spec import parse_doc_prep_input
-from leasehold.agent.validate import validate
-from leasehold.agent.vocabulary import DEFAULT_REQUIRED_FIELDS
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import Job, Owner
+from leasehold.domain.job import Owner
 from leasehold.domain.states import JobState
-from leasehold.kinds.doc_prep import DocPrepKind
+from leasehold.sdk.kind import EngineKind
 from leasehold.service.view import history_view, job_view
 from leasehold.service.worker import Disposition
+from leasehold_apps.doc_agent import doc_prep_kind
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
+from leasehold_apps.doc_agent.draft import draft
+from leasehold_apps.doc_agent.extract import extract
+from leasehold_apps.doc_agent.planner import Proposal
+from leasehold_apps.doc_agent.spec import parse_doc_prep_input
+from leasehold_apps.doc_agent.validate import validate
+from leasehold_apps.doc_agent.vocabulary import DEFAULT_REQUIRED_FIELDS
 from tests.support.documents import (
     SAMPLE_NAMES,
     CallbackPlanner,
     CountingReader,
+    agent_of,
     doc_prep_kinds,
+    hosted_payload,
+    job_of,
+    next_tool,
     s3,
     sample,
     scripted,
     submit_doc_prep,
 )
-from tests.support.harness import ALICE, CAROL, LEASE_MS, Harness
+from tests.support.harness import CAROL, LEASE_MS, Harness
 from tests.support.kinds import registry
 from tests.support.resources import create_documents_bucket
 
@@ -85,18 +90,6 @@ def bucket(harness: Harness) -> str:
     return create_documents_bucket(s3())
 
 
-def _job(harness: Harness, job_id: str) -> Job:
-    job = harness.store.get(job_id)
-    assert job is not None
-    return job
-
-
-def _agent(harness: Harness, job_id: str) -> AgentCheckpoint:
-    state = _job(harness, job_id).kind_state
-    assert state is not None
-    return AgentCheckpoint.from_json(state)
-
-
 def _pipeline(text: str) -> dict[str, Any]:
     """What the three tools make of `text` when called directly (no engine)."""
     fields = extract(text)
@@ -128,7 +121,7 @@ def test_each_sample_document_runs_end_to_end_inline(harness: Harness, name: str
     # When a worker runs the job
     harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
     # Then it succeeds with what the three tools make of the document, in one engine step
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert job.state is JobState.SUCCEEDED
     assert job.result == _pipeline(text)
     assert {p["code"] for p in job.result["problems"]} == EXPECTED_CODES[name]
@@ -151,7 +144,7 @@ def test_a_document_in_the_bucket_is_read_once_by_extract(harness: Harness, buck
     # When a worker runs it
     harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
     # Then the result is the same as for the inline text, and S3 was read once
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert job.state is JobState.SUCCEEDED
     assert job.result == _pipeline(text)
     assert job.result["fields"]["supplier_name"] == "Müller & Söhne GmbH"
@@ -175,13 +168,23 @@ def test_a_document_that_cannot_be_used_fails_the_job(
     kinds = doc_prep_kinds(reader=CountingReader(bucket))
     job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, kinds=kinds)
     harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert (job.state, job.stop_reason, job.error["code"]) == (
         JobState.FAILED,
         "handler_error",
         code,
     )
-    assert _agent(harness, job_id).steps_started == 1  # extract was begun: the step is spent
+    assert agent_of(harness, job_id).steps_started == 1  # extract was begun: the step is spent
+
+
+def test_a_bucket_document_with_no_bucket_configured_fails_before_a_step_is_spent(
+    harness: Harness,
+) -> None:
+    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}})
+    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
+    job = job_of(harness, job_id)
+    assert (job.state, job.error["code"]) == (JobState.FAILED, "documents_unconfigured")
+    assert job.kind_state is None
 
 
 # ------------------------------------------------------------------ trusted checks before a tool
@@ -194,7 +197,7 @@ def test_send_email_is_refused_and_the_reason_is_in_the_view_and_history(harness
     # When a worker runs the job
     harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
     # Then the job is failed / tool_rejected, no tool ran and no step was spent
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     view = job_view(job, registry())
     assert (view["state"], view["stop_reason"]) == ("failed", "tool_rejected")
     assert view["error"]["code"] == "tool_rejected"
@@ -230,17 +233,17 @@ def test_a_proposal_outside_the_rules_stops_the_job_before_it_runs(
     }
     job_id = submit_doc_prep(harness, payload)
     harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert (job.state, job.stop_reason, job.error["reason"]) == (
         JobState.FAILED,
         "tool_rejected",
         reason,
     )
-    ran = list(_agent(harness, job_id).tools_run) if job.kind_state else []
+    ran = list(agent_of(harness, job_id).tools_run) if job.kind_state else []
     assert ran == tools_run
 
 
-class LenientDocPrep(DocPrepKind):
+class LenientDocPrep(EngineKind):
     """An accept path that forgot the tenant rule (an older version, a direct write): what the
     guard must still catch when the job runs."""
 
@@ -267,7 +270,7 @@ def test_another_tenants_key_found_later_is_tool_rejected_and_never_read(
     # When a worker runs it
     harness.worker(kinds=doc_prep_kinds(reader=reader)).handle(harness.wakeup(job_id))
     # Then the guard refuses the first tool: failed / tool_rejected, the document never read
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert (job.state, job.stop_reason, job.error["reason"]) == (
         JobState.FAILED,
         "tool_rejected",
@@ -286,13 +289,13 @@ def test_a_fourth_proposal_ends_the_job_budget_exhausted_without_running(harness
     }
     job_id = submit_doc_prep(harness, payload)
     harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert (job.state, job.stop_reason, job.error["code"]) == (
         JobState.FAILED,
         "budget_exhausted",
         "budget_exhausted",
     )
-    agent = _agent(harness, job_id)
+    agent = agent_of(harness, job_id)
     assert agent.tools_run == ("extract", "validate", "draft") and agent.steps_started == 3
     assert history_view(job)[-1]["note"] == "tool=draft"
 
@@ -307,13 +310,13 @@ def test_a_crash_after_two_tools_resumes_with_only_the_third(harness: Harness, b
     dying = replace(harness.stores, leases=CrashAfterSaves(harness.stores.leases, 4))
     with pytest.raises(Crash):
         harness.worker("w1", kinds=kinds, stores=dying).handle(harness.wakeup(job_id))
-    assert _agent(harness, job_id).tools_run == ("extract", "validate")
+    assert agent_of(harness, job_id).tools_run == ("extract", "validate")
     # When its lease runs out and another worker takes the job on (a second attempt)
     _rescue_and_resume(harness, job_id, kinds)
     # Then only draft ran: three steps in the job's life, the document read once
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert job.state is JobState.SUCCEEDED and job.attempts == 2
-    agent = _agent(harness, job_id)
+    agent = agent_of(harness, job_id)
     assert agent.tools_run == ("extract", "validate", "draft") and agent.steps_started == 3
     assert reader.reads == 1
     assert job.result == _pipeline(sample("02-rechnung-de.txt"))
@@ -332,14 +335,14 @@ def test_a_crash_inside_a_tool_spends_its_step(harness: Harness, bucket: str) ->
     with pytest.raises(Crash):
         harness.worker("w1", kinds=kinds).handle(harness.wakeup(job_id))
     # Then the step was saved as begun before the tool ran
-    agent = _agent(harness, job_id)
+    agent = agent_of(harness, job_id)
     assert (agent.steps_started, agent.tool_in_flight, agent.tools_run) == (1, "extract", ())
     # When another worker resumes: extract again (2nd step), validate (3rd), and draft would be a
     # 4th step in the job's life
     _rescue_and_resume(harness, job_id, kinds)
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert (job.state, job.stop_reason) == (JobState.FAILED, "budget_exhausted")
-    agent = _agent(harness, job_id)
+    agent = agent_of(harness, job_id)
     assert agent.tools_run == ("extract", "validate") and agent.steps_started == 3
 
 
@@ -348,16 +351,16 @@ def test_a_replay_keeps_the_steps_already_spent(harness: Harness, bucket: str) -
     kinds = doc_prep_kinds(reader=CountingReader(bucket))
     job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, kinds=kinds)
     harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    assert _job(harness, job_id).error["code"] == "document_not_found"
+    assert job_of(harness, job_id).error["code"] == "document_not_found"
     # When the document is uploaded and an operator replays the job
     s3().put_object(Bucket=bucket, Key=ALICE_KEY, Body=sample("01-clean-invoice-en.txt").encode())
     harness.ops().replay(job_id, harness.operator, {"note": "document uploaded"})
     harness.worker("w2", kinds=kinds).handle(harness.wakeup(job_id))
     # Then the replay resumes from the saved progress: the failed extract counted, so extract
     # and validate run and draft would be the 4th step of the job's life
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert (job.state, job.stop_reason) == (JobState.FAILED, "budget_exhausted")
-    assert _agent(harness, job_id).tools_run == ("extract", "validate")
+    assert agent_of(harness, job_id).tools_run == ("extract", "validate")
 
 
 # ------------------------------------------------------------------ time
@@ -370,35 +373,39 @@ def test_too_little_lease_hands_the_job_back_without_burning_the_attempt(harness
     # When it runs the job
     outcome = worker.handle(harness.wakeup(job_id))
     # Then the job is handed back (queued, attempt given back) with nothing begun
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert outcome.outcome == "handed_back"
     assert (job.state, job.attempts) == (JobState.QUEUED, 0)
     assert "needs 4000 ms before the lease" in history_view(job)[-1]["reason"]
-    assert job.kind_state is not None and _agent(harness, job_id).steps_started == 0
+    assert job.kind_state is not None and agent_of(harness, job_id).steps_started == 0
     # And a worker with a normal lease finishes it
     harness.worker("w2", kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    assert _job(harness, job_id).state is JobState.SUCCEEDED
+    assert job_of(harness, job_id).state is JobState.SUCCEEDED
+
+
+def test_the_deployed_kind_keeps_back_the_workers_own_safety_margin(harness: Harness) -> None:
+    # Given the kind as the package builds it (no fixed margin) and a worker that keeps back
+    # 500 ms of its 3 s lease: extract's 2 s bound and that margin fit
+    kinds = {**registry(), "doc_prep": EngineKind(doc_prep_kind())}
+    job_id = submit_doc_prep(harness, {"document": {"text": sample("01-clean-invoice-en.txt")}})
+    harness.worker("w1", kinds=kinds, lease_ms=3_000).handle(harness.wakeup(job_id))
+    assert job_of(harness, job_id).state is JobState.SUCCEEDED
 
 
 def test_a_lease_worn_down_by_a_slow_planner_is_renewed_once(harness: Harness) -> None:
     # Given a planner that takes 7 of the 10 s lease before proposing extract
     def slow_then_fixture(checkpoint: AgentCheckpoint) -> Proposal | None:
         harness.clock.advance(7_000)
-        tools = ("extract", "validate", "draft")
-        return Proposal(tools[checkpoint.next_step], {}) if checkpoint.next_step < 3 else None
+        return next_tool(checkpoint)
 
     kinds = doc_prep_kinds(planner=CallbackPlanner(slow_then_fixture))
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": {"kind": "hosted"},
-    }
-    job_id = submit_doc_prep(harness, payload, kinds=kinds)
+    job_id = submit_doc_prep(harness, hosted_payload(), kinds=kinds)
     # When a worker runs it
     harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
     # Then each time the lease was renewed by a fenced save and the tool ran
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert job.state is JobState.SUCCEEDED and job.attempts == 1
-    assert _agent(harness, job_id).steps_started == 3
+    assert agent_of(harness, job_id).steps_started == 3
 
 
 def test_a_deadline_too_close_for_the_next_tool_ends_the_job_dead(harness: Harness) -> None:
@@ -409,108 +416,10 @@ def test_a_deadline_too_close_for_the_next_tool_ends_the_job_dead(harness: Harne
     # When the worker runs it: extract needs 2 s + the 2 s margin, and 3 s remain
     harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
     # Then no attempt can finish in time: dead / deadline_exceeded now, nothing begun
-    job = _job(harness, job_id)
+    job = job_of(harness, job_id)
     assert (job.state, job.stop_reason, job.error["code"]) == (
         JobState.DEAD,
         "deadline_exceeded",
         "deadline_too_close",
     )
     assert job.kind_state is None  # refused before anything was saved
-
-
-# ------------------------------------------------------------------ planners that fail or lie
-
-
-@pytest.mark.parametrize(
-    ("answer", "fragment"),
-    [
-        (RuntimeError("model exploded"), "the planner failed: RuntimeError"),
-        ("rm -rf /", "a proposal must be an object"),
-        ({"tool": "extract"}, "exactly the keys 'tool' and 'args'"),
-        ({"tool": "extract; send_email", "args": {}}, "must be a name"),
-    ],
-)
-def test_a_planner_that_raises_or_answers_garbage_fails_the_job(
-    harness: Harness, answer: Any, fragment: str
-) -> None:
-    def planner(checkpoint: AgentCheckpoint) -> Any:
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    kinds = doc_prep_kinds(planner=CallbackPlanner(planner))
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": {"kind": "hosted"},
-    }
-    job_id = submit_doc_prep(harness, payload, kinds=kinds)
-    harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    job = _job(harness, job_id)
-    assert (job.state, job.stop_reason, job.error["code"]) == (
-        JobState.FAILED,
-        "handler_error",
-        "planner_error",
-    )
-    assert fragment in job.error["message"]
-    assert "model exploded" not in job.error["message"]
-    assert job.kind_state is None
-
-
-def test_a_hosted_planner_that_does_not_answer_is_retried(harness: Harness) -> None:
-    calls = []
-
-    def flaky(checkpoint: AgentCheckpoint) -> Proposal | None:
-        calls.append(checkpoint.next_step)
-        if len(calls) == 1:
-            raise PlannerError("the planner endpoint answered HTTP 503", transient=True)
-        tools = ("extract", "validate", "draft")
-        return Proposal(tools[checkpoint.next_step], {}) if checkpoint.next_step < 3 else None
-
-    kinds = doc_prep_kinds(planner=CallbackPlanner(flaky))
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": {"kind": "hosted"},
-    }
-    job_id = submit_doc_prep(harness, payload, kinds=kinds)
-    harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    job = _job(harness, job_id)
-    assert (job.state, job.error["code"]) == (JobState.QUEUED, "planner_error")
-    harness.clock.advance(60_000)
-    harness.worker("w2", kinds=kinds).handle(harness.wakeup(job_id))
-    assert _job(harness, job_id).state is JobState.SUCCEEDED
-
-
-def test_a_cancel_between_tools_stops_the_agent(harness: Harness) -> None:
-    # Given a planner during whose second proposal alice cancels the job
-    def cancel_while_planning_validate(checkpoint: AgentCheckpoint) -> Proposal | None:
-        if checkpoint.next_step == 1:
-            harness.jobs().cancel(ALICE, job_id)
-        tools = ("extract", "validate", "draft")
-        return Proposal(tools[checkpoint.next_step], {}) if checkpoint.next_step < 3 else None
-
-    kinds = doc_prep_kinds(planner=CallbackPlanner(cancel_while_planning_validate))
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": {"kind": "hosted"},
-    }
-    job_id = submit_doc_prep(harness, payload, kinds=kinds)
-    harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    # Then the tool already allowed finishes, and the heartbeat before the next stops the job
-    job = _job(harness, job_id)
-    assert job.state is JobState.CANCELLED
-    assert _agent(harness, job_id).tools_run == ("extract", "validate")
-
-
-def test_a_hosted_planner_must_be_configured_to_be_asked_for(harness: Harness) -> None:
-    with pytest.raises(ValidationError, match="needs a model endpoint"):
-        submit_doc_prep(harness, {"document": {"text": "x"}, "planner": {"kind": "hosted"}})
-
-
-def test_a_bucket_document_with_no_bucket_configured_fails_before_a_step_is_spent(
-    harness: Harness,
-) -> None:
-    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}})
-    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    job = _job(harness, job_id)
-    assert (job.state, job.error["code"]) == (JobState.FAILED, "documents_unconfigured")
-    assert job.kind_state is None

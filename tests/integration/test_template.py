@@ -19,6 +19,8 @@ from leasehold.handlers.settings import (
     Settings,
     safety_margin_seconds,
 )
+from leasehold_apps.doc_agent.settings import ENV_VARIABLES as AGENT_ENV_VARIABLES
+from leasehold_apps.doc_agent.settings import AgentSettings
 from leasehold_dev.local.resources import parameter_defaults, resolved
 from leasehold_dev.local.stack import LOCAL_PARAMETERS, create_stack
 from leasehold_dev.local.template import http_routes, translate
@@ -26,6 +28,18 @@ from tests.support.cli import run_cli
 from tests.support.resources import ROOT, TEMPLATE, template
 
 FUNCTIONS = ["ApiFunction", "RelayFunction", "WorkerFunction", "SweeperFunction"]
+
+
+def _application_variables() -> set[str]:
+    """Every variable the applications read at import (`leasehold.setting`, `int_setting`)."""
+    read: set[str] = set()
+    for path in (ROOT / "src" / "leasehold_apps").rglob("*.py"):
+        read |= set(re.findall(r'\b(?:int_)?setting\(\s*"([A-Z_]+)"', path.read_text()))
+    return read
+
+
+REQUIRED = (*ENV_VARIABLES, *sorted(_application_variables() - set(ENV_VARIABLES)))
+"""What the engine's Settings and the applications the template loads require."""
 
 
 def _functions() -> dict[str, dict[str, Any]]:
@@ -37,10 +51,11 @@ def _functions() -> dict[str, dict[str, Any]]:
 
 
 def test_every_variable_the_code_reads_is_set_for_every_function() -> None:
+    assert set(AGENT_ENV_VARIABLES) <= set(REQUIRED)  # the applications' reads are found
     globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
     for name, props in _functions().items():
         env = {**globals_env, **((props.get("Environment") or {}).get("Variables") or {})}
-        missing = [var for var in ENV_VARIABLES if var not in env]
+        missing = [var for var in REQUIRED if var not in env]
         assert missing == [], f"{name} lacks {missing}"
 
 
@@ -288,7 +303,9 @@ def test_make_build_without_a_python313_is_a_clear_error(tmp_path: Path) -> None
     assert "Traceback" not in out.stderr
 
 
-def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it() -> None:
+def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # `sam local invoke --env-vars events/env.json`: one object per function logical id. SAM
     # overrides only variables the template declares (others are dropped without a word), so
     # each must be declared; numbers equal the parameter defaults SAM uses for the function's
@@ -300,7 +317,7 @@ def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it
     for name, values in env_json.items():
         own = (_functions()[name].get("Environment") or {}).get("Variables") or {}
         declared = {**globals_env, **own}
-        assert [var for var in ENV_VARIABLES if var not in values] == [], name
+        assert [var for var in REQUIRED if var not in values] == [], name
         assert set(values) <= set(declared), f"{name}: SAM would drop {set(values) - set(declared)}"
         assert all(isinstance(value, str) for value in values.values()), name
         for var, value in declared.items():
@@ -308,3 +325,6 @@ def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it
             if parameter in defaults:
                 assert values[var] == defaults[parameter], (name, var)
         Settings.from_env(values)
+        for var, value in values.items():
+            monkeypatch.setenv(var, value)
+        AgentSettings.from_env()

@@ -6,6 +6,7 @@ with `leasehold docs put` uploading to it. Also: the API never loads the agent's
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,8 @@ from leasehold_dev.local.template import translate
 from tests.support.resources import TEMPLATE, create_documents_bucket, template
 
 KEY_PATTERN = "tenants/*/documents/*"
+KINDS = str(template()["Parameters"]["Kinds"]["Default"])
+"""What every function loads, the document agent among them."""
 
 
 def _bucket() -> dict[str, Any]:
@@ -163,18 +166,23 @@ def test_docs_put_without_a_running_stack_is_a_one_line_error(tmp_path: Path) ->
 
 
 def test_the_api_validates_doc_prep_jobs_without_loading_the_agents_tools() -> None:
-    # The API's cold path: its handler module, the kinds, and a doc_prep accept check. The
-    # tools (their regexes), the guard (fastjsonschema's compiled schemas) and the runner load
-    # only inside a worker's run_step.
+    # The API's cold path: its handler module, the kinds as LEASEHOLD_KINDS loads them (the
+    # agent's settings read and its kind built), and a doc_prep accept check. The tools (their
+    # regexes), the guard (fastjsonschema's compiled schemas) and the runner load only inside a
+    # worker's step.
     code = (
         "import sys, leasehold.handlers.api;"
-        "from leasehold.kinds import registry; from leasehold.domain.job import Owner;"
-        "kind = registry()['doc_prep'];"
+        "from leasehold.sdk.loading import load_kinds; from leasehold import Owner;"
+        f"kind = load_kinds({KINDS!r}).kinds['doc_prep'];"
         "kind.validate_for({'document': {'text': 'Invoice'}}, Owner('t', 'u'));"
         "kind.plan({'document': {'text': 'Invoice'}});"
-        "heavy = ('fastjsonschema', 'leasehold.agent.guard', 'leasehold.agent.extract',"
-        " 'leasehold.agent.runner', 'leasehold.agent.formats', 'leasehold.agent.hosted');"
+        "heavy = ('fastjsonschema', 'leasehold_apps.doc_agent.guard',"
+        " 'leasehold_apps.doc_agent.extract', 'leasehold_apps.doc_agent.runner',"
+        " 'leasehold_apps.doc_agent.formats', 'leasehold_apps.doc_agent.hosted');"
         "print([m for m in sys.modules if m.startswith(heavy)])"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {**os.environ, "DOCUMENTS_BUCKET": "leasehold-documents"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"

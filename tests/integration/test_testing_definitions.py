@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from leasehold_dev.local.resources import TEMPLATE, parameter_defaults, resolved, template
 from leasehold.testing import PACKAGED, Definitions, TemplateError, TestbedSettings
 from leasehold.testing.definitions import SETTINGS_FROM_ENVIRONMENT, SOURCE_TEMPLATE
+from leasehold_dev.local.resources import TEMPLATE, parameter_defaults, resolved, template
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,13 @@ from typing import Any
 
 import boto3
 
-from leasehold.agent.checkpoint import AgentCheckpoint
-from leasehold.agent.planner import Planner
-from leasehold.domain.job import Owner
-from leasehold.kinds.doc_prep import DocPrepKind
+from leasehold.domain.job import Job, Owner
+from leasehold.sdk.kind import EngineKind
 from leasehold.service.jobs import JobService
-from leasehold.store.documents import S3Documents
+from leasehold_apps.doc_agent import doc_prep_kind
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
+from leasehold_apps.doc_agent.documents import S3Documents
+from leasehold_apps.doc_agent.planner import Planner, Proposal
 from tests.support.harness import ALICE, Harness
 from tests.support.kinds import JobKind, registry
 from tests.support.resources import REGION, ROOT
@@ -62,14 +63,18 @@ def doc_prep_kinds(
     *,
     reader: Any = None,
     planner: Planner | None = None,
-    kind: type[DocPrepKind] = DocPrepKind,
+    kind: type[EngineKind] = EngineKind,
 ) -> dict[str, JobKind]:
-    """The registry with doc_prep reading through `reader` and `planner` as its hosted one."""
+    """The registry with doc_prep reading through `reader` and `planner` as its hosted one
+    (and the guard's own 2 s safety margin, whatever the harness worker's)."""
     return {
         **registry(),
         "doc_prep": kind(
-            documents=(lambda: reader) if reader is not None else None,
-            hosted_planner=(lambda: planner) if planner is not None else None,
+            doc_prep_kind(
+                documents=(lambda: reader) if reader is not None else None,
+                hosted_planner=(lambda: planner) if planner is not None else None,
+                safety_margin_ms=2_000,
+            )
         ),
     }
 
@@ -91,6 +96,30 @@ def submit_doc_prep(
 ) -> str:
     service = jobs_with(harness, kinds or doc_prep_kinds())
     return service.accept(owner, {"kind": "doc_prep", "payload": payload, **body}, None).job_id
+
+
+def job_of(harness: Harness, job_id: str) -> Job:
+    job = harness.store.get(job_id)
+    assert job is not None
+    return job
+
+
+def agent_of(harness: Harness, job_id: str) -> AgentCheckpoint:
+    """The agent's checkpoint as the job last saved it."""
+    state = job_of(harness, job_id).kind_state
+    assert state is not None
+    return AgentCheckpoint.from_json(state)
+
+
+def next_tool(checkpoint: AgentCheckpoint) -> Proposal | None:
+    """What the fixture planner proposes: the next tool in order, then nothing."""
+    tools = ("extract", "validate", "draft")
+    return Proposal(tools[checkpoint.next_step], {}) if checkpoint.next_step < 3 else None
+
+
+def hosted_payload() -> dict[str, Any]:
+    """The clean English invoice, inline, for the planner in the hosted slot."""
+    return {"document": {"text": sample("01-clean-invoice-en.txt")}, "planner": {"kind": "hosted"}}
 
 
 def scripted(*tools: str | dict[str, Any]) -> dict[str, Any]:

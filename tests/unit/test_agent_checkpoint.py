@@ -9,11 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leasehold.agent.checkpoint import MAX_CHECKPOINT_BYTES, AgentCheckpoint, CheckpointError
-from leasehold.agent.draft import draft
-from leasehold.agent.extract import extract
-from leasehold.agent.validate import validate
-from leasehold.agent.vocabulary import (
+from leasehold_apps.doc_agent.checkpoint import (
+    MAX_CHECKPOINT_BYTES,
+    AgentCheckpoint,
+    CheckpointError,
+)
+from leasehold_apps.doc_agent.draft import draft
+from leasehold_apps.doc_agent.extract import extract
+from leasehold_apps.doc_agent.validate import validate
+from leasehold_apps.doc_agent.vocabulary import (
     FIELD_MAX_JSON_BYTES,
     KNOWN_FIELDS,
     MAX_PROBLEMS,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from leasehold.agent.checkpoint import AgentCheckpoint, CheckpointError
-from leasehold.agent.guard import (
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint, CheckpointError
+from leasehold_apps.doc_agent.guard import (
     SAFETY_MARGIN_MS,
     TOOL_BOUND_MS,
     AllowedTool,
@@ -18,16 +18,16 @@ from leasehold.agent.guard import (
     ToolRejected,
     check_proposal,
 )
-from leasehold.agent.planner import (
+from leasehold_apps.doc_agent.planner import (
     FixturePlanner,
     Planner,
     Proposal,
     ScriptedPlanner,
     next_proposal,
 )
-from leasehold.agent.runner import result_of, run_tool
-from leasehold.agent.spec import DocPrepInput, PlannerSpec, parse_doc_prep_input
-from leasehold.agent.vocabulary import DEFAULT_REQUIRED_FIELDS
+from leasehold_apps.doc_agent.runner import result_of, run_tool
+from leasehold_apps.doc_agent.spec import DocPrepInput, PlannerSpec, parse_doc_prep_input
+from leasehold_apps.doc_agent.vocabulary import DEFAULT_REQUIRED_FIELDS
 
 TENANT = "study-group"
 NOW = 1_700_000_000_000

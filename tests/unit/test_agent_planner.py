@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from leasehold.agent.checkpoint import AgentCheckpoint
-from leasehold.agent.hosted import (
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
+from leasehold_apps.doc_agent.hosted import (
     HostedPlanner,
     HostedPlannerConfigError,
     parse_reply,
     planner_view,
 )
-from leasehold.agent.planner import (
+from leasehold_apps.doc_agent.planner import (
     FixturePlanner,
     PlannerError,
     Proposal,
@@ -24,9 +24,9 @@ from leasehold.agent.planner import (
     next_proposal,
     parse_proposal,
 )
-from leasehold.agent.runner import build_planner
-from leasehold.agent.spec import PlannerSpec
-from leasehold.agent.vocabulary import Problem
+from leasehold_apps.doc_agent.runner import build_planner
+from leasehold_apps.doc_agent.spec import PlannerSpec
+from leasehold_apps.doc_agent.vocabulary import Problem
 
 ENDPOINT = "https://models.example.com/v1/chat/completions"
 SECRET_VALUE = "DE89370400440532013000"

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from leasehold.agent.planner import Proposal
-from leasehold.agent.spec import (
+from leasehold.domain.errors import ValidationError
+from leasehold_apps.doc_agent.planner import Proposal
+from leasehold_apps.doc_agent.spec import (
     DocumentUnreadableError,
     decode_document,
     parse_doc_prep_input,
     tenant_of_key,
 )
-from leasehold.agent.vocabulary import DEFAULT_REQUIRED_FIELDS
-from leasehold.domain.errors import ValidationError
+from leasehold_apps.doc_agent.vocabulary import DEFAULT_REQUIRED_FIELDS
 
 TENANT = "study-group"
 KEY = "tenants/study-group/documents/2026/invoice-0142.txt"

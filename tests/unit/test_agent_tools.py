@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from leasehold.agent.draft import draft
-from leasehold.agent.extract import extract
-from leasehold.agent.formats import iban_problem, parse_amount, parse_date, vat_problem
-from leasehold.agent.validate import validate
-from leasehold.agent.vocabulary import (
+from leasehold_apps.doc_agent.draft import draft
+from leasehold_apps.doc_agent.extract import extract
+from leasehold_apps.doc_agent.formats import iban_problem, parse_amount, parse_date, vat_problem
+from leasehold_apps.doc_agent.validate import validate
+from leasehold_apps.doc_agent.vocabulary import (
     DEFAULT_REQUIRED_FIELDS,
     DRAFT_MAX_JSON_BYTES,
     FIELD_MAX_JSON_BYTES,

@@ -12,19 +12,21 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from leasehold.agent.guard import SAFETY_MARGIN_MS, TOOL_BOUND_MS
-from leasehold.agent.spec import MAX_STEP_DELAY_MS
-from leasehold.agent.vocabulary import MAX_TOOL_STEPS
+from leasehold import SettingError
 from leasehold.domain.errors import LeaseholdError, StopJobError, ValidationError
 from leasehold.domain.job import Owner, new_job
-from leasehold.handlers.settings import Settings, SettingsError
-from leasehold.kinds.doc_prep import PROPOSALS_PER_JOB, STEP_MARGIN_MS, TOOLS_BOUND_MS, DocPrepKind
 from leasehold.service.view import job_view, ops_row
-from leasehold.store.documents import (
+from leasehold_apps.doc_agent import doc_prep_kind
+from leasehold_apps.doc_agent.documents import (
     DocumentNotFoundError,
     DocumentUnavailableError,
     S3Documents,
 )
+from leasehold_apps.doc_agent.guard import SAFETY_MARGIN_MS, TOOL_BOUND_MS
+from leasehold_apps.doc_agent.kind import PROPOSALS_PER_JOB, STEP_MARGIN_MS, TOOLS_BOUND_MS
+from leasehold_apps.doc_agent.settings import AgentSettings, hosted_planner
+from leasehold_apps.doc_agent.spec import MAX_STEP_DELAY_MS
+from leasehold_apps.doc_agent.vocabulary import MAX_TOOL_STEPS
 from tests.support.kinds import registry
 
 ALICE = Owner("study-group", "alice")
@@ -59,20 +61,26 @@ def test_doc_prep_is_one_submittable_engine_step_bounding_every_tool_and_delay()
     assert slowest.duration_ms <= 20_000
 
 
+def test_the_steps_bound_is_exact_to_the_millisecond_for_every_planner_delay() -> None:
+    kind = registry()["doc_prep"]
+    for delay in range(MAX_STEP_DELAY_MS + 1):
+        planner = {"kind": "fixture", "step_delay_ms": delay}
+        (step,) = kind.plan({"document": {"text": "x"}, "planner": planner})
+        assert step.duration_ms == 6_000 + 4 * delay
+
+
 def test_accept_checks_the_key_against_the_callers_tenant() -> None:
-    kind = DocPrepKind()
+    kind = doc_prep_kind()
     kind.validate_for({"document": {"s3_key": KEY}}, ALICE)
     with pytest.raises(ValidationError, match="tenants/other-group/documents/"):
         kind.validate_for({"document": {"s3_key": KEY}}, CAROL)
-    with pytest.raises(ValidationError, match="owner's tenant"):
-        kind.validate({"document": {"s3_key": KEY}})  # no tenant, no verdict
 
 
 def test_accept_allows_hosted_only_when_a_hosted_planner_is_configured() -> None:
     payload = {"document": {"text": "x"}, "planner": {"kind": "hosted"}}
     with pytest.raises(ValidationError, match="model endpoint"):
-        DocPrepKind().validate_for(payload, ALICE)
-    DocPrepKind(hosted_planner=lambda: None).validate_for(payload, ALICE)  # type: ignore[arg-type,return-value]
+        doc_prep_kind().validate_for(payload, ALICE)
+    doc_prep_kind(hosted_planner=lambda: None).validate_for(payload, ALICE)  # type: ignore[arg-type,return-value]
 
 
 @pytest.mark.parametrize(
@@ -98,7 +106,7 @@ def test_accept_allows_hosted_only_when_a_hosted_planner_is_configured() -> None
 def test_the_planners_step_delay_is_bounded_and_not_for_a_hosted_model(
     planner: dict[str, Any], ok: bool
 ) -> None:
-    kind = DocPrepKind(hosted_planner=lambda: None)  # type: ignore[arg-type,return-value]
+    kind = doc_prep_kind(hosted_planner=lambda: None)  # type: ignore[arg-type,return-value]
     payload = {"document": {"text": "x"}, "planner": planner}
     if ok:
         kind.validate_for(payload, ALICE)
@@ -188,42 +196,40 @@ def test_an_empty_object_reads_as_no_bytes() -> None:
 # ------------------------------------------------------------------ settings
 
 
-def _env(**overrides: str) -> dict[str, str]:
+def _settings(monkeypatch: pytest.MonkeyPatch, **overrides: str) -> AgentSettings:
+    """The agent's settings as a cold start reads them, from this environment."""
     env = {
-        "LEASEHOLD_KINDS": "leasehold_apps.synthetic",
-        "TABLE_NAME": "t", "QUEUE_URL": "q", "DLQ_URL": "d", "LEASE_SECONDS": "60",
-        "MAX_ATTEMPTS": "3", "BACKOFF_BASE_MS": "1", "BACKOFF_CAP_MS": "2",
-        "USER_CONCURRENCY_LIMIT": "1", "SLOT_WAIT_SECONDS": "1", "SWEEP_BATCH": "1",
-        "LOST_WAKEUP_GRACE_SECONDS": "1", "WORKER_TIMEOUT_SECONDS": "120",
-        "MAX_STEP_SECONDS": "60", "VISIBILITY_TIMEOUT_SECONDS": "720",
-        "POWERTOOLS_METRICS_NAMESPACE": "L", "TITLE_FETCHER": "live",
-        "ENRICHMENT_PROVIDER_URL": "", "ENRICHMENT_PROVIDER_CAPABILITY": "none",
         "DOCUMENTS_BUCKET": "docs", "HOSTED_PLANNER_ENDPOINT": "", "HOSTED_PLANNER_MODEL": "",
         "HOSTED_PLANNER_API_KEY_SECRET": "",
     }  # fmt: skip
-    return env | overrides
+    for name, value in (env | overrides).items():
+        monkeypatch.setenv(name, value)
+    return AgentSettings.from_env()
 
 
-def test_the_hosted_planner_is_off_unless_an_endpoint_and_a_model_are_set() -> None:
-    settings = Settings.from_env(_env())
+def test_the_hosted_planner_is_off_unless_an_endpoint_and_a_model_are_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = _settings(monkeypatch)
     assert settings.hosted_planner_endpoint == "" and settings.documents_bucket == "docs"
-    with pytest.raises(SettingsError, match="HOSTED_PLANNER_MODEL"):
-        Settings.from_env(_env(HOSTED_PLANNER_ENDPOINT="https://models.example/v1/chat"))
-    with pytest.raises(SettingsError, match="HOSTED_PLANNER_API_KEY_SECRET"):
-        Settings.from_env(_env(HOSTED_PLANNER_API_KEY_SECRET="arn:aws:secretsmanager:x"))
-    with pytest.raises(SettingsError, match="DOCUMENTS_BUCKET"):
-        Settings.from_env(_env(DOCUMENTS_BUCKET=""))
+    with pytest.raises(SettingError, match="HOSTED_PLANNER_MODEL"):
+        _settings(monkeypatch, HOSTED_PLANNER_ENDPOINT="https://models.example/v1/chat")
+    with pytest.raises(SettingError, match="HOSTED_PLANNER_API_KEY_SECRET"):
+        _settings(monkeypatch, HOSTED_PLANNER_API_KEY_SECRET="arn:aws:secretsmanager:x")
+    with pytest.raises(SettingError, match="DOCUMENTS_BUCKET"):
+        _settings(monkeypatch, DOCUMENTS_BUCKET="")
 
 
-def test_the_hosted_planner_is_built_only_when_configured_and_checked_at_cold_start() -> None:
-    from leasehold.agent.hosted import HostedPlannerConfigError
-    from leasehold.handlers.wiring import _hosted_planner
+def test_the_hosted_planner_is_built_only_when_configured_and_checked_at_cold_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from leasehold_apps.doc_agent.hosted import HostedPlannerConfigError
 
-    assert _hosted_planner(Settings.from_env(_env())) is None
-    configured = _env(HOSTED_PLANNER_ENDPOINT="https://models.example/v1/chat/completions",
-                      HOSTED_PLANNER_MODEL="small")  # fmt: skip
-    factory = _hosted_planner(Settings.from_env(configured))
+    assert hosted_planner(_settings(monkeypatch)) is None
+    configured = {"HOSTED_PLANNER_ENDPOINT": "https://models.example/v1/chat/completions",
+                  "HOSTED_PLANNER_MODEL": "small"}  # fmt: skip
+    factory = hosted_planner(_settings(monkeypatch, **configured))
     assert callable(factory)  # built, not called: no request, no secret read at cold start
     plain_http = configured | {"HOSTED_PLANNER_ENDPOINT": "http://models.example/v1/chat"}
     with pytest.raises(HostedPlannerConfigError, match="https"):
-        _hosted_planner(Settings.from_env(plain_http))
+        hosted_planner(_settings(monkeypatch, **plain_http))

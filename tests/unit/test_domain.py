@@ -143,6 +143,13 @@ def test_synthetic_plan_reads_every_step_field() -> None:
     )
 
 
+def test_a_planned_duration_is_the_steps_timeout_to_the_millisecond() -> None:
+    # timeout_seconds is a float: 1.001 s * 1000 is 1000.9999999999999, not 1001
+    durations = [1, 999, 1001, 8008, 17999, 59999]
+    plan = synthetic.plan({"steps": [{"name": f"s{ms}", "duration_ms": ms} for ms in durations]})
+    assert [step.duration_ms for step in plan] == durations
+
+
 def test_settings_are_strict_about_missing_or_bad_values() -> None:
     with pytest.raises(SettingsError, match="TABLE_NAME"):
         Settings.from_env({})
@@ -165,7 +172,6 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "VISIBILITY_TIMEOUT_SECONDS": "720",
         "TITLE_FETCHER": "live",
         "ENRICHMENT_PROVIDER_CAPABILITY": "none",
-        "DOCUMENTS_BUCKET": "b",
     }
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
@@ -195,7 +201,6 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() ->
         "VISIBILITY_TIMEOUT_SECONDS": "720",
         "TITLE_FETCHER": "fixture",
         "ENRICHMENT_PROVIDER_CAPABILITY": "none",
-        "DOCUMENTS_BUCKET": "b",
     }
     assert Settings.from_env(env).worker_timeout_seconds == 120
     # The case: a 60 s timeout with a 60 s lease, or 60 s steps, cannot work on Lambda

@@ -19,6 +19,7 @@ from leasehold.domain.bookmark import TitleStatus
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.jobs import _IDEMPOTENCY_KEY, MAX_LIST_LIMIT
 from leasehold.titles import FIXTURE_MODES
+from leasehold_apps.doc_agent import STOP_REASONS as AGENT_STOP_REASONS
 from leasehold_apps.synthetic import STEP_FIELDS
 from leasehold_dev.local.template import http_routes, load_template
 from tests.support.kinds import registry
@@ -115,7 +116,10 @@ def test_every_link_names_an_operation_and_its_parameters() -> None:
 
 def test_enums_and_limits_match_the_domain() -> None:
     assert SCHEMAS["JobState"]["enum"] == [state.value for state in JobState]
-    assert SCHEMAS["StopReason"]["enum"] == [reason.value for reason in StopReason]
+    # The engine's stop reasons, and those the deployed applications' kinds end jobs with
+    reasons = SCHEMAS["StopReason"]["enum"]
+    assert [r for r in reasons if r not in AGENT_STOP_REASONS] == [r.value for r in StopReason]
+    assert set(AGENT_STOP_REASONS) <= set(reasons)
     statuses = SCHEMAS["BookmarkView"]["properties"]["title_status"]["enum"]
     assert statuses == [TitleStatus.PENDING, TitleStatus.READY, TitleStatus.FAILED]
     kinds = registry()

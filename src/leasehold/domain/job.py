@@ -131,7 +131,7 @@ def parse_job_request(
     payload_limits: dict[str, int] | None = None,
 ) -> JobSpec:
     """Validate the generic fields of `POST /jobs` (arch §4); the kind validates its payload.
-    The payload's size is its UTF-8 JSON (a kind may allow more than 16 KiB: doc_prep's inline
+    The payload's size is its UTF-8 JSON (a kind may allow more than 16 KiB: an inline
     document of up to 16 KiB comes with its other fields)."""
     if not isinstance(body, dict):
         raise ValidationError("the body must be a JSON object")

@@ -59,7 +59,6 @@ class StopReason(StrEnum):
 
     BUDGET_EXHAUSTED = "budget_exhausted"
     HANDLER_ERROR = "handler_error"
-    TOOL_REJECTED = "tool_rejected"
     CANCELLED_BY_USER = "cancelled_by_user"
     APPROVAL_REJECTED = "approval_rejected"
     ATTEMPTS_EXHAUSTED = "attempts_exhausted"

@@ -63,16 +63,6 @@ class Settings:
     """LEASEHOLD_LOCAL_PROVIDERS: JSON {mode: url} of the local stack's own providers."""
     faults: str = ""
     """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
-    documents_bucket: str = ""
-    """DOCUMENTS_BUCKET: where doc_prep jobs read `s3_key` documents (the worker's role may read
-    only `tenants/*/documents/*`)."""
-    hosted_planner_endpoint: str = ""
-    """HOSTED_PLANNER_ENDPOINT: an OpenAI-compatible chat-completions URL; empty = off, and a
-    doc_prep job asking for `planner.kind: hosted` is a 400."""
-    hosted_planner_model: str = ""
-    hosted_planner_api_key_secret: str = ""
-    """HOSTED_PLANNER_API_KEY_SECRET: the ARN of a Secrets Manager secret holding the endpoint's
-    API key, read by the worker at its first hosted job; empty = no key sent."""
 
     def check(self) -> Settings:
         """The arithmetic that keeps a Lambda invocation, a lease and the queue consistent
@@ -103,12 +93,6 @@ class Settings:
             )
         if self.title_fetcher not in {"live", "fixture"}:
             problems.append(f"TITLE_FETCHER={self.title_fetcher!r} must be 'live' or 'fixture'")
-        if self.hosted_planner_endpoint and not self.hosted_planner_model:
-            problems.append("HOSTED_PLANNER_MODEL must be set when HOSTED_PLANNER_ENDPOINT is")
-        if self.hosted_planner_api_key_secret and not self.hosted_planner_endpoint:
-            problems.append(
-                "HOSTED_PLANNER_API_KEY_SECRET is set but HOSTED_PLANNER_ENDPOINT is not"
-            )
         if problems:
             raise SettingsError("; ".join(problems))
         return self
@@ -138,10 +122,6 @@ class Settings:
             enrichment_provider_capability=_required(env, "ENRICHMENT_PROVIDER_CAPABILITY"),
             local_providers=_optional(env, "LEASEHOLD_LOCAL_PROVIDERS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
-            documents_bucket=_required(env, "DOCUMENTS_BUCKET"),
-            hosted_planner_endpoint=_optional(env, "HOSTED_PLANNER_ENDPOINT"),
-            hosted_planner_model=_optional(env, "HOSTED_PLANNER_MODEL"),
-            hosted_planner_api_key_secret=_optional(env, "HOSTED_PLANNER_API_KEY_SECRET"),
         ).check()
 
 
@@ -173,10 +153,6 @@ ENV_VARIABLES = (
     "TITLE_FETCHER",
     "ENRICHMENT_PROVIDER_URL",
     "ENRICHMENT_PROVIDER_CAPABILITY",
-    "DOCUMENTS_BUCKET",
-    "HOSTED_PLANNER_ENDPOINT",
-    "HOSTED_PLANNER_MODEL",
-    "HOSTED_PLANNER_API_KEY_SECRET",
 )
 """What `Settings.from_env` requires: a test checks the template sets each for every function."""
 

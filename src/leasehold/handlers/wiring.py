@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -17,16 +17,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
 from leasehold.domain.clock import SystemClock
-from leasehold.handlers.settings import Settings, safety_margin_seconds
+from leasehold.handlers.settings import Settings
 from leasehold.kinds import KindConfig, registry
 from leasehold.sdk.loading import Loaded, load_kinds
 from leasehold.service.kinds import JobKind
 from leasehold.store import Stores, Table
 from leasehold.store.queue import WakeupQueue
-
-if TYPE_CHECKING:
-    from leasehold.agent.planner import Planner
-    from leasehold.store.documents import DocumentReader
 
 # Bounded: a dependency that does not answer gives a 503 in seconds, not a hung request.
 CLIENT_CONFIG = Config(
@@ -96,46 +92,8 @@ def legacy_kinds(settings: Settings) -> dict[str, JobKind]:
             local_providers=json.loads(settings.local_providers)
             if settings.local_providers
             else None,
-            documents=_documents(settings.documents_bucket),
-            hosted_planner=_hosted_planner(settings),
-            agent_safety_margin_ms=min(2_000, safety_margin_seconds(settings.lease_seconds) * 1000),
         )
     )
-
-
-def _documents(bucket: str) -> Callable[[], DocumentReader]:
-    """The documents bucket's reader, made at a doc_prep job's first S3 read (the API never
-    reads documents, so it never makes an S3 client)."""
-
-    def build() -> DocumentReader:
-        from leasehold.store.documents import S3Documents
-
-        return S3Documents.for_bucket(bucket)
-
-    return build
-
-
-def _hosted_planner(settings: Settings) -> Callable[[], Planner] | None:
-    """The hosted planner when an endpoint is configured (never by default, never in tests).
-    Its endpoint and model are checked now, at cold start; its API key is read from Secrets
-    Manager at the worker's first hosted job, and never logged (HostedPlanner keeps it out of
-    its repr and its request's repr)."""
-    if not settings.hosted_planner_endpoint:
-        return None
-    from leasehold.agent.hosted import HostedPlanner, Urllib3Transport
-
-    endpoint, model = settings.hosted_planner_endpoint, settings.hosted_planner_model
-    HostedPlanner(endpoint, model, "", Urllib3Transport())  # HostedPlannerConfigError if unusable
-    secret = settings.hosted_planner_api_key_secret
-
-    def build() -> Planner:
-        api_key = ""
-        if secret:
-            client = boto3.session.Session().client("secretsmanager", config=CLIENT_CONFIG)
-            api_key = str(client.get_secret_value(SecretId=secret)["SecretString"])
-        return HostedPlanner(endpoint, model, api_key, Urllib3Transport())
-
-    return build
 
 
 def worker_identity() -> str:

@@ -6,7 +6,6 @@ finds its item changed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,11 +13,9 @@ from leasehold.domain.errors import ValidationError
 from leasehold.service.kinds import JobKind, StepPlan
 
 if TYPE_CHECKING:
-    from leasehold.agent.planner import Planner
     from leasehold.domain.errors import RelatedItemChangedError
     from leasehold.domain.job import Checkpoint, Job, Owner
     from leasehold.domain.states import JobState
-    from leasehold.store.documents import DocumentReader
 
 
 class KindBase:
@@ -92,18 +89,9 @@ class KindConfig:
     local_providers: dict[str, str] | None = None
     """The local stack's own providers by mode (idempotent, lookup, none): a request may pick one
     and ask it for a fault. Never set when deployed."""
-    documents: Callable[[], DocumentReader] | None = None
-    """doc_prep: builds the reader of the documents bucket (on first use); None = no bucket, and
-    a job naming an `s3_key` fails when its extract runs."""
-    hosted_planner: Callable[[], Planner] | None = None
-    """doc_prep: builds the configured hosted planner; None = `planner.kind: hosted` is a 400."""
-    agent_safety_margin_ms: int = 2_000
-    """doc_prep: time kept back before the lease and the deadline beyond a tool's bound (the
-    worker's lease safety margin, capped at the agent guard's 2 s)."""
 
 
 def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
-    from leasehold.kinds.doc_prep import DocPrepKind
     from leasehold.kinds.enrich import EnrichKind
     from leasehold.kinds.title import TitleKind
 
@@ -114,11 +102,6 @@ def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
             config.enrichment_provider_url,
             config.enrichment_provider_capability,
             local_providers=config.local_providers,
-        ),
-        DocPrepKind(
-            documents=config.documents,
-            hosted_planner=config.hosted_planner,
-            safety_margin_ms=config.agent_safety_margin_ms,
         ),
     ]
     return {kind.name: kind for kind in kinds}

@@ -243,6 +243,26 @@ class StepContext:
         step checks it (or `heartbeat()`) between pieces of work."""
         return self._runtime.remaining_ms()
 
+    @property
+    def lease_expires_at_ms(self) -> int:
+        """When this attempt's lease ends (epoch milliseconds, on the engine's clock). The
+        engine renews it on `heartbeat()` when due and on every `save_progress`; a step that
+        must not start a piece of work it cannot finish in time compares against it."""
+        return self._runtime.lease_expires_at()
+
+    @property
+    def deadline_at_ms(self) -> int:
+        """The job's deadline (epoch milliseconds): past it no attempt may run, and the job ends
+        `dead` / `deadline_exceeded`."""
+        return self._runtime.deadline_at()
+
+    @property
+    def safety_margin_ms(self) -> int:
+        """The time the engine keeps back before the lease's end (and the deadline's, and the
+        invocation's): `remaining_ms()` is already less it; a step that checks
+        `lease_expires_at_ms` or `deadline_at_ms` itself keeps it back too."""
+        return self._runtime.safety_margin_ms
+
     def heartbeat(self) -> bool:
         """Tell the engine the step is alive (the lease is renewed when due). Returns False when
         the step must stop now: its lease is gone or a cancel was requested. Stop by raising

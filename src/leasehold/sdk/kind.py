@@ -442,7 +442,7 @@ def _plan_of(step: Step) -> StepPlan:
     return StepPlan(
         name=step.name,
         cost=step.cost,
-        duration_ms=int(float(step.timeout_seconds) * 1000),
+        duration_ms=round(float(step.timeout_seconds) * 1000),
         needs_approval=step.approval,
         has_effect=step.effect is True,
     )

@@ -80,7 +80,7 @@ class JobKind(Protocol):
         write's item moved."""
 
     def view_fields(self, job: Job) -> dict[str, Any]:
-        """Fields the kind adds to the job view (doc_prep: `agent`); {} for most kinds."""
+        """Fields the kind adds to the job view (an agent's progress); {} for most kinds."""
 
     def related(self, job: Job) -> dict[str, Any]:
         """What the job belongs to, for operators (the reading list: `bookmark_id`)."""
@@ -257,6 +257,11 @@ class StepRuntime:
     def save_progress(self, state: dict[str, Any]) -> None:
         """Save the kind's progress under the fence (a crash resumes from it)."""
         self._attempt.job = self._save(self._attempt.job, state)
+
+    @property
+    def safety_margin_ms(self) -> int:
+        """What `remaining_ms` keeps back (the worker's lease safety margin)."""
+        return self._margin
 
     def lease_expires_at(self) -> int:
         return self._attempt.job.lease_expires_at or 0

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from leasehold.service.kinds import JobKind
 
 Kinds = Mapping[str, "JobKind"] | None
-"""The registered kinds: a kind may add fields to its jobs' views (doc_prep's `agent`), say
+"""The registered kinds: a kind may add fields to its jobs' views (an agent's progress), say
 what a job belongs to (the reading list's `bookmark_id`) and let operators see the payload."""
 
 

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from leasehold.agent.validate import field_label
-from leasehold.agent.vocabulary import DRAFT_MAX_JSON_BYTES, KNOWN_FIELDS, Problem, clip_json
+from leasehold_apps.doc_agent.validate import field_label
+from leasehold_apps.doc_agent.vocabulary import (
+    DRAFT_MAX_JSON_BYTES,
+    KNOWN_FIELDS,
+    Problem,
+    clip_json,
+)
 
 _ASKS = {
     "missing": "send us your {label}, which is missing from the invoice",

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from leasehold.agent.vocabulary import (
+from leasehold import LeaseholdError
+from leasehold_apps.doc_agent.vocabulary import (
     DRAFT_MAX_JSON_BYTES,
     FIELD_MAX_JSON_BYTES,
     MAX_PROBLEMS,
@@ -39,7 +40,6 @@ from leasehold.agent.vocabulary import (
     clip_json,
     json_size,
 )
-from leasehold.domain.errors import LeaseholdError
 
 CHECKPOINT_VERSION: Final = 1
 MAX_CHECKPOINT_BYTES: Final = 6 * 1024

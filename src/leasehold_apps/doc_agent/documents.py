@@ -1,5 +1,5 @@
 """The documents bucket (arch §7): the one place that knows S3. A doc_prep job's `extract`
-reads its document here, once, bounded in size; nothing else in leasehold reads or writes it.
+reads its document here, once, bounded in size; nothing else reads or writes it.
 
 The worker's role may only `s3:GetObject` under `tenants/*/documents/*` (no `s3:ListBucket`),
 so S3 answers a missing key with 403 AccessDenied, not 404: both mean "not there for you" and
@@ -13,12 +13,11 @@ from typing import Any, Final, Protocol
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.domain.errors import LeaseholdError
-from leasehold.store.errors import error_code
+from leasehold import LeaseholdError
 
-# Bounded like the functions' other clients (handlers/wiring.py): a bucket that does not answer
-# fails the read in seconds, inside the tool's bound, and the job retries with backoff.
-S3_CLIENT_CONFIG: Final = Config(
+# Bounded like the engine's own clients: a bucket (or Secrets Manager) that does not answer
+# fails the call in seconds, inside the tool's bound, and the job retries with backoff.
+CLIENT_CONFIG: Final = Config(
     connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"}
 )
 _NOT_THERE: Final = frozenset({"NoSuchKey", "AccessDenied", "NoSuchBucket", "404", "403"})
@@ -58,7 +57,7 @@ class S3Documents:
         import boto3
 
         return S3Documents(
-            boto3.session.Session().client("s3", config=S3_CLIENT_CONFIG),
+            boto3.session.Session().client("s3", config=CLIENT_CONFIG),
             bucket,
         )
 
@@ -71,7 +70,7 @@ class S3Documents:
             finally:
                 body.close()
         except ClientError as exc:
-            code = error_code(exc)
+            code = str(exc.response.get("Error", {}).get("Code", ""))
             if code == "InvalidRange":  # a zero-byte object has no byte 0
                 return b""
             if code in _NOT_THERE:

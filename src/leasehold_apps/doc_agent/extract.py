@@ -16,14 +16,14 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from leasehold.agent.formats import (
+from leasehold_apps.doc_agent.formats import (
     CURRENCY_SYMBOLS,
     DATE_SEARCH,
     IBAN_LENGTHS,
     ISO_CURRENCIES,
     compact_code,
 )
-from leasehold.agent.vocabulary import FIELD_MAX_JSON_BYTES, KNOWN_FIELDS, clip_json
+from leasehold_apps.doc_agent.vocabulary import FIELD_MAX_JSON_BYTES, KNOWN_FIELDS, clip_json
 
 MAX_TEXT_CHARS: Final = 32 * 1024
 MAX_ADDRESS_LINES: Final = 4

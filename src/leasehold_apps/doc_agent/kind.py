@@ -26,62 +26,116 @@ tool, operation id (`<job>:tool:<n>`, n = the tool step's index in the job's lif
 durations; errors carry codes and fixed sentences. The text is read inside `extract`, used and
 dropped.
 
-The agent's modules (regexes, the compiled arg schemas) are imported inside `run_step`, so the
+The agent's modules (regexes, the compiled arg schemas) are imported inside the step, so the
 API, which only validates, never loads them.
+
+`doc_prep_kind(...)` builds the kind from its parts (the documents reader, the hosted planner);
+the package's `doc_prep` is the one built from the function's settings.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from aws_lambda_powertools import Logger
-
-from leasehold.agent.spec import DocPrepInput, parse_doc_prep_input, tenant_of_key
-from leasehold.domain.errors import (
-    FatalStepError,
+from leasehold import (
+    FatalError,
+    Finished,
     HandBackError,
+    JobInfo,
+    Kind,
+    Owner,
+    RetryableError,
+    Step,
+    StepContext,
     StepInterruptedError,
     StopJobError,
-    TransientStepError,
     ValidationError,
 )
-from leasehold.kinds import KindBase, StepPlan
+from leasehold_apps.doc_agent.spec import DocPrepInput, parse_doc_prep_input, tenant_of_key
 
 if TYPE_CHECKING:
-    from leasehold.agent.checkpoint import AgentCheckpoint
-    from leasehold.agent.guard import AllowedTool
-    from leasehold.agent.planner import Planner, Proposal
-    from leasehold.domain.job import Checkpoint, Job, Owner
-    from leasehold.service.kinds import StepRuntime as StepContext
-    from leasehold.store.documents import DocumentReader
+    from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
+    from leasehold_apps.doc_agent.documents import DocumentReader
+    from leasehold_apps.doc_agent.guard import AllowedTool
+    from leasehold_apps.doc_agent.planner import Planner, Proposal
 
-logger = Logger(service="leasehold", child=True)
-
+KIND_NAME: Final = "doc_prep"
+MAX_PAYLOAD_BYTES: Final = 20 * 1024
+"""An inline document may be 16 KiB of UTF-8 text; its JSON (escapes, required_fields, a
+scripted planner's proposals) gets room around it. Its own rules check the text itself."""
+TOOL_REJECTED: Final = "tool_rejected"
+STOP_REASONS: Final = (TOOL_REJECTED,)
+"""The stop reasons this kind ends jobs with beyond the engine's own (`budget_exhausted`,
+`deadline_exceeded`): docs/openapi.yaml's `StopReason` names them too."""
 TOOLS_BOUND_MS: Final = 4_000
 """The sum of the agent guard's per-tool bounds (extract 2 s, validate 1 s, draft 1 s); a unit
-test keeps it equal to guard.TOOL_BOUND_MS (kept here so `plan`, which the API calls, does not
+test keeps it equal to guard.TOOL_BOUND_MS (kept here so the plan, which the API makes, does not
 import the guard)."""
 STEP_MARGIN_MS: Final = 2_000
+"""The guard's safety margin (a unit test keeps them equal): in the step's bound, and the most
+time kept back before the lease and the deadline beyond a tool's bound."""
 PROPOSALS_PER_JOB: Final = 4
 """At most 3 tools run; a 4th proposal (None, or one the budget refuses) ends the loop."""
 DELAY_SLICE_S: Final = 0.25
 
 
-class DocPrepKind(KindBase):
-    name = "doc_prep"
-    submittable = True
-    max_payload_bytes = 20 * 1024
-    """An inline document may be 16 KiB of UTF-8 text; its JSON (escapes, required_fields, a
-    scripted planner's proposals) gets room around it. Its own rules check the text itself."""
+def doc_prep_kind(
+    *,
+    documents: Callable[[], DocumentReader] | None = None,
+    hosted_planner: Callable[[], Planner] | None = None,
+    safety_margin_ms: int | None = None,
+) -> Kind:
+    """The `doc_prep` kind. `documents` builds the documents bucket's reader at the first S3
+    read (None: no bucket, and a job naming an `s3_key` fails when its extract runs);
+    `hosted_planner` builds the configured hosted planner (None: `planner.kind: hosted` is a
+    400). `safety_margin_ms`: the time kept back before the lease and the deadline beyond a
+    tool's bound; None takes the worker's own (`StepContext.safety_margin_ms`), at most 2 s."""
+    agent = DocAgent(
+        documents=documents, hosted_planner=hosted_planner, safety_margin_ms=safety_margin_ms
+    )
+    kind = Kind(KIND_NAME, max_payload_bytes=MAX_PAYLOAD_BYTES)
+    kind.check(agent.accept)
+    kind.planner(agent.steps)
+    kind.view(agent_view)
+    kind.result(agent_result)
+    return kind
+
+
+def agent_view(job: JobInfo) -> dict[str, Any]:
+    """The agent's progress (arch §7): the tools finished, the tool steps started in the job's
+    life (≤ 3) and the tool begun and not finished — names and counters only, never a field
+    value (those are in the result, once it succeeds)."""
+    state = job.progress
+    if not state:
+        return {}
+    return {
+        "agent": {
+            "tools_run": list(state.get("tools_run") or []),
+            "steps_started": state.get("steps_started", 0),
+            "tool_in_flight": state.get("tool_in_flight"),
+        }
+    }
+
+
+def agent_result(finished: Finished) -> dict[str, Any]:
+    """`{fields, problems, draft_note, tools_run}` from the agent's saved checkpoint (≤ 6 KiB:
+    the checkpoint's own bound)."""
+    from leasehold_apps.doc_agent.runner import result_of
+
+    return result_of(_resumed(finished.job.progress))
+
+
+class DocAgent:
+    """The kind's accept rule, its one step's plan and the agent loop that step runs."""
 
     def __init__(
         self,
         *,
-        documents: Callable[[], DocumentReader] | None = None,
-        hosted_planner: Callable[[], Planner] | None = None,
-        safety_margin_ms: int = 2_000,
+        documents: Callable[[], DocumentReader] | None,
+        hosted_planner: Callable[[], Planner] | None,
+        safety_margin_ms: int | None,
     ) -> None:
         self._documents_factory = documents
         self._documents: DocumentReader | None = None
@@ -91,57 +145,36 @@ class DocPrepKind(KindBase):
 
     # ------------------------------------------------------------------ accept (the API)
 
-    def validate(self, payload: dict[str, Any]) -> None:
-        raise ValidationError("a doc_prep job is checked against its owner's tenant")
-
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+    def accept(self, payload: dict[str, Any], owner: Owner) -> None:
         """The whole input rule at accept, the caller's tenant included (a key under another
         tenant's prefix is a 400, never a job)."""
         parse_doc_prep_input(
             payload, tenant=owner.tenant, hosted_configured=self._hosted_factory is not None
         )
 
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+    def steps(self, payload: dict[str, Any]) -> list[Step]:
+        """One engine step, `agent`, bounding every tool and the planner's delays."""
         planner = payload.get("planner")
         delay = planner.get("step_delay_ms", 0) if isinstance(planner, dict) else 0
         delay = delay if isinstance(delay, int) else 0
-        bound = TOOLS_BOUND_MS + STEP_MARGIN_MS + PROPOSALS_PER_JOB * delay
-        return [StepPlan("agent", cost=0, duration_ms=bound, needs_approval=False,
-                         has_effect=False)]  # fmt: skip
-
-    def view_fields(self, job: Job) -> dict[str, Any]:
-        """The agent's progress (arch §7): the tools finished, the tool steps started in the
-        job's life (≤ 3) and the tool begun and not finished — names and counters only, never a
-        field value (those are in the result, once it succeeds)."""
-        state = job.kind_state
-        if not state:
-            return {}
-        return {
-            "agent": {
-                "tools_run": list(state.get("tools_run") or []),
-                "steps_started": state.get("steps_started", 0),
-                "tool_in_flight": state.get("tool_in_flight"),
-            }
-        }
+        bound_ms = TOOLS_BOUND_MS + STEP_MARGIN_MS + PROPOSALS_PER_JOB * delay
+        return [Step("agent", self.run, timeout_seconds=bound_ms / 1000)]
 
     # ------------------------------------------------------------------ run (the worker)
 
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, tick: Any) -> Any:
-        from leasehold.agent.runner import run_tool
+    def run(self, ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+        from leasehold_apps.doc_agent.runner import run_tool
 
-        ctx: StepContext = tick
-        job = ctx.job
-        job_input = self._input_at_run(payload, job.owner.tenant)
+        job_input = self._input_at_run(payload, ctx.owner.tenant)
         planner = self._planner(job_input)
         checkpoint = _resumed(ctx.progress)
-        keys = ctx.log_keys
-        logger.info(
-            "agent resumed" if checkpoint.steps_started else "agent started",
-            extra=keys | _shape(checkpoint),
+        log = ctx.logger
+        log.info(
+            "agent resumed" if checkpoint.steps_started else "agent started", **_shape(checkpoint)
         )
         for _ in range(PROPOSALS_PER_JOB):
             _think(ctx, job_input.planner.step_delay_ms)
-            if not ctx():
+            if not ctx.heartbeat():
                 raise StepInterruptedError("the agent was told to stop between tools")
             proposal = _propose(planner, checkpoint)
             if proposal is None:
@@ -149,28 +182,20 @@ class DocPrepKind(KindBase):
             allowed = self._allow(ctx, proposal, checkpoint, job_input)
             if allowed.tool == "extract" and job_input.s3_key is not None:
                 self._reader()  # a cold S3 client is made now, not inside extract's bound
-            operation_id = f"{job.job_id}:tool:{allowed.step_index}"
-            tool_keys = keys | {"tool": allowed.tool, "operation_id": operation_id}
+            tool = {"tool": allowed.tool, "operation_id": f"{ctx.job_id}:tool:{allowed.step_index}"}
             checkpoint = checkpoint.begin(allowed.tool)
             ctx.save_progress(checkpoint.to_dict())  # the step is spent before the tool runs
-            logger.info("tool started", extra=tool_keys | {"bound_ms": allowed.bound_ms})
+            log.info("tool started", **tool, bound_ms=allowed.bound_ms)
             started = time.perf_counter()
             checkpoint = _run(run_tool, allowed, checkpoint, job_input, self._loader(job_input))
             duration_ms = round((time.perf_counter() - started) * 1000, 2)
             ctx.save_progress(checkpoint.to_dict())
-            logger.info("tool finished", extra=tool_keys | {"duration_ms": duration_ms})
+            log.info("tool finished", **tool, duration_ms=duration_ms)
         else:
             # Unreachable: the guard refuses a 4th tool step. Said loudly if it ever is not.
-            raise FatalStepError("the agent did not stop after 3 tool steps", error_code="bug")
-        logger.info("agent finished", extra=keys | _shape(checkpoint))
+            raise FatalError("the agent did not stop after 3 tool steps", code="bug")
+        log.info("agent finished", **_shape(checkpoint))
         return {"tools_run": list(checkpoint.tools_run)}
-
-    def result(self, job: Job, checkpoint: Checkpoint) -> Any:
-        """`{fields, problems, draft_note, tools_run}` from the agent's saved checkpoint
-        (≤ 6 KiB: the checkpoint's own bound)."""
-        from leasehold.agent.runner import result_of
-
-        return result_of(_resumed(job.kind_state))
 
     # ------------------------------------------------------------------ the parts
 
@@ -186,24 +211,29 @@ class DocPrepKind(KindBase):
                 payload, tenant=key_tenant or tenant, hosted_configured=True
             )
         except ValidationError as invalid:
-            raise FatalStepError(
-                f"the job's input is not valid: {invalid}", error_code="input_invalid"
+            raise FatalError(
+                f"the job's input is not valid: {invalid}", code="input_invalid"
             ) from invalid
 
     def _planner(self, job_input: DocPrepInput) -> Planner:
-        from leasehold.agent.planner import PlannerError
-        from leasehold.agent.runner import build_planner
+        from leasehold_apps.doc_agent.planner import PlannerError
+        from leasehold_apps.doc_agent.runner import build_planner
 
         try:
             return build_planner(job_input.planner, hosted=self._hosted_planner)
         except PlannerError as missing:  # hosted asked for, none configured any more
-            raise FatalStepError(str(missing), error_code="planner_error") from missing
+            raise FatalError(str(missing), code="planner_error") from missing
 
     def _hosted_planner(self) -> Planner:
         if self._hosted is None:
             assert self._hosted_factory is not None  # build_planner asks only when configured
             self._hosted = self._hosted_factory()
         return self._hosted
+
+    def _margin_ms(self, ctx: StepContext) -> int:
+        if self._safety_margin_ms is not None:
+            return self._safety_margin_ms
+        return min(STEP_MARGIN_MS, ctx.safety_margin_ms)
 
     def _allow(
         self,
@@ -213,46 +243,50 @@ class DocPrepKind(KindBase):
         job_input: DocPrepInput,
     ) -> AllowedTool:
         """The guard's verdict on `proposal`, as the engine acts on it (module docstring)."""
-        from leasehold.agent.guard import BudgetStop, NotEnoughTime, ToolRejected, check_proposal
+        from leasehold_apps.doc_agent.guard import (
+            BudgetStop,
+            NotEnoughTime,
+            ToolRejected,
+            check_proposal,
+        )
 
-        keys = ctx.log_keys | {"tool": proposal.tool[:64]}
+        tool = proposal.tool[:64]
         for renewed in (False, True):
             try:
                 return check_proposal(
                     proposal,
                     checkpoint,
-                    tenant=ctx.job.owner.tenant,
+                    tenant=ctx.owner.tenant,
                     job_input=job_input,
                     now_ms=ctx.now_ms(),
-                    deadline_at_ms=ctx.deadline_at(),
-                    lease_expires_at_ms=ctx.lease_expires_at(),
-                    safety_margin_ms=self._safety_margin_ms,
+                    deadline_at_ms=ctx.deadline_at_ms,
+                    lease_expires_at_ms=ctx.lease_expires_at_ms,
+                    safety_margin_ms=self._margin_ms(ctx),
                 )
             except ToolRejected as rejected:
-                logger.warning("tool rejected", extra=keys | {"reason": rejected.reason_code})
+                ctx.logger.warning("tool rejected", tool=tool, reason=rejected.reason_code)
                 raise StopJobError(
-                    "tool_rejected",
-                    "tool_rejected",
+                    TOOL_REJECTED,
+                    TOOL_REJECTED,
                     f"{rejected.reason_code}: {rejected}",
                     rejected.record(),
                 ) from None
             except BudgetStop as spent:
-                logger.warning("tool budget spent", extra=keys | _shape(checkpoint))
+                ctx.logger.warning("tool budget spent", tool=tool, **_shape(checkpoint))
                 raise StopJobError(
                     "budget_exhausted", "budget_exhausted", str(spent), spent.record()
                 ) from None
             except NotEnoughTime as short:
-                logger.info(
-                    "not enough time for the tool",
-                    extra=keys | {"limit": short.limit, "needed_ms": short.needed_ms,
-                                  "remaining_ms": short.remaining_ms},
+                ctx.logger.info(
+                    "not enough time for the tool", tool=tool, limit=short.limit,
+                    needed_ms=short.needed_ms, remaining_ms=short.remaining_ms,
                 )  # fmt: skip
                 if short.limit == "deadline":
                     raise StopJobError(
                         "deadline_exceeded",
                         "deadline_too_close",
-                        f"{short}: no attempt can finish {proposal.tool[:64]} before the deadline",
-                        {"tool": proposal.tool[:64]},
+                        f"{short}: no attempt can finish {tool} before the deadline",
+                        {"tool": tool},
                         state="dead",
                     ) from None
                 if renewed:
@@ -272,47 +306,48 @@ class DocPrepKind(KindBase):
     def _reader(self) -> DocumentReader:
         if self._documents is None:
             if self._documents_factory is None:
-                raise FatalStepError(
-                    "no documents bucket is configured", error_code="documents_unconfigured"
-                )
+                raise FatalError("no documents bucket is configured", code="documents_unconfigured")
             self._documents = self._documents_factory()
         return self._documents
 
     def _read_document(self, key: str) -> str:
-        from leasehold.agent.spec import (
+        from leasehold_apps.doc_agent.documents import (
+            DocumentNotFoundError,
+            DocumentUnavailableError,
+        )
+        from leasehold_apps.doc_agent.spec import (
             MAX_DOCUMENT_BYTES,
             DocumentUnreadableError,
             decode_document,
         )
-        from leasehold.store.documents import DocumentNotFoundError, DocumentUnavailableError
 
         try:
             return decode_document(self._reader().read(key, MAX_DOCUMENT_BYTES))
         except DocumentUnavailableError as unavailable:
-            raise TransientStepError(str(unavailable), error_code=unavailable.code) from None
+            raise RetryableError(str(unavailable), code=unavailable.code) from None
         except (DocumentNotFoundError, DocumentUnreadableError) as unusable:
-            raise FatalStepError(str(unusable), error_code=unusable.code) from None
+            raise FatalError(str(unusable), code=unusable.code) from None
 
 
-def _resumed(progress: dict[str, Any] | None) -> AgentCheckpoint:
-    from leasehold.agent.checkpoint import AgentCheckpoint, CheckpointError
+def _resumed(progress: Mapping[str, Any] | None) -> AgentCheckpoint:
+    from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint, CheckpointError
 
     if progress is None:
         return AgentCheckpoint()
     try:
         return AgentCheckpoint.from_json(progress)
     except CheckpointError as corrupt:
-        raise FatalStepError(str(corrupt), error_code=corrupt.code) from None
+        raise FatalError(str(corrupt), code=corrupt.code) from None
 
 
 def _propose(planner: Planner, checkpoint: AgentCheckpoint) -> Proposal | None:
-    from leasehold.agent.planner import PlannerError, next_proposal
+    from leasehold_apps.doc_agent.planner import PlannerError, next_proposal
 
     try:
         return next_proposal(planner, checkpoint)
     except PlannerError as failed:
-        error = TransientStepError if failed.transient else FatalStepError
-        raise error(str(failed), error_code=failed.code) from None
+        error = RetryableError if failed.transient else FatalError
+        raise error(str(failed), code=failed.code) from None
 
 
 def _run(
@@ -326,11 +361,11 @@ def _run(
     type only (an exception's message could quote the document; the traceback is not logged)."""
     try:
         return run_tool(allowed, checkpoint, job_input, load_text)
-    except (FatalStepError, TransientStepError):
+    except (FatalError, RetryableError):
         raise
     except Exception as failed:  # a tool is deterministic: the same input fails the same way
-        raise FatalStepError(
-            f"tool {allowed.tool} failed: {type(failed).__name__}", error_code="tool_failed"
+        raise FatalError(
+            f"tool {allowed.tool} failed: {type(failed).__name__}", code="tool_failed"
         ) from None
 
 
@@ -342,7 +377,7 @@ def _think(ctx: StepContext, delay_ms: int) -> None:
         slice_s = min(DELAY_SLICE_S, remaining_s)
         time.sleep(slice_s)
         remaining_s -= slice_s
-        if not ctx():
+        if not ctx.heartbeat():
             raise StepInterruptedError("the agent was told to stop while planning")
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from leasehold.agent.formats import (
+from leasehold_apps.doc_agent.formats import (
     iban_problem,
     is_known_currency,
     parse_amount,
     parse_date,
     vat_problem,
 )
-from leasehold.agent.vocabulary import KNOWN_FIELDS, MAX_PROBLEMS, Problem
+from leasehold_apps.doc_agent.vocabulary import KNOWN_FIELDS, MAX_PROBLEMS, Problem
 
 _LABELS = {
     "supplier_name": "supplier name",

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from leasehold.agent.planner import PlannerError, Proposal, parse_proposal
-from leasehold.agent.vocabulary import DEFAULT_REQUIRED_FIELDS, KNOWN_FIELDS
-from leasehold.domain.errors import LeaseholdError, ValidationError
+from leasehold import LeaseholdError, ValidationError
+from leasehold_apps.doc_agent.planner import PlannerError, Proposal, parse_proposal
+from leasehold_apps.doc_agent.vocabulary import DEFAULT_REQUIRED_FIELDS, KNOWN_FIELDS
 
 MAX_DOCUMENT_BYTES: Final = 16 * 1024
 MAX_REQUIRED_FIELDS: Final = 10

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leasehold.agent.checkpoint import AgentCheckpoint, CheckpointError
-from leasehold.agent.draft import draft
-from leasehold.agent.extract import extract
-from leasehold.agent.guard import AllowedTool
-from leasehold.agent.planner import FixturePlanner, Planner, PlannerError, ScriptedPlanner
-from leasehold.agent.spec import DocPrepInput, PlannerSpec
-from leasehold.agent.validate import validate
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint, CheckpointError
+from leasehold_apps.doc_agent.draft import draft
+from leasehold_apps.doc_agent.extract import extract
+from leasehold_apps.doc_agent.guard import AllowedTool
+from leasehold_apps.doc_agent.planner import FixturePlanner, Planner, PlannerError, ScriptedPlanner
+from leasehold_apps.doc_agent.spec import DocPrepInput, PlannerSpec
+from leasehold_apps.doc_agent.validate import validate
 
 
 def run_tool(

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from leasehold.agent.checkpoint import AgentCheckpoint
-from leasehold.agent.vocabulary import TOOL_ORDER
-from leasehold.domain.errors import LeaseholdError
+from leasehold import LeaseholdError
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
+from leasehold_apps.doc_agent.vocabulary import TOOL_ORDER
 
 MAX_TOOL_NAME_CHARS: Final = 64
 _TOOL_NAME: Final = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_TOOL_NAME_CHARS}}}")

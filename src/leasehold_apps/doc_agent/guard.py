@@ -30,11 +30,11 @@ from typing import Any, Final
 
 import fastjsonschema
 
-from leasehold.agent.checkpoint import AgentCheckpoint
-from leasehold.agent.planner import Proposal
-from leasehold.agent.spec import DocPrepInput, document_prefix, tenant_of_key
-from leasehold.agent.vocabulary import MAX_TOOL_STEPS, TOOL_ORDER, clip_json
-from leasehold.domain.errors import LeaseholdError
+from leasehold import LeaseholdError
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
+from leasehold_apps.doc_agent.planner import Proposal
+from leasehold_apps.doc_agent.spec import DocPrepInput, document_prefix, tenant_of_key
+from leasehold_apps.doc_agent.vocabulary import MAX_TOOL_STEPS, TOOL_ORDER, clip_json
 
 # Upper bounds of one run of each tool on a 16 KiB document, with room for a slow cold CPU
 # (measured on a loaded 2-core machine: extract ≤ 40 ms on 16 KiB adversarial documents,

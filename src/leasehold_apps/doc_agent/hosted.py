@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
-from leasehold.agent.checkpoint import AgentCheckpoint
-from leasehold.agent.planner import PlannerError, Proposal, parse_proposal
-from leasehold.agent.vocabulary import MAX_TOOL_STEPS, TOOL_ORDER
-from leasehold.domain.errors import LeaseholdError
+from leasehold import LeaseholdError
+from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
+from leasehold_apps.doc_agent.planner import PlannerError, Proposal, parse_proposal
+from leasehold_apps.doc_agent.vocabulary import MAX_TOOL_STEPS, TOOL_ORDER
 
 DEFAULT_TIMEOUT_S: Final = 5.0
 CONNECT_TIMEOUT_S: Final = 2.0
