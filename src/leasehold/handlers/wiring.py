@@ -18,6 +18,7 @@ from botocore.config import Config
 from leasehold.domain.clock import SystemClock
 from leasehold.handlers.settings import Settings, safety_margin_seconds
 from leasehold.kinds import KindConfig, registry
+from leasehold.sdk.apps import Engine, start_engine
 from leasehold.sdk.loading import Loaded, load_kinds
 from leasehold.service.kinds import JobKind
 from leasehold.store import Stores, Table
@@ -69,7 +70,7 @@ def runtime() -> Runtime:
     loaded = load_kinds(settings.kinds, max_step_seconds=settings.max_step_seconds)
     kinds: dict[str, JobKind] = dict(legacy_kinds(settings))
     kinds.update(loaded.kinds)
-    return Runtime(
+    built = Runtime(
         settings=settings,
         stores=Stores.over(
             Table(dynamodb, settings.table_name),
@@ -82,6 +83,11 @@ def runtime() -> Runtime:
         kinds=kinds,
         loaded=loaded,
     )
+    # What an application's routes reach through `leasehold.Engine.current()`: this door
+    # (faults and all), clock and metrics — never a client of their own.
+    engine = Engine(built.stores.table, built.clock, built.telemetry, settings.default_max_attempts)
+    start_engine(engine, kinds)
+    return built
 
 
 def legacy_kinds(settings: Settings) -> dict[str, JobKind]:
