@@ -26,7 +26,7 @@ from leasehold.domain.job import Owner
 from leasehold.handlers.wiring import metrics, runtime, trim_log_context
 from leasehold.kinds.enrich import EnrichKind
 from leasehold.kinds.title import TitleKind
-from leasehold.sdk.routes import body_of, caller_of, header_of, query_of
+from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of
 from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
@@ -302,11 +302,17 @@ def ops_resolve(job_id: str) -> Response:
     return _json(200, ops().resolve(job_id, who, json_body()))
 
 
+_MOUNTED: list[Routes] = []
+
+
 @cache
 def mounted() -> APIGatewayHttpResolver:
-    """The API with every configured application's routes (once per cold start)."""
+    """The API with every configured application's routes (once per cold start; a router
+    already mounted by an earlier start in this process is not mounted twice)."""
     for routes in runtime().loaded.routes:
-        app.include_router(routes)
+        if not any(routes is done for done in _MOUNTED):
+            app.include_router(routes)
+            _MOUNTED.append(routes)
     return app
 
 
