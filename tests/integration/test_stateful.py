@@ -46,15 +46,14 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, is_terminal
-from leasehold.kinds.enrich import EnrichKind
-from leasehold.providers.enrichment import Capability
 from leasehold.sdk.kind import EngineKind
-from leasehold.service.bookmarks import BookmarkService
 from leasehold.service.relay import relay_records
 from leasehold.service.worker import Disposition
-from leasehold.store.bookmarks import BookmarkStore
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
 from leasehold.store.slots import holders_of
+from leasehold_apps.reading_list.enrich import EnrichKind
+from leasehold_apps.reading_list.provider import Capability
+from leasehold_apps.reading_list.service import BookmarkService
 from leasehold_apps.synthetic import synthetic
 from leasehold_dev.local import moto_transactions
 from tests.support.clockqueue import ClockQueue
@@ -287,10 +286,10 @@ class LeaseholdMachine(RuleBasedStateMachine):
         return {
             **registry(),
             "synthetic": ClockedKind(self.h.clock, midway),
-            "title": self.h.title_kind(),
-            "enrich": EnrichKind("http://fake", "idempotent_key", client=self.provider),
-            "enrich_lookup": EnrichKind(
-                "http://fake", "status_lookup", client=self.lookup_provider
+            "title": EngineKind(self.h.title_kind()),
+            "enrich": EngineKind(EnrichKind("http://fake", "idempotent_key", client=self.provider)),
+            "enrich_lookup": EngineKind(
+                EnrichKind("http://fake", "status_lookup", client=self.lookup_provider)
             ),
         }
 
@@ -303,14 +302,11 @@ class LeaseholdMachine(RuleBasedStateMachine):
         provider = self.lookup_provider if lookup else self.provider
         capability = "status_lookup" if lookup else "idempotent_key"
         service = BookmarkService(
-            BookmarkStore(self.h.stores.table),
-            self.h.title_kind(),
-            self.h.clock,
-            time_ordered_ids(self.h.clock, "b"),
-            self.h.new_id,
-            self.h.telemetry,
-            jobs=self.h.stores.jobs,
+            self.h.engine(),
+            title=self.h.title_kind(),
             enrich=EnrichKind("http://fake", capability, client=provider),
+            new_bookmark_id=time_ordered_ids(self.h.clock, "b"),
+            new_job_id=self.h.new_id,
         )
         try:
             view, _ = service.create(owner, {"url": f"https://example.org/{len(self.jobs)}"}, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from leasehold.handlers.settings import (
     Settings,
     safety_margin_seconds,
 )
+from leasehold_apps.reading_list import settings as reading_list
 from leasehold_dev.local.resources import parameter_defaults, resolved
 from leasehold_dev.local.stack import LOCAL_PARAMETERS, create_stack
 from leasehold_dev.local.template import http_routes, translate
@@ -26,6 +28,8 @@ from tests.support.cli import run_cli
 from tests.support.resources import ROOT, TEMPLATE, template
 
 FUNCTIONS = ["ApiFunction", "RelayFunction", "WorkerFunction", "SweeperFunction"]
+REQUIRED = (*ENV_VARIABLES, *reading_list.ENV_VARIABLES)
+"""What the engine's Settings and the applications of the template's Kinds read."""
 
 
 def _functions() -> dict[str, dict[str, Any]]:
@@ -40,7 +44,7 @@ def test_every_variable_the_code_reads_is_set_for_every_function() -> None:
     globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
     for name, props in _functions().items():
         env = {**globals_env, **((props.get("Environment") or {}).get("Variables") or {})}
-        missing = [var for var in ENV_VARIABLES if var not in env]
+        missing = [var for var in REQUIRED if var not in env]
         assert missing == [], f"{name} lacks {missing}"
 
 
@@ -57,6 +61,15 @@ def test_code_reads_no_environment_variable_outside_settings() -> None:
     assert "LEASEHOLD_FAULTS" in read  # the fault switch is read, and only through Settings
     globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
     assert not set(OPTIONAL_ENV_VARIABLES) & set(globals_env)  # never set when deployed
+    # An application reads its own settings with leasehold.setting: each one the template sets
+    # for every function, or a local-only switch the template never sets.
+    app_reads = set()
+    for path in (ROOT / "src" / "leasehold_apps").rglob("*.py"):
+        app_reads |= set(re.findall(r'\b(?:int_)?setting\(\s*"([A-Z_]+)"', path.read_text()))
+    local_only = set(reading_list.LOCAL_ENV_VARIABLES)
+    assert {"TITLE_FETCHER", "LEASEHOLD_LOCAL_PROVIDERS"} <= app_reads
+    assert app_reads <= set(REQUIRED) | local_only
+    assert not local_only & set(globals_env)
 
 
 @pytest.mark.parametrize("module", ["api", "relay", "worker", "sweeper"])
@@ -82,9 +95,13 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
         "AWS_SECRET_ACCESS_KEY": "x",
         "PATH": "",
     }
+    if os.environ.get("PYTHONPATH"):  # Lambda sets one too: this tree's code, not an installed copy
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     code = (
         f"import leasehold.handlers.{module} as m; from leasehold.handlers.wiring import runtime;"
-        "rt = runtime(); assert callable(m.handler); print(rt.settings.lease_seconds)"
+        "rt = runtime(); assert callable(m.handler);"
+        "from leasehold_apps.reading_list import settings; settings.check();"
+        "print(rt.settings.lease_seconds)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
@@ -288,7 +305,9 @@ def test_make_build_without_a_python313_is_a_clear_error(tmp_path: Path) -> None
     assert "Traceback" not in out.stderr
 
 
-def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it() -> None:
+def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # `sam local invoke --env-vars events/env.json`: one object per function logical id. SAM
     # overrides only variables the template declares (others are dropped without a word), so
     # each must be declared; numbers equal the parameter defaults SAM uses for the function's
@@ -300,7 +319,7 @@ def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it
     for name, values in env_json.items():
         own = (_functions()[name].get("Environment") or {}).get("Variables") or {}
         declared = {**globals_env, **own}
-        assert [var for var in ENV_VARIABLES if var not in values] == [], name
+        assert [var for var in REQUIRED if var not in values] == [], name
         assert set(values) <= set(declared), f"{name}: SAM would drop {set(values) - set(declared)}"
         assert all(isinstance(value, str) for value in values.values()), name
         for var, value in declared.items():
@@ -308,3 +327,6 @@ def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it
             if parameter in defaults:
                 assert values[var] == defaults[parameter], (name, var)
         Settings.from_env(values)
+        for var, value in values.items():
+            monkeypatch.setenv(var, value)
+        reading_list.check()

@@ -12,7 +12,7 @@ from leasehold.sdk.loading import load_kinds
 from leasehold.service.kinds import JobKind
 from leasehold_apps.synthetic import synthetic
 
-APPLICATIONS = "leasehold_apps.synthetic"
+APPLICATIONS = "leasehold_apps.synthetic,leasehold_apps.reading_list"
 
 
 def registry(config: Any = None) -> dict[str, JobKind]:

@@ -3,7 +3,6 @@ start). boto3 honours AWS_ENDPOINT_URL, which is how the local stack points thes
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,12 +94,6 @@ def legacy_kinds(settings: Settings) -> dict[str, JobKind]:
     return registry(
         KindConfig(
             max_step_ms=settings.max_step_seconds * 1000,
-            title_fetcher=settings.title_fetcher,
-            enrichment_provider_url=settings.enrichment_provider_url,
-            enrichment_provider_capability=settings.enrichment_provider_capability,
-            local_providers=json.loads(settings.local_providers)
-            if settings.local_providers
-            else None,
             documents=_documents(settings.documents_bucket),
             hosted_planner=_hosted_planner(settings),
             agent_safety_margin_ms=min(2_000, safety_margin_seconds(settings.lease_seconds) * 1000),

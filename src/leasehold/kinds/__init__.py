@@ -1,8 +1,7 @@
-"""Job kinds: one module per kind. A kind validates its payload, plans its steps and runs one
-step at a time; the engine (service/worker.py) does everything else — claims, leases,
-checkpoints, retries, budgets, outcomes. A kind may also name writes that must commit with the
-job's outcome (the bookmark a title job fills in) and say how the job ends when one of them
-finds its item changed."""
+"""Job kinds not yet moved onto the public SDK (`leasehold.Kind`, applications in
+`leasehold_apps`): one module per kind. A kind validates its payload, plans its steps and runs
+one step at a time; the engine (service/worker.py) does everything else — claims, leases,
+checkpoints, retries, budgets, outcomes."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from leasehold.domain.errors import ValidationError
 from leasehold.service.kinds import JobKind, StepPlan
 
 if TYPE_CHECKING:
@@ -60,38 +58,11 @@ class KindBase:
         raise changed  # a kind with no outcome writes never meets one
 
 
-class BookmarkKindBase(KindBase):
-    """A kind whose job works on one bookmark's source (`title`, `enrich`): its payload names
-    the bookmark, its URL and the `source_version` its outcome is fenced by."""
-
-    submittable = False
-    noun = "a bookmark job"
-    operators_see_payload = True
-
-    def related(self, job: Job) -> dict[str, Any]:
-        return {"bookmark_id": job.payload.get("bookmark_id")}
-
-    def validate(self, payload: dict[str, Any]) -> None:
-        if not isinstance(payload.get("bookmark_id"), str) or not isinstance(
-            payload.get("url"), str
-        ):
-            raise ValidationError(f"{self.noun} needs 'bookmark_id' and 'url'")
-        if not isinstance(payload.get("source_version"), int):
-            raise ValidationError(f"{self.noun} needs 'source_version'")
-
-
 @dataclass(frozen=True)
 class KindConfig:
     """What the kinds need from a function's settings (built once per cold start)."""
 
     max_step_ms: int = 60_000
-    title_fetcher: str = "fixture"
-    fixture_slow_seconds: float = 3.0
-    enrichment_provider_url: str = ""
-    enrichment_provider_capability: str = "none"
-    local_providers: dict[str, str] | None = None
-    """The local stack's own providers by mode (idempotent, lookup, none): a request may pick one
-    and ask it for a fault. Never set when deployed."""
     documents: Callable[[], DocumentReader] | None = None
     """doc_prep: builds the reader of the documents bucket (on first use); None = no bucket, and
     a job naming an `s3_key` fails when its extract runs."""
@@ -104,17 +75,9 @@ class KindConfig:
 
 def registry(config: KindConfig | None = None) -> dict[str, JobKind]:
     from leasehold.kinds.doc_prep import DocPrepKind
-    from leasehold.kinds.enrich import EnrichKind
-    from leasehold.kinds.title import TitleKind
 
     config = config or KindConfig()
     kinds: list[JobKind] = [
-        TitleKind(config.title_fetcher, slow_seconds=config.fixture_slow_seconds),
-        EnrichKind(
-            config.enrichment_provider_url,
-            config.enrichment_provider_capability,
-            local_providers=config.local_providers,
-        ),
         DocPrepKind(
             documents=config.documents,
             hosted_planner=config.hosted_planner,
