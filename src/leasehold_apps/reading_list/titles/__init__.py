@@ -21,10 +21,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from leasehold_apps.reading_list.titles.errors import TITLE_ERROR_CODES, TitleFetchError
+from leasehold_apps.reading_list.titles.names import FETCHER_NAMES, FIXTURE_MODES
 from leasehold_apps.reading_list.titles.urls import validate_bookmark_url
-
-FETCHER_NAMES = ("fixture", "live")
-FIXTURE_MODES = ("ok", "timeout", "flaky", "slow")
 
 __all__ = [
     "FETCHER_NAMES",

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from leasehold import StepInterruptedError, ValidationError
-from leasehold_apps.reading_list.titles import FIXTURE_MODES
 from leasehold_apps.reading_list.titles.errors import TitleFetchError
+from leasehold_apps.reading_list.titles.names import FIXTURE_MODES
 from leasehold_apps.reading_list.titles.page import clean_title
 from leasehold_apps.reading_list.titles.urls import parse_http_url
 
