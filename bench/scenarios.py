@@ -229,7 +229,7 @@ class Runner:
             ids.append(body["title_job"]["job_id"])
             bookmarks.append(body["id"])
         self.stack.drain(ids, self._done())
-        from leasehold.store.items import bookmark_key
+        from leasehold_apps.reading_list.codec import bookmark_key
 
         landed = sum(
             1

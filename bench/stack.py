@@ -153,7 +153,6 @@ class Stack:
             wiring.runtime,
             worker.worker,
             api.jobs,
-            api.bookmarks,
             api.ops,
             api.mounted,
         ):

@@ -6,6 +6,9 @@ stable within a major version. Everything else in the package (`leasehold.domain
 may change in any release; import from `leasehold` itself.
 
     from leasehold import FatalError, Kind, RetryableError, StepContext
+
+An application that keeps items of its own beside its jobs (routes, a store) uses the toolkit
+of `leasehold.sdk.apps` through the same names: `Engine`, `Table`, `job_writes`, …
 """
 
 from leasehold.domain.errors import (
@@ -18,6 +21,20 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.job import Owner
+from leasehold.sdk.apps import (
+    ConditionFailed,
+    Engine,
+    NewJob,
+    Table,
+    idempotency,
+    iso_time,
+    items,
+    job_states,
+    job_writes,
+    pages,
+    step_operation,
+    transact_closing_job,
+)
 from leasehold.sdk.config import SettingError, int_setting, setting
 from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
 from leasehold.sdk.errors import FatalError, NotFoundError, RetryableError
@@ -36,8 +53,10 @@ from leasehold.sdk.routes import Routes, respond
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConditionFailed",
     "ConflictError",
     "Effect",
+    "Engine",
     "FatalError",
     "Finished",
     "HandBackError",
@@ -46,6 +65,7 @@ __all__ = [
     "KindDefinitionError",
     "KindLoadError",
     "LeaseholdError",
+    "NewJob",
     "NotFoundError",
     "Operation",
     "Outcome",
@@ -60,8 +80,17 @@ __all__ = [
     "StepLogger",
     "StopJobError",
     "StoreUnavailableError",
+    "Table",
     "ValidationError",
+    "idempotency",
     "int_setting",
+    "iso_time",
+    "items",
+    "job_states",
+    "job_writes",
+    "pages",
     "respond",
     "setting",
+    "step_operation",
+    "transact_closing_job",
 ]

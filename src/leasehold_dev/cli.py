@@ -343,7 +343,7 @@ def _demo_users() -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from leasehold.providers.enrichment import PROVIDER_MODES
+    from leasehold_apps.reading_list.provider import PROVIDER_MODES
 
     parser = argparse.ArgumentParser(prog="leasehold", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from leasehold.domain.states import JobState
-from leasehold.kinds.enrich import EnrichKind
-from leasehold.service.bookmarks import BookmarkService
+from leasehold.sdk.kind import EngineKind
 from leasehold.service.worker import Disposition
-from leasehold.store.bookmarks import BookmarkStore
-from leasehold.store.items import bookmark_key, deserialize_item
+from leasehold.store.items import deserialize_item
+from leasehold_apps.reading_list.codec import bookmark_key
+from leasehold_apps.reading_list.enrich import EnrichKind
+from leasehold_apps.reading_list.service import BookmarkService
 from leasehold_dev.local.provider import ProviderServer
 from tests.support.harness import ALICE, LEASE_MS, Harness
 from tests.support.kinds import registry
@@ -78,17 +79,7 @@ def _enrich_kind(server: ProviderServer) -> EnrichKind:
 
 
 def _service(harness: Harness, kind: EnrichKind) -> BookmarkService:
-    base = harness.bookmarks()
-    return BookmarkService(
-        BookmarkStore(harness.stores.table),
-        harness.title_kind(),
-        harness.clock,
-        base._new_bookmark_id,
-        harness.new_id,
-        harness.telemetry,  # noqa: SLF001
-        jobs=harness.stores.jobs,
-        enrich=kind,
-    )
+    return harness.bookmarks(enrich=kind)
 
 
 def _enrichment(harness: Harness, bookmark_id: str) -> dict[str, Any] | None:
@@ -117,7 +108,7 @@ def test_crash_point_matrix(
             UpdateExpression="SET payload = :p",
             ExpressionAttributeValues={":p": {"S": _payload_with(harness, job_id, fault=fault)}},
         )
-    kinds = {**registry(), "enrich": kind}
+    kinds = {**registry(), "enrich": EngineKind(kind)}
     counts: dict[str, int] = {}
     # Every worker's outcomes are counted (one visible result); the first one may die
     stores = replace(harness.stores, leases=CrashAt(harness.stores.leases, "", False, counts))
@@ -169,7 +160,7 @@ def test_a_replay_reuses_the_operations_key_and_a_new_url_is_a_new_operation(
     server = providers["idempotent"]
     kind = _enrich_kind(server)
     service = _service(harness, kind)
-    kinds = {**registry(), "enrich": kind}
+    kinds = {**registry(), "enrich": EngineKind(kind)}
     view, _ = service.create(ALICE, {"url": "https://example.org/a"}, None)
     job_id = service.enrich(ALICE, view["id"], {}, None).job_id
     harness.dynamodb.update_item(  # one attempt only: the crash below uses it up
@@ -223,7 +214,7 @@ def test_enrich_needs_a_provider_and_keeps_to_its_budget(
             service.enrich(ALICE, view["id"], bad, None)
     # A budget of 0 stops before the paid call: nothing is charged
     job_id = service.enrich(ALICE, view["id"], {"budget": {"max_cost": 0}}, None).job_id
-    kinds = {**registry(), "enrich": _enrich_kind(server)}
+    kinds = {**registry(), "enrich": EngineKind(_enrich_kind(server))}
     assert harness.worker(kinds=kinds).handle(harness.wakeup(job_id)).outcome == "failed"
     job = harness.store.get(job_id)
     assert job is not None and job.stop_reason == "budget_exhausted"

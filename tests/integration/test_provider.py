@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from leasehold.providers.enrichment import (
+from leasehold_apps.reading_list.provider import (
     Capability,
     EnrichmentProvider,
     LookupNotSupported,

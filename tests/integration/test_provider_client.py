@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from leasehold.providers.enrichment import (
+from leasehold_apps.reading_list.provider import (
     Capability,
     EnrichmentProvider,
     LookupResult,

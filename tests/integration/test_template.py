@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from leasehold.handlers.settings import (
 )
 from leasehold_apps.doc_agent.settings import ENV_VARIABLES as AGENT_ENV_VARIABLES
 from leasehold_apps.doc_agent.settings import AgentSettings
+from leasehold_apps.reading_list import settings as reading_list
 from leasehold_dev.local.resources import parameter_defaults, resolved
 from leasehold_dev.local.stack import LOCAL_PARAMETERS, create_stack
 from leasehold_dev.local.template import http_routes, translate
@@ -38,7 +40,10 @@ def _application_variables() -> set[str]:
     return read
 
 
-REQUIRED = (*ENV_VARIABLES, *sorted(_application_variables() - set(ENV_VARIABLES)))
+REQUIRED = (
+    *ENV_VARIABLES,
+    *sorted(_application_variables() - set(ENV_VARIABLES) - set(reading_list.LOCAL_ENV_VARIABLES)),
+)
 """What the engine's Settings and the applications the template loads require."""
 
 
@@ -51,7 +56,8 @@ def _functions() -> dict[str, dict[str, Any]]:
 
 
 def test_every_variable_the_code_reads_is_set_for_every_function() -> None:
-    assert set(AGENT_ENV_VARIABLES) <= set(REQUIRED)  # the applications' reads are found
+    # the applications' reads are found
+    assert {*AGENT_ENV_VARIABLES, *reading_list.ENV_VARIABLES} <= set(REQUIRED)
     globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
     for name, props in _functions().items():
         env = {**globals_env, **((props.get("Environment") or {}).get("Variables") or {})}
@@ -72,6 +78,15 @@ def test_code_reads_no_environment_variable_outside_settings() -> None:
     assert "LEASEHOLD_FAULTS" in read  # the fault switch is read, and only through Settings
     globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
     assert not set(OPTIONAL_ENV_VARIABLES) & set(globals_env)  # never set when deployed
+    # An application reads its own settings with leasehold.setting: each one the template sets
+    # for every function, or a local-only switch the template never sets.
+    app_reads = set()
+    for path in (ROOT / "src" / "leasehold_apps").rglob("*.py"):
+        app_reads |= set(re.findall(r'\b(?:int_)?setting\(\s*"([A-Z_]+)"', path.read_text()))
+    local_only = set(reading_list.LOCAL_ENV_VARIABLES)
+    assert {"TITLE_FETCHER", "LEASEHOLD_LOCAL_PROVIDERS"} <= app_reads
+    assert app_reads <= set(REQUIRED) | local_only
+    assert not local_only & set(globals_env)
 
 
 @pytest.mark.parametrize("module", ["api", "relay", "worker", "sweeper"])
@@ -97,9 +112,13 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
         "AWS_SECRET_ACCESS_KEY": "x",
         "PATH": "",
     }
+    if os.environ.get("PYTHONPATH"):  # Lambda sets one too: this tree's code, not an installed copy
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     code = (
         f"import leasehold.handlers.{module} as m; from leasehold.handlers.wiring import runtime;"
-        "rt = runtime(); assert callable(m.handler); print(rt.settings.lease_seconds)"
+        "rt = runtime(); assert callable(m.handler);"
+        "from leasehold_apps.reading_list import settings; settings.check();"
+        "print(rt.settings.lease_seconds)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
@@ -328,3 +347,4 @@ def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it
         for var, value in values.items():
             monkeypatch.setenv(var, value)
         AgentSettings.from_env()
+        reading_list.check()

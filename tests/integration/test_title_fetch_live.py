@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from leasehold.domain.errors import StepInterruptedError
-from leasehold.titles import TitleFetchError
-from leasehold.titles.live import LiveFetcher
+from leasehold_apps.reading_list.titles import TitleFetchError
+from leasehold_apps.reading_list.titles.live import LiveFetcher
 from tests.support.local_http import Connection, LocalServer
 
 DNS = {

@@ -11,7 +11,8 @@ import pytest
 
 from leasehold.domain.errors import StaleEpochError, StepInterruptedError
 from leasehold.domain.states import JobState
-from leasehold.store.items import bookmark_key, deserialize_item
+from leasehold.store.items import deserialize_item
+from leasehold_apps.reading_list.codec import bookmark_key
 from tests.support.harness import ALICE, Harness
 
 URL = "https://example.org/articles/durable-jobs"
@@ -157,7 +158,7 @@ def test_the_summary_shows_the_oldest_queued_job_of_each_kind(harness: Harness) 
 
 
 def test_a_refused_address_fails_the_title_at_once(harness: Harness) -> None:
-    from leasehold.titles import TitleFetchError
+    from leasehold_apps.reading_list.titles import TitleFetchError
 
     view = _save(harness)
 

@@ -43,7 +43,7 @@ def _exchange(event: dict[str, Any], answer: dict[str, Any]) -> Exchange:
     )
 
 
-CACHED = (wiring.runtime, api.jobs, api.ops, api.bookmarks, api.mounted)
+CACHED = (wiring.runtime, api.jobs, api.ops, api.mounted)
 
 
 Call = Callable[..., tuple[int, dict[str, Any], dict[str, str]]]

@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold.providers.enrichment import (
+from leasehold_apps.reading_list.provider import (
     Capability,
     LookupResult,
     ProviderOutcomeUnknown,

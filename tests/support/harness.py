@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 
+from leasehold import Engine
 from leasehold.domain.clock import Clock, ManualClock
 from leasehold.domain.errors import LeaseholdError
 from leasehold.domain.ids import time_ordered_ids
@@ -20,8 +21,7 @@ from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState
 from leasehold.handlers.wiring import CLIENT_CONFIG
-from leasehold.kinds.title import TitleKind
-from leasehold.service.bookmarks import BookmarkService
+from leasehold.sdk.kind import EngineKind
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 from leasehold.service.relay import relay_records
@@ -29,13 +29,15 @@ from leasehold.service.sweeper import SweepSettings, sweep
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.worker import RemainingMs, WakeupResult, WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
-from leasehold.store.bookmarks import BookmarkStore
 from leasehold.store.faults import FaultInjector, FaultPlan, install_faults
 from leasehold.store.items import deserialize_item, job_key
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.slots import running_slots
 from leasehold.store.table import TransactionRetry
-from leasehold.titles.fixture import FixtureFetcher
+from leasehold_apps.reading_list.enrich import EnrichKind
+from leasehold_apps.reading_list.kinds import TitleKind
+from leasehold_apps.reading_list.service import BookmarkService
+from leasehold_apps.reading_list.titles.fixture import FixtureFetcher
 from leasehold_dev.local.pumps import QueuePoller, StreamPump
 from tests.support.kinds import JobKind, registry
 from tests.support.resources import (
@@ -170,23 +172,24 @@ class Harness:
     def title_kind(self, hook: Callable[..., str | None] | None = None) -> TitleKind:
         """The title kind with the fixture fetcher; `hook(url, mode, attempt, tick)` runs inside
         the fetch (act while a fetch is in flight) and may return the title to use."""
-        kind = TitleKind("fixture", slow_seconds=0)
-        if hook is not None:
-            kind._fetcher = HookedFetcher(hook)  # noqa: SLF001 - the test's own fetcher
-        return kind
+        fetcher = HookedFetcher(hook) if hook is not None else None
+        return TitleKind("fixture", slow_seconds=0, fetcher=fetcher)
 
-    def bookmarks(self) -> BookmarkService:
+    def engine(self) -> Engine:
+        """What an application's routes see of the engine: this harness's table, clock, counters."""
+        return Engine(self.stores.table, self.clock, self.telemetry)
+
+    def bookmarks(self, enrich: EnrichKind | None = None) -> BookmarkService:
         return BookmarkService(
-            BookmarkStore(self.stores.table),
-            self.title_kind(),
-            self.clock,
-            time_ordered_ids(self.clock, "b"),
-            self.new_id,
-            self.telemetry,
+            self.engine(),
+            title=self.title_kind(),
+            enrich=enrich or EnrichKind("", "none"),
+            new_bookmark_id=time_ordered_ids(self.clock, "b"),
+            new_job_id=self.new_id,
         )
 
     def kinds_with_title(self, hook: Callable[..., str | None]) -> dict[str, JobKind]:
-        return {**registry(), "title": self.title_kind(hook)}
+        return {**registry(), "title": EngineKind(self.title_kind(hook))}
 
     def ops(self) -> OpsService:
         return OpsService(self.stores, self.queue, self.clock, self.telemetry, registry())

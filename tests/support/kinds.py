@@ -1,25 +1,22 @@
-"""The kinds the tests run: the engine's legacy kinds plus the applications loaded as the
-functions load them (`LEASEHOLD_KINDS`), and test doubles of the synthetic kind."""
+"""The kinds the tests run: the applications loaded as the functions load them
+(`LEASEHOLD_KINDS`), and test doubles of the synthetic kind."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from leasehold.kinds import registry as legacy_registry
 from leasehold.sdk.kind import EngineKind
 from leasehold.sdk.loading import load_kinds
 from leasehold.service.kinds import JobKind
 from leasehold_apps.synthetic import synthetic
 
-APPLICATIONS = "leasehold_apps.synthetic,leasehold_apps.doc_agent"
+APPLICATIONS = "leasehold_apps.synthetic,leasehold_apps.reading_list,leasehold_apps.doc_agent"
 
 
-def registry(config: Any = None) -> dict[str, JobKind]:
+def registry() -> dict[str, JobKind]:
     """Every kind the deployed functions register, keyed by name."""
-    kinds: dict[str, JobKind] = dict(legacy_registry(config))
-    kinds.update(load_kinds(APPLICATIONS).kinds)
-    return kinds
+    return dict(load_kinds(APPLICATIONS).kinds)
 
 
 def synthetic_kind() -> EngineKind:

@@ -11,7 +11,7 @@ from typing import Any
 
 import urllib3
 
-from leasehold.providers.enrichment import Capability, EnrichmentProvider
+from leasehold_apps.reading_list.provider import Capability, EnrichmentProvider
 from leasehold_dev.local.provider import ProviderServer
 
 PAGE = "https://example.org/durable-jobs/leases"

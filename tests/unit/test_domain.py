@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from leasehold import SettingError
 from leasehold.domain.clock import ManualClock, iso
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Owner, parse_job_request
@@ -21,6 +22,7 @@ from leasehold.domain.states import (
     is_terminal,
 )
 from leasehold.handlers.settings import Settings, SettingsError
+from leasehold_apps.reading_list import settings as reading_list
 from leasehold_apps.synthetic import synthetic
 from leasehold_dev.local.pumps import matches
 from leasehold_dev.local.template import Route
@@ -181,7 +183,9 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
     assert Settings.from_env(env).faults == ""  # fault injection is off unless asked for
 
 
-def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() -> None:
+def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     env = {
         "LEASEHOLD_KINDS": "leasehold_apps.synthetic",
         "TABLE_NAME": "t",
@@ -212,8 +216,10 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together() ->
         Settings.from_env(env | {"MAX_STEP_SECONDS": "118"})
     with pytest.raises(SettingsError, match="6 x WORKER_TIMEOUT_SECONDS"):
         Settings.from_env(env | {"VISIBILITY_TIMEOUT_SECONDS": "360"})
-    with pytest.raises(SettingsError, match="TITLE_FETCHER"):
-        Settings.from_env(env | {"TITLE_FETCHER": "curl"})
+    # The reading list's own setting is refused where it is read, naming it
+    monkeypatch.setenv("TITLE_FETCHER", "curl")
+    with pytest.raises(SettingError, match="TITLE_FETCHER"):
+        reading_list.title_fetcher()
 
 
 def test_route_matching() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from leasehold.providers.enrichment import (
+from leasehold_apps.reading_list.provider import (
     PROVIDER_MODES,
     Capability,
     EnrichmentProvider,

@@ -6,34 +6,18 @@ not see a package that imports a submodule which imports the package back (a reg
 components, with grimp (import-linter's graph), counting `if TYPE_CHECKING:` imports as the
 contracts do (docs/decisions.md P2).
 
-The cycles below exist today, in code that is moving into leasehold_apps (kinds/, titles/): the
-move removes them. While any is left the test is an xfail that names them (`-ra` prints the
-list); a cycle not listed fails it.
+There are none: the test fails naming every cycle it finds.
 """
 
 from __future__ import annotations
 
 import tomllib
-import warnings
 from pathlib import Path
 
 import grimp
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-
-KNOWN_CYCLES: list[frozenset[str]] = [
-    frozenset(
-        {
-            "leasehold.kinds",
-            "leasehold.kinds.doc_prep",
-            "leasehold.kinds.enrich",
-            "leasehold.kinds.title",
-        }
-    ),
-    frozenset({"leasehold.titles", "leasehold.titles.fixture"}),
-]
 
 
 def import_cycles(graph: grimp.ImportGraph, roots: list[str]) -> list[frozenset[str]]:
@@ -115,12 +99,4 @@ def test_no_import_cycles() -> None:
         exclude_type_checking_imports=bool(CONFIG.get("exclude_type_checking_imports", False)),
     )
     found = import_cycles(graph, roots)
-    new = [sorted(cycle) for cycle in found if not any(cycle <= known for known in KNOWN_CYCLES)]
-    assert not new, f"import cycles not known before: {new}"
-    gone = [sorted(known) for known in KNOWN_CYCLES if not any(c <= known for c in found)]
-    if gone:
-        warnings.warn(
-            f"known cycles now gone (delete them from KNOWN_CYCLES): {gone}", stacklevel=1
-        )
-    if found:
-        pytest.xfail(f"{len(found)} known import cycles left: {[sorted(c) for c in found]}")
+    assert found == [], f"import cycles: {[sorted(cycle) for cycle in found]}"

@@ -15,11 +15,12 @@ import yaml
 from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate
 
-from leasehold.domain.bookmark import TitleStatus
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.jobs import _IDEMPOTENCY_KEY, MAX_LIST_LIMIT
-from leasehold.titles import FIXTURE_MODES
 from leasehold_apps.doc_agent import STOP_REASONS as AGENT_STOP_REASONS
+from leasehold_apps.reading_list.bookmark import TitleStatus
+from leasehold_apps.reading_list.store import SOURCE_DELETED, SUPERSEDED
+from leasehold_apps.reading_list.titles import FIXTURE_MODES
 from leasehold_apps.synthetic import STEP_FIELDS
 from leasehold_dev.local.template import http_routes, load_template
 from tests.support.kinds import registry
@@ -116,10 +117,14 @@ def test_every_link_names_an_operation_and_its_parameters() -> None:
 
 def test_enums_and_limits_match_the_domain() -> None:
     assert SCHEMAS["JobState"]["enum"] == [state.value for state in JobState]
-    # The engine's stop reasons, and those the deployed applications' kinds end jobs with
-    reasons = SCHEMAS["StopReason"]["enum"]
-    assert [r for r in reasons if r not in AGENT_STOP_REASONS] == [r.value for r in StopReason]
-    assert set(AGENT_STOP_REASONS) <= set(reasons)
+    # The engine's stop reasons, and those the shipped applications' kinds end jobs with (the
+    # reading list's kinds and transact_closing_job set its two): each named, each matching the
+    # rule a kind's own reasons follow too.
+    stop_reason = SCHEMAS["StopReason"]
+    known = [*(reason.value for reason in StopReason), *AGENT_STOP_REASONS]
+    for reason in [*known, SOURCE_DELETED, SUPERSEDED]:
+        assert f"`{reason}`" in stop_reason["description"], reason
+        assert re.fullmatch(stop_reason["pattern"], reason), reason
     statuses = SCHEMAS["BookmarkView"]["properties"]["title_status"]["enum"]
     assert statuses == [TitleStatus.PENDING, TitleStatus.READY, TitleStatus.FAILED]
     kinds = registry()
@@ -140,10 +145,12 @@ def test_enums_and_limits_match_the_domain() -> None:
 
 def _codes_raised(error_class: str) -> set[str]:
     """Every literal `code=` given to `error_class(...)` (or its subclasses' `super().__init__`)
-    anywhere in src/leasehold."""
+    anywhere in src/leasehold and the applications the API serves (src/leasehold_apps)."""
     codes = set()
     subclasses = {error_class}
-    for source in (ROOT / "src" / "leasehold").rglob("*.py"):
+    sources = [*(ROOT / "src" / "leasehold").rglob("*.py")]
+    sources += [*(ROOT / "src" / "leasehold_apps").rglob("*.py")]
+    for source in sources:
         tree = ast.parse(source.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and any(

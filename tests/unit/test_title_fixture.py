@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from leasehold.domain.errors import StepInterruptedError
-from leasehold.titles import FIXTURE_MODES, TitleFetchError, fetcher_from_name
-from leasehold.titles.fixture import FixtureFetcher, fixture_title
-from leasehold.titles.live import LiveFetcher
+from leasehold_apps.reading_list.titles import FIXTURE_MODES, TitleFetchError, fetcher_from_name
+from leasehold_apps.reading_list.titles.fixture import FixtureFetcher, fixture_title
+from leasehold_apps.reading_list.titles.live import LiveFetcher
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "leasehold"
+SRC = Path(__file__).resolve().parents[2] / "src"
+TITLES = SRC / "leasehold_apps" / "reading_list" / "titles"
 
 
 class FakeTime:
@@ -159,6 +160,6 @@ def test_the_test_only_switch_is_not_reachable_from_configuration() -> None:
         for path in SRC.rglob("*.py")
         if "_test_allow_loopback_any_port" in path.read_text()
     )
-    assert mentions == ["titles/live.py"]
-    for path in (SRC / "titles").glob("*.py"):
+    assert mentions == ["leasehold_apps/reading_list/titles/live.py"]
+    for path in TITLES.glob("*.py"):
         assert not re.search(r"os\.environ|getenv", path.read_text()), path

@@ -6,7 +6,7 @@ import codecs
 
 import pytest
 
-from leasehold.titles.page import (
+from leasehold_apps.reading_list.titles.page import (
     MAX_TITLE_CHARS,
     charset_from_content_type,
     clean_title,

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from leasehold.domain.errors import ValidationError
-from leasehold.titles import TitleFetchError, validate_bookmark_url
-from leasehold.titles.addresses import refusal_reason, vet_url
-from leasehold.titles.live import LiveFetcher
-from leasehold.titles.urls import parse_fetch_url
+from leasehold_apps.reading_list.titles import TitleFetchError, validate_bookmark_url
+from leasehold_apps.reading_list.titles.addresses import refusal_reason, vet_url
+from leasehold_apps.reading_list.titles.live import LiveFetcher
+from leasehold_apps.reading_list.titles.urls import parse_fetch_url
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:4700:4700::1111"

@@ -11,11 +11,11 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator, FormatChecker
 
-from leasehold.domain.bookmark import Bookmark
 from leasehold.domain.job import Budget, Checkpoint, Job, Owner, new_job
 from leasehold.domain.states import JobState
-from leasehold.service.bookmarks import bookmark_view
 from leasehold.service.view import job_view, operator_view, ops_row
+from leasehold_apps.reading_list.bookmark import Bookmark
+from leasehold_apps.reading_list.service import bookmark_view
 
 DOCUMENT = yaml.safe_load(
     (Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml").read_text()

@@ -35,10 +35,6 @@ class JobNotFoundError(LeaseholdError):
     code = "not_found"
 
 
-class BookmarkNotFoundError(JobNotFoundError):
-    """Unknown bookmark, another tenant's, or (for edits) another member's: one answer, 404."""
-
-
 class ConflictError(LeaseholdError):
     """The request is well-formed but the job's state does not allow it now (HTTP 409)."""
 

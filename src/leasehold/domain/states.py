@@ -40,7 +40,8 @@ class JobState(StrEnum):
     )
     CANCELLED = (
         "cancelled",
-        "Terminal: `cancelled_by_user` or `approval_rejected`. Moved out by: nobody.",
+        "Terminal: `cancelled_by_user`, `approval_rejected`, or a kind's own reason (an item it "
+        "writes with its outcome moved on). Moved out by: nobody.",
     )
     DEAD = (
         "dead",
@@ -55,7 +56,9 @@ class JobState(StrEnum):
 
 
 class StopReason(StrEnum):
-    """Why a job stopped in a terminal (or uncertain) state."""
+    """Why a job stopped in a terminal (or uncertain) state: the engine's own reasons. A kind
+    may end a job with reasons of its own (plain strings: `on_related_changed`, `StopJobError`,
+    `transact_closing_job`)."""
 
     BUDGET_EXHAUSTED = "budget_exhausted"
     HANDLER_ERROR = "handler_error"
@@ -65,10 +68,6 @@ class StopReason(StrEnum):
     DEADLINE_EXCEEDED = "deadline_exceeded"
     EFFECT_UNCERTAIN = "effect_uncertain"
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
-    SOURCE_DELETED = "source_deleted"
-    """The bookmark a title (or enrich) job works for was deleted."""
-    SUPERSEDED = "superseded"
-    """The bookmark's URL changed: a newer job works for the new source."""
 
 
 TERMINAL_STATES: frozenset[JobState] = frozenset(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -24,13 +24,9 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
 from leasehold.handlers.wiring import metrics, runtime, trim_log_context
-from leasehold.kinds.enrich import EnrichKind
-from leasehold.kinds.title import TitleKind
-from leasehold.sdk.routes import body_of, caller_of, header_of, query_of
-from leasehold.service.bookmarks import BookmarkService
+from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
-from leasehold.store.bookmarks import BookmarkStore
 
 logger = Logger(service="leasehold")
 app = APIGatewayHttpResolver()
@@ -127,24 +123,6 @@ def jobs() -> JobService:
 
 
 @cache
-def bookmarks() -> BookmarkService:
-    rt = runtime()
-    title = rt.kinds["title"]
-    assert isinstance(title, TitleKind)
-    return BookmarkService(
-        BookmarkStore(rt.stores.table),
-        title,
-        rt.clock,
-        time_ordered_ids(rt.clock, "b"),
-        time_ordered_ids(rt.clock),
-        rt.telemetry,
-        default_max_attempts=rt.settings.default_max_attempts,
-        jobs=rt.stores.jobs,
-        enrich=cast(EnrichKind, rt.kinds["enrich"]),
-    )
-
-
-@cache
 def ops() -> OpsService:
     rt = runtime()
     return OpsService(rt.stores, rt.queue, rt.clock, rt.telemetry, rt.kinds)
@@ -197,81 +175,6 @@ def decide_approval(job_id: str) -> Response:
     return _json(200, jobs().decide_approval(owner, job_id, json_body()))
 
 
-@app.post("/bookmarks")
-def create_bookmark() -> Response:
-    owner = caller()
-    view, created = bookmarks().create(owner, json_body(), _header("Idempotency-Key"))
-    location = f"/bookmarks/{view['id']}"
-    logger.info(
-        "bookmark saved",
-        extra={
-            "bookmark_id": view["id"],
-            "new_bookmark": created,
-            "job_id": view["title_job"]["job_id"],
-        },
-    )
-    return _json(201, view, headers={"Location": location})
-
-
-@app.get("/bookmarks")
-def list_bookmarks() -> Response:
-    return _json(200, bookmarks().list(caller(), limit=_query("limit"), cursor=_query("cursor")))
-
-
-@app.get("/bookmarks/<bookmark_id>")
-def get_bookmark(bookmark_id: str) -> Response:
-    return _json(200, bookmarks().view(caller(), bookmark_id))
-
-
-@app.patch("/bookmarks/<bookmark_id>")
-def edit_bookmark(bookmark_id: str) -> Response:
-    owner = caller()
-    view = bookmarks().edit(owner, bookmark_id, json_body())
-    title_job = view.get("title_job") or {}
-    logger.info(
-        "bookmark edited",
-        extra={"bookmark_id": bookmark_id, "version": view.get("version")}
-        | ({"job_id": title_job["job_id"]} if title_job.get("job_id") else {}),
-    )
-    return _json(200, view)
-
-
-@app.post("/bookmarks/<bookmark_id>/enrich")
-def enrich_bookmark(bookmark_id: str) -> Response:
-    owner = caller()
-    accepted = bookmarks().enrich(
-        owner, bookmark_id, json_body(required=False), _header("Idempotency-Key")
-    )
-    location = f"/jobs/{accepted.job_id}"
-    logger.info(
-        "accepted",
-        extra={
-            "job_id": accepted.job_id,
-            "new_job": accepted.created,
-            "kind": "enrich",
-            "bookmark_id": bookmark_id,
-        },
-    )
-    return _json(
-        202,
-        {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
-        headers={"Location": location},
-    )
-
-
-@app.patch("/bookmarks/<bookmark_id>/read")
-def mark_bookmark_read(bookmark_id: str) -> Response:
-    owner = caller()
-    return _json(200, bookmarks().mark_read(owner, bookmark_id, json_body()))
-
-
-@app.delete("/bookmarks/<bookmark_id>")
-def delete_bookmark(bookmark_id: str) -> Response:
-    bookmarks().delete(caller(), bookmark_id)
-    logger.info("bookmark deleted", extra={"bookmark_id": bookmark_id})
-    return Response(status_code=204, body="")
-
-
 @app.get("/ops/summary")
 def ops_summary() -> Response:
     operator()
@@ -302,11 +205,17 @@ def ops_resolve(job_id: str) -> Response:
     return _json(200, ops().resolve(job_id, who, json_body()))
 
 
+_MOUNTED: list[Routes] = []
+
+
 @cache
 def mounted() -> APIGatewayHttpResolver:
-    """The API with every configured application's routes (once per cold start)."""
+    """The API with every configured application's routes (once per cold start; a router
+    already mounted by an earlier start in this process is not mounted twice)."""
     for routes in runtime().loaded.routes:
-        app.include_router(routes)
+        if not any(routes is done for done in _MOUNTED):
+            app.include_router(routes)
+            _MOUNTED.append(routes)
     return app
 
 

@@ -35,7 +35,8 @@ def _int(env: Mapping[str, object], name: str) -> int:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything any leasehold function reads. Each handler builds it once."""
+    """Everything the engine reads. Each handler builds it once (an application reads its own
+    settings with `leasehold.setting`)."""
 
     table_name: str
     queue_url: str
@@ -54,13 +55,6 @@ class Settings:
     metrics_namespace: str
     kinds: str = ""
     """LEASEHOLD_KINDS: the modules whose kinds (and routes) this function loads."""
-    title_fetcher: str = "live"
-    """TITLE_FETCHER: `live` (deployed) or `fixture` (local stack: no network)."""
-    enrichment_provider_url: str = ""
-    """ENRICHMENT_PROVIDER_URL: the billable provider; empty = enrich requests are refused."""
-    enrichment_provider_capability: str = "none"
-    local_providers: str = ""
-    """LEASEHOLD_LOCAL_PROVIDERS: JSON {mode: url} of the local stack's own providers."""
     faults: str = ""
     """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
 
@@ -86,13 +80,6 @@ class Settings:
                 f"VISIBILITY_TIMEOUT_SECONDS={self.visibility_timeout_seconds} must be at least "
                 f"6 x WORKER_TIMEOUT_SECONDS ({6 * self.worker_timeout_seconds})"
             )
-        if self.enrichment_provider_capability not in CAPABILITIES:
-            problems.append(
-                f"ENRICHMENT_PROVIDER_CAPABILITY={self.enrichment_provider_capability!r} must be "
-                f"one of {', '.join(CAPABILITIES)}"
-            )
-        if self.title_fetcher not in {"live", "fixture"}:
-            problems.append(f"TITLE_FETCHER={self.title_fetcher!r} must be 'live' or 'fixture'")
         if problems:
             raise SettingsError("; ".join(problems))
         return self
@@ -117,15 +104,8 @@ class Settings:
             visibility_timeout_seconds=_int(env, "VISIBILITY_TIMEOUT_SECONDS"),
             metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
             kinds=_required(env, "LEASEHOLD_KINDS"),
-            title_fetcher=_required(env, "TITLE_FETCHER"),
-            enrichment_provider_url=_optional(env, "ENRICHMENT_PROVIDER_URL"),
-            enrichment_provider_capability=_required(env, "ENRICHMENT_PROVIDER_CAPABILITY"),
-            local_providers=_optional(env, "LEASEHOLD_LOCAL_PROVIDERS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
         ).check()
-
-
-CAPABILITIES = ("idempotent_key", "status_lookup", "none")
 
 
 def safety_margin_seconds(lease_seconds: int) -> int:
@@ -150,11 +130,11 @@ ENV_VARIABLES = (
     "MAX_STEP_SECONDS",
     "VISIBILITY_TIMEOUT_SECONDS",
     "POWERTOOLS_METRICS_NAMESPACE",
-    "TITLE_FETCHER",
-    "ENRICHMENT_PROVIDER_URL",
-    "ENRICHMENT_PROVIDER_CAPABILITY",
 )
-"""What `Settings.from_env` requires: a test checks the template sets each for every function."""
+"""What `Settings.from_env` requires: a test checks the template sets each for every function
+(and every variable a module of `LEASEHOLD_KINDS` reads: the reading list's are in
+`leasehold_apps/reading_list/settings.py`, the document agent's in
+`leasehold_apps/doc_agent/settings.py`)."""
 
-OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS", "LEASEHOLD_LOCAL_PROVIDERS")
+OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS",)
 """Read when set, never set by the template: switches for tests and the local stack."""

@@ -4,7 +4,6 @@ start). boto3 honours AWS_ENDPOINT_URL, which is how the local stack points thes
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from botocore.config import Config
 
 from leasehold.domain.clock import SystemClock
 from leasehold.handlers.settings import Settings
-from leasehold.kinds import KindConfig, registry
+from leasehold.sdk.apps import Engine, start_engine
 from leasehold.sdk.loading import Loaded, load_kinds
 from leasehold.service.kinds import JobKind
 from leasehold.store import Stores, Table
@@ -64,9 +63,8 @@ def runtime() -> Runtime:
         install_faults(dynamodb, plan)
         install_faults(sqs, plan)
     loaded = load_kinds(settings.kinds, max_step_seconds=settings.max_step_seconds)
-    kinds: dict[str, JobKind] = dict(legacy_kinds(settings))
-    kinds.update(loaded.kinds)
-    return Runtime(
+    kinds: dict[str, JobKind] = dict(loaded.kinds)
+    built = Runtime(
         settings=settings,
         stores=Stores.over(
             Table(dynamodb, settings.table_name),
@@ -79,21 +77,11 @@ def runtime() -> Runtime:
         kinds=kinds,
         loaded=loaded,
     )
-
-
-def legacy_kinds(settings: Settings) -> dict[str, JobKind]:
-    """The kinds not yet moved onto the public SDK (built from the engine's settings)."""
-    return registry(
-        KindConfig(
-            max_step_ms=settings.max_step_seconds * 1000,
-            title_fetcher=settings.title_fetcher,
-            enrichment_provider_url=settings.enrichment_provider_url,
-            enrichment_provider_capability=settings.enrichment_provider_capability,
-            local_providers=json.loads(settings.local_providers)
-            if settings.local_providers
-            else None,
-        )
-    )
+    # What an application's routes reach through `leasehold.Engine.current()`: this door
+    # (faults and all), clock and metrics — never a client of their own.
+    engine = Engine(built.stores.table, built.clock, built.telemetry, settings.default_max_attempts)
+    start_engine(engine, kinds)
+    return built
 
 
 def worker_identity() -> str:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from leasehold.domain.clock import Clock
 from leasehold.domain.errors import StoreUnavailableError, ValidationError
 from leasehold.domain.ids import IdFactory
-from leasehold.domain.job import Owner, new_job, parse_job_request
+from leasehold.domain.job import Job, JobSpec, Owner, new_job, parse_job_request
+from leasehold.domain.policies import MAX_STEPS
 from leasehold.domain.states import JobState
 from leasehold.service.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
@@ -51,25 +53,10 @@ class JobService:
     def accept(self, owner: Owner, body: Any, idempotency_key: str | None) -> Accepted:
         """Validate, then commit job + outbox (+ key) together; only a commit returns."""
         check_idempotency_key(idempotency_key)
-        submittable = {name for name, kind in self._kinds.items() if kind.submittable}
-        limits = {name: kind.max_payload_bytes for name, kind in self._kinds.items()}
-        spec = parse_job_request(body, submittable, self._default_max_attempts, limits)
-        kind = self._kinds[spec.kind]
-        if kind.default_max_attempts and "max_attempts" not in body:
-            spec = replace(spec, max_attempts=kind.default_max_attempts)
-        kind.validate_for(spec.payload, owner)
+        submittable = {name: kind for name, kind in self._kinds.items() if kind.submittable}
+        spec, kind = job_spec(body, submittable, self._default_max_attempts)
         job_id = derived_id("j", owner, idempotency_key) if idempotency_key else self._new_id()
-        job = new_job(
-            job_id,
-            spec.kind,
-            owner,
-            spec.payload,
-            now=self._clock.now_ms(),
-            steps_total=len(kind.plan(spec.payload)),
-            max_attempts=spec.max_attempts,
-            deadline_seconds=spec.deadline_seconds,
-            budget=spec.budget,
-        )
+        job = new_job_for(kind, spec, owner, job_id, self._clock.now_ms())
         try:
             outcome = self._stores.jobs.accept(
                 job, idempotency=idempotency_key, fingerprint=spec.fingerprint()
@@ -128,6 +115,40 @@ class JobService:
         )
         self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
         return job_view(job, self._kinds)
+
+
+def job_spec(
+    body: Any, kinds: Mapping[str, JobKind], default_max_attempts: int
+) -> tuple[JobSpec, JobKind]:
+    """A job request for one of `kinds` (POST /jobs: the submittable ones), its generic fields
+    validated (arch §4: the payload's size for its kind, budget, deadline, attempts); the kind's
+    own default attempts apply when the request names none."""
+    limits = {name: kind.max_payload_bytes for name, kind in kinds.items()}
+    spec = parse_job_request(body, set(kinds), default_max_attempts, limits)
+    kind = kinds[spec.kind]
+    if kind.default_max_attempts and "max_attempts" not in body:
+        spec = replace(spec, max_attempts=kind.default_max_attempts)
+    return spec, kind
+
+
+def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: int) -> Job:
+    """The job a validated request makes, once its kind accepts the payload (its schema and
+    checks, for this owner) and plans 1 to 20 steps for it."""
+    kind.validate_for(spec.payload, owner)
+    plan = kind.plan(spec.payload)
+    if not 1 <= len(plan) <= MAX_STEPS:
+        raise ValidationError(f"kind '{spec.kind}' planned {len(plan)} steps (1–{MAX_STEPS})")
+    return new_job(
+        job_id,
+        spec.kind,
+        owner,
+        spec.payload,
+        now=now,
+        steps_total=len(plan),
+        max_attempts=spec.max_attempts,
+        deadline_seconds=spec.deadline_seconds,
+        budget=spec.budget,
+    )
 
 
 def check_idempotency_key(key: str | None) -> None:

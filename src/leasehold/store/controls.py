@@ -1,5 +1,7 @@
 """ControlStore: the caller's controls on a job — cancel and the approval decision — each one
-conditional write (or one transaction with a wake-up) guarded by owner, state and version."""
+conditional write (or one transaction with a wake-up) guarded by owner, state and version. And
+`transact_closing_job`: an application's own transaction that closes a job it made (a bookmark's
+title job, when the bookmark gets a new URL or is deleted) as part of the same commit."""
 
 from __future__ import annotations
 
@@ -19,6 +21,75 @@ from leasehold.store.guards import (
 from leasehold.store.history import entry
 from leasehold.store.items import job_from_item, job_key
 from leasehold.store.table import ConditionFailed, Table
+
+
+class OldJob:
+    """How a change closes a job it replaces, decided by the job's state: a queued job is
+    cancelled outright; a running one is asked to stop (its outcome write, fenced by the
+    application's own item, is refused anyway); a finished one is left alone."""
+
+    CANCEL_IF_QUEUED = "cancel_if_queued"
+    STOP_IF_RUNNING = "stop_if_running"
+    LEAVE = "leave"
+
+
+def close_old_job(job_id: str, how: str, reason: str, now: int) -> dict[str, Any] | None:
+    """The transaction item that closes `job_id` as `how` says (None: leave it alone). Its
+    condition names the state it expects and returns the job (ALL_OLD) when it fails."""
+    if how == OldJob.LEAVE:
+        return None
+    expr = Expression()
+    state = expr.name("state")
+    expr.increment("version").set("updated_at", now)
+    if how == OldJob.CANCEL_IF_QUEUED:
+        expr.condition(f"{state} = {expr.value(JobState.QUEUED.value)}")
+        state_change(expr, JobState.CANCELLED, from_active=True)
+        expr.set("stop_reason", reason).set("cancel_requested", True)
+        expr.remove("next_attempt_at")
+        keep_for_operators(expr, JobState.CANCELLED, now)
+        append_history(
+            expr, entry("cancelled", at=now, state=JobState.CANCELLED.value, reason=reason)
+        )
+    else:
+        expr.condition(f"{state} = {expr.value(JobState.RUNNING.value)}")
+        expr.set("cancel_requested", True)
+    params = expr.update_params(job_key(job_id))
+    params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    return {"Update": params}
+
+
+def _next_how(old_job_item: dict[str, Any] | None) -> str:
+    state = (old_job_item or {}).get("state", {}).get("S")
+    return OldJob.STOP_IF_RUNNING if state == JobState.RUNNING.value else OldJob.LEAVE
+
+
+def transact_closing_job(
+    table: Table,
+    items: list[dict[str, Any]],
+    job_id: str,
+    *,
+    reason: str,
+    now: int,
+    token: str | None = None,
+) -> None:
+    """Commit `items` with job `job_id` closed as its state allows — first as "cancel if
+    queued"; when that item's condition fails, its ALL_OLD says the job's state, and the
+    transaction is tried again with "ask to stop if running", or without the job when it is
+    finished: at most three tries, then ConflictError `busy`. A failed condition of one of
+    `items` is raised as it is (ConditionFailed, indexed as in `items`)."""
+    how = OldJob.CANCEL_IF_QUEUED
+    for _ in range(3):
+        close = close_old_job(job_id, how, reason, now)
+        transaction = [*items, close] if close else list(items)
+        try:
+            table.transact(transaction, token=token)
+            return
+        except ConditionFailed as failed:
+            mine = any(failed.failed_at(index) for index in range(len(items)))
+            if mine or close is None or not failed.failed_at(len(items)):
+                raise
+            how = _next_how(failed.old_item(len(items)))
+    raise ConflictError(f"job {job_id} kept changing; try again", code="busy")
 
 
 def _require_owned(job: Job | None, owner: Owner, job_id: str) -> Job:

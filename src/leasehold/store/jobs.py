@@ -59,6 +59,22 @@ def derived_id(prefix: str, owner: Owner, idempotency: str, namespace: str = "")
     return f"{prefix}_{hashlib.sha256(source.encode()).hexdigest()[:22]}"
 
 
+def repeat_of(failed: ConditionFailed, index: int, fp_hash: str | None) -> bool:
+    """A transaction holding a new job's Put at `index` failed: whether it is a repeat of a
+    request made before under the same key (the job is the first one's). With no key
+    (`fp_hash` None) the job's own fresh id already exists: an earlier try of this very call
+    committed and its answer was lost (the SDK retried it) — not a repeat. A key used with
+    another request is IdempotencyConflictError; any other failure, LeaseholdError."""
+    if not failed.failed_at(index):
+        raise LeaseholdError("accept failed a condition it cannot explain") from failed
+    if fp_hash is None:
+        return False
+    old = deserialize_item(failed.old_item(index) or {})
+    if old.get("fp") != fp_hash:
+        raise IdempotencyConflictError() from failed
+    return True
+
+
 def encode_cursor(key: dict[str, Any] | None) -> str | None:
     if not key:
         return None
@@ -124,17 +140,15 @@ class JobStore:
         try:
             self._table.transact(items, token=token)
         except ConditionFailed as failed:
-            if not failed.failed_at(0):
-                raise LeaseholdError("accept failed a condition it cannot explain") from failed
-            old = deserialize_item(failed.old_item(0) or {})
-            if not keyed:
-                # Our own fresh id already exists: an earlier try of this very call committed
-                # and its answer was lost (the SDK retried it). It is accepted.
-                return AcceptResult(job_id=job.job_id, created=True)
-            if old.get("fp") != fp_hash:
-                raise IdempotencyConflictError() from failed
-            return AcceptResult(job_id=job.job_id, created=False)
+            repeat = repeat_of(failed, 0, fp_hash if keyed else None)
+            return AcceptResult(job_id=job.job_id, created=not repeat)
         return AcceptResult(job_id=job.job_id, created=True)
+
+    def states(self, job_ids: list[str]) -> dict[str, str]:
+        """The current state of each job named (one BatchGetItem per hundred; an id with no job
+        is left out)."""
+        keys = [job_key(job_id) for job_id in dict.fromkeys(job_ids)]
+        return {item["job_id"]["S"]: item["state"]["S"] for item in self._table.batch_get(keys)}
 
     def get(self, job_id: str) -> Job | None:
         item = self._table.get(job_key(job_id))

@@ -34,9 +34,10 @@ RETRYABLE_CANCELLATIONS = frozenset(
 )
 
 
-class ConditionFailed(Exception):  # noqa: N818 - a control-flow signal inside store/, not an error
-    """A write's condition did not hold. `item` is the old item of a single write; `reasons` are
-    the cancellation reasons of a transaction (one per item, in order)."""
+class ConditionFailed(Exception):  # noqa: N818 - a control-flow signal for the store's callers
+    """A write's condition did not hold — not an error: the caller decides what it means (a
+    stale version, an item gone, a repeat). `item` is the old item of a single write; `reasons`
+    are the cancellation reasons of a transaction (one per item, in order)."""
 
     def __init__(
         self, *, item: Mapping[str, Any] | None = None, reasons: list[dict[str, Any]] | None = None
@@ -85,6 +86,14 @@ class TableStats:
 
 
 class Table:
+    """The door to the single table: every read and write of the engine (and of an application
+    that stores items of its own beside the jobs) goes through one, built once per cold start
+    with the function's bounded client (and `LEASEHOLD_FAULTS`' injected faults, when set).
+    What it guarantees is in this module's docstring: a failed condition is `ConditionFailed`
+    with the old item or the transaction's reasons; contention and throttling are retried a
+    bounded number of times, then `StoreUnavailableError` (503); anything else is a
+    `LeaseholdError`, never mistaken for "try again"."""
+
     def __init__(
         self,
         client: DynamoDBClient,
@@ -100,6 +109,8 @@ class Table:
     # ---------------------------------------------------------------- reads
 
     def get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        """One item by its key, read consistently (None when there is none); a store that does
+        not answer raises StoreUnavailableError."""
         try:
             answer = self.client.get_item(TableName=self.name, Key=key, ConsistentRead=True)
         except (ClientError, BotoCoreError) as exc:
@@ -107,6 +118,8 @@ class Table:
         return cast(dict[str, Any] | None, answer.get("Item"))
 
     def query(self, **params: Any) -> dict[str, Any]:
+        """One Query page on this table (`params` as boto3 takes them, TableName added); a store
+        that does not answer raises StoreUnavailableError."""
         try:
             return cast(dict[str, Any], self.client.query(TableName=self.name, **params))
         except (ClientError, BotoCoreError) as exc:
@@ -164,7 +177,7 @@ class Table:
         whose TableName defaults to this table). Raises ConditionFailed with the reasons when
         any condition failed; retries contention and throttling cancellations; otherwise
         StoreUnavailableError or LeaseholdError."""
-        prepared = [_with_table(item, self.name) for item in items]
+        prepared = [with_table_name(item, self.name) for item in items]
         params: dict[str, Any] = {"TransactItems": prepared}
         if token:
             params["ClientRequestToken"] = token
@@ -197,7 +210,8 @@ class Table:
                 raise translate(exc) from exc
 
 
-def _with_table(item: dict[str, Any], table: str) -> dict[str, Any]:
+def with_table_name(item: dict[str, Any], table: str) -> dict[str, Any]:
+    """A transaction item with its `TableName` (kept when it has one)."""
     ((operation, body),) = item.items()
     if "TableName" in body:
         return item

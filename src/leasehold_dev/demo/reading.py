@@ -7,7 +7,7 @@ import signal
 import time
 from typing import Any
 
-from leasehold.titles.fixture import fixture_title
+from leasehold_apps.reading_list.titles.fixture import fixture_title
 from leasehold_dev.demo.session import SETTLED, Session, Task
 
 EXAMPLE = "https://example.org/articles"

@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from leasehold.domain.clock import Clock, SystemClock
 from leasehold.domain.errors import LeaseholdError
-from leasehold.providers.enrichment import FAULTS, PROVIDER_MODES, is_valid_provider_key
+from leasehold_apps.reading_list.provider import FAULTS, PROVIDER_MODES, is_valid_provider_key
 from leasehold_dev.local.charges import ChargeLedger
 from leasehold_dev.local.page_summary import summarize
 

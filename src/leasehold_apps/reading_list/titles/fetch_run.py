@@ -8,8 +8,8 @@ import time
 
 import urllib3
 
-from leasehold.domain.errors import StepInterruptedError
-from leasehold.titles.errors import timeout_error
+from leasehold import StepInterruptedError
+from leasehold_apps.reading_list.titles.errors import timeout_error
 
 
 class FetchRun:

@@ -9,7 +9,7 @@ errors and logs.
 
 from __future__ import annotations
 
-from leasehold.domain.errors import LeaseholdError
+from leasehold import LeaseholdError
 
 #: Every code a fetcher may raise, for the kind and the API to rely on.
 TITLE_ERROR_CODES = frozenset(

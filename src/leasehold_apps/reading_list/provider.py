@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 import urllib3
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError
 
-from leasehold.domain.errors import LeaseholdError
+from leasehold import LeaseholdError
 
 MAX_ANSWER_BYTES = 64 * 1024  # an answer larger than this is not one this provider sends
 FAULTS = ("lose_response", "fail", "slow")

@@ -20,11 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from leasehold.titles.errors import TITLE_ERROR_CODES, TitleFetchError
-from leasehold.titles.urls import validate_bookmark_url
-
-FETCHER_NAMES = ("fixture", "live")
-FIXTURE_MODES = ("ok", "timeout", "flaky", "slow")
+from leasehold_apps.reading_list.titles.errors import TITLE_ERROR_CODES, TitleFetchError
+from leasehold_apps.reading_list.titles.names import FETCHER_NAMES, FIXTURE_MODES
+from leasehold_apps.reading_list.titles.urls import validate_bookmark_url
 
 __all__ = [
     "FETCHER_NAMES",
@@ -56,11 +54,11 @@ def fetcher_from_name(name: str, **options: Any) -> TitleFetcher:
     if private:
         raise ValueError(f"title fetcher option(s) {', '.join(private)} cannot be configured")
     if name == "fixture":
-        from leasehold.titles.fixture import FixtureFetcher
+        from leasehold_apps.reading_list.titles.fixture import FixtureFetcher
 
         return FixtureFetcher(**options)
     if name == "live":
-        from leasehold.titles.live import LiveFetcher
+        from leasehold_apps.reading_list.titles.live import LiveFetcher
 
         return LiveFetcher(**options)
     raise ValueError(f"unknown title fetcher {name!r}; known: {', '.join(FETCHER_NAMES)}")

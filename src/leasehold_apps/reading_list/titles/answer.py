@@ -7,8 +7,8 @@ import zlib
 
 import urllib3
 
-from leasehold.titles.errors import TitleFetchError
-from leasehold.titles.urls import HttpUrl
+from leasehold_apps.reading_list.titles.errors import TitleFetchError
+from leasehold_apps.reading_list.titles.urls import HttpUrl
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _RETRYABLE_STATUSES = frozenset({408, 429})

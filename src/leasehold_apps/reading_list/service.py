@@ -1,30 +1,43 @@
 """The reading list's use cases (arch §5): save a URL (a title job is made with it), read the
-tenant's list, edit a note or the URL, mark read, delete. Shared within a tenant; only the
-owner edits or deletes (another member gets the same 404 as an unknown id)."""
+tenant's list, edit a note or the URL, mark read, delete, enrich. Shared within a tenant; only
+the owner edits or deletes (another member gets the same 404 as an unknown id)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from leasehold.domain.bookmark import (
+from leasehold import (
+    Engine,
+    NewJob,
+    NotFoundError,
+    Owner,
+    StoreUnavailableError,
+    ValidationError,
+    idempotency,
+    iso_time,
+    job_writes,
+    pages,
+)
+from leasehold_apps.reading_list.bookmark import (
     Bookmark,
-    TitleStatus,
     parse_edit,
     parse_enrich_request,
     parse_new_bookmark,
     parse_read_mark,
 )
-from leasehold.domain.clock import Clock, iso
-from leasehold.domain.errors import BookmarkNotFoundError, StoreUnavailableError, ValidationError
-from leasehold.domain.ids import IdFactory
-from leasehold.domain.job import Job, Owner, new_job
-from leasehold.kinds.enrich import EnrichKind
-from leasehold.kinds.title import TitleKind
-from leasehold.service.jobs import Accepted, check_idempotency_key, parse_limit
-from leasehold.service.telemetry import Telemetry
-from leasehold.store.bookmarks import BookmarkStore
-from leasehold.store.jobs import JobStore, derived_id
+from leasehold_apps.reading_list.enrich import EnrichKind, enrich
+from leasehold_apps.reading_list.kinds import TitleKind, title
+from leasehold_apps.reading_list.store import BookmarkStore
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job_id: str
+    created: bool
+    state: str
 
 
 def bookmark_view(bookmark: Bookmark, caller: Owner, job_state: str | None) -> dict[str, Any]:
@@ -38,8 +51,8 @@ def bookmark_view(bookmark: Bookmark, caller: Owner, job_state: str | None) -> d
         "version": bookmark.version,
         "source_version": bookmark.source_version,
         "is_read": caller.user_id in bookmark.read_by,
-        "created_at": iso(bookmark.created_at),
-        "updated_at": iso(bookmark.updated_at),
+        "created_at": iso_time(bookmark.created_at),
+        "updated_at": iso_time(bookmark.updated_at),
         "title_job": {
             "job_id": bookmark.title_job_id,
             "state": job_state,
@@ -52,33 +65,29 @@ def bookmark_view(bookmark: Bookmark, caller: Owner, job_state: str | None) -> d
         view["title_mode"] = bookmark.title_mode
     if bookmark.enrichment:
         # Stored in epoch ms like every time; the API shows times as ISO 8601 UTC
-        view["enrichment"] = {**bookmark.enrichment, "at": iso(bookmark.enrichment.get("at"))}
+        view["enrichment"] = {**bookmark.enrichment, "at": iso_time(bookmark.enrichment.get("at"))}
     return view
 
 
 class BookmarkService:
+    """Over `engine`'s table, clock and metrics; `title` and `enrich` are the kinds its jobs
+    are made of (the deployed ones unless a test gives its own)."""
+
     def __init__(
         self,
-        store: BookmarkStore,
-        title_kind: TitleKind,
-        clock: Clock,
-        new_bookmark_id: IdFactory,
-        new_job_id: IdFactory,
-        telemetry: Telemetry,
-        default_max_attempts: int = 3,
+        engine: Engine,
         *,
-        jobs: JobStore | None = None,
-        enrich: EnrichKind | None = None,
+        title: TitleKind = title,
+        enrich: EnrichKind = enrich,
+        new_bookmark_id: Callable[[], str] | None = None,
+        new_job_id: Callable[[], str] | None = None,
     ) -> None:
-        self._jobs = jobs
+        self._engine = engine
+        self._store = BookmarkStore(engine.table)
+        self._title = title
         self._enrich = enrich
-        self._store = store
-        self._title = title_kind
-        self._clock = clock
-        self._new_bookmark_id = new_bookmark_id
-        self._new_job_id = new_job_id
-        self._telemetry = telemetry
-        self._max_attempts = default_max_attempts
+        self._new_bookmark_id = new_bookmark_id or (lambda: engine.new_id("b"))
+        self._new_job_id = new_job_id or (lambda: engine.new_id("j"))
 
     def _title_job(
         self,
@@ -89,7 +98,7 @@ class BookmarkService:
         mode: str | None,
         now: int,
         job_id: str | None = None,
-    ) -> Job:
+    ) -> NewJob:
         payload: dict[str, Any] = {
             "bookmark_id": bookmark_id,
             "url": url,
@@ -97,14 +106,14 @@ class BookmarkService:
         }
         if mode:
             payload["title_mode"] = mode
-        return new_job(
-            job_id or self._new_job_id(),
-            TitleKind.name,
-            owner,
+        return job_writes(
+            self._engine.table,
+            self._title,
             payload,
-            now=now,
-            steps_total=1,
-            max_attempts=self._max_attempts,
+            owner,
+            job_id=job_id or self._new_job_id(),
+            max_attempts=self._engine.max_attempts,
+            now_ms=now,
         )
 
     def create(
@@ -112,14 +121,14 @@ class BookmarkService:
     ) -> tuple[dict[str, Any], bool]:
         """The bookmark, its title job and the job's wake-up, committed together; returns the
         view and whether it was new (a repeat with the same key answers the first one)."""
-        check_idempotency_key(idempotency_key)
+        idempotency.check(idempotency_key)
         new = parse_new_bookmark(body, fixture_fetcher=self._title.fixture)
-        now = self._clock.now_ms()
+        now = self._engine.now_ms()
         bookmark_id = self._new_bookmark_id()
         job_id = None
         if idempotency_key:  # a repeat names the same bookmark and title job (decision C4)
-            bookmark_id = derived_id("b", owner, idempotency_key, "bookmarks")
-            job_id = derived_id("j", owner, idempotency_key, "bookmark-title")
+            bookmark_id = idempotency.derived_id("b", owner, idempotency_key, "bookmarks")
+            job_id = idempotency.derived_id("j", owner, idempotency_key, "bookmark-title")
         job = self._title_job(owner, bookmark_id, new.url, 1, new.title_mode, now, job_id)
         bookmark = Bookmark(
             bookmark_id=bookmark_id,
@@ -138,7 +147,7 @@ class BookmarkService:
             created = self._store.create(
                 bookmark,
                 job,
-                idempotency=idempotency_key,
+                idempotency_key=idempotency_key,
                 fingerprint=new.fingerprint(),
                 owner=owner,
             )
@@ -148,10 +157,10 @@ class BookmarkService:
                 "same Idempotency-Key to get the same bookmark"
             ) from unavailable
         if created.created:
-            self._telemetry.count("BookmarksCreated")
-            self._telemetry.count("JobsAccepted")
+            self._engine.count("BookmarksCreated")
+            self._engine.count("JobsAccepted")
             return bookmark_view(bookmark, owner, "queued"), True
-        self._telemetry.count("IdempotentReplays")
+        self._engine.count("IdempotentReplays")
         return self.view(owner, created.bookmark_id), False
 
     def view(self, owner: Owner, bookmark_id: str) -> dict[str, Any]:
@@ -161,7 +170,7 @@ class BookmarkService:
 
     def list(self, owner: Owner, *, limit: str | None, cursor: str | None) -> dict[str, Any]:
         bookmarks, next_cursor = self._store.list_bookmarks(
-            owner.tenant, limit=parse_limit(limit), cursor=cursor
+            owner.tenant, limit=pages.limit(limit), cursor=cursor
         )
         states = self._store.job_states([b.title_job_id for b in bookmarks])
         return {
@@ -169,13 +178,17 @@ class BookmarkService:
             "next_cursor": next_cursor,
         }
 
+    def _owned(self, owner: Owner, bookmark_id: str) -> Bookmark:
+        current = self._store.get(owner.tenant, bookmark_id)
+        if current.owner != owner.user_id:
+            raise NotFoundError(f"no bookmark {bookmark_id}")
+        return current
+
     def edit(self, owner: Owner, bookmark_id: str, body: Any) -> dict[str, Any]:
         """A note (version fence) or a new URL (a new source: new title job, the old closed)."""
         edit = parse_edit(body)
-        now = self._clock.now_ms()
-        current = self._store.get(owner.tenant, bookmark_id)
-        if current.owner != owner.user_id:
-            raise BookmarkNotFoundError(f"no bookmark {bookmark_id}")
+        now = self._engine.now_ms()
+        current = self._owned(owner, bookmark_id)
         if edit.url is None or edit.url == current.url:
             note = edit.note if edit.note is not None else current.note
             self._store.edit_note(owner, bookmark_id, version=edit.version, note=note, now=now)
@@ -192,7 +205,7 @@ class BookmarkService:
                 new_job=job,
                 now=now,
             )
-            self._telemetry.count("JobsAccepted")
+            self._engine.count("JobsAccepted")
         return self.view(owner, bookmark_id)
 
     def enrich(
@@ -200,50 +213,42 @@ class BookmarkService:
     ) -> Accepted:
         """An `enrich` job for the owner's bookmark (arch §6): one enrichment costs 1 budget
         unit. Refused (400) when no provider is configured."""
-        check_idempotency_key(idempotency_key)
-        if self._enrich is None or not self._enrich.configured:
+        idempotency.check(idempotency_key)
+        if not self._enrich.configured:
             raise ValidationError(
                 "no enrichment provider is configured (EnrichmentProviderUrl)",
                 code="provider_not_configured",
             )
         request = parse_enrich_request(body, local_modes=self._enrich.local_modes)
-        current = self._store.get(owner.tenant, bookmark_id)
-        if current.owner != owner.user_id:
-            raise BookmarkNotFoundError(f"no bookmark {bookmark_id}")
+        current = self._owned(owner, bookmark_id)
         payload: dict[str, Any] = {
             "bookmark_id": bookmark_id,
             "url": current.url,
             "source_version": current.source_version,
             **request.local,
         }
-        job_id = self._new_job_id()
-        if idempotency_key:
-            job_id = derived_id("j", owner, idempotency_key, f"enrich:{bookmark_id}")
-        job = new_job(
-            job_id,
-            EnrichKind.name,
-            owner,
+        job = job_writes(
+            self._engine.table,
+            self._enrich,
             payload,
-            now=self._clock.now_ms(),
-            steps_total=1,
-            max_attempts=self._max_attempts,
-            budget=request.budget,
-        )
-        assert self._jobs is not None
-        outcome = self._jobs.accept(
-            job,
-            idempotency=idempotency_key,
+            owner,
+            idempotency_key=idempotency_key,
+            scope=f"enrich:{bookmark_id}",
             fingerprint=json.dumps(
                 {"bookmark": bookmark_id, "source": current.source_version, **(body or {})},
                 sort_keys=True,
             ),
+            job_id=None if idempotency_key else self._new_job_id(),
+            budget=request.budget,
+            max_attempts=self._engine.max_attempts,
+            now_ms=self._engine.now_ms(),
         )
-        self._telemetry.count("JobsAccepted" if outcome.created else "IdempotentReplays")
+        created = self._store.add_job(job)
+        self._engine.count("JobsAccepted" if created else "IdempotentReplays")
         state = "queued"
-        if not outcome.created:
-            existing = self._jobs.get(outcome.job_id)
-            state = existing.state.value if existing else state
-        return Accepted(job_id=outcome.job_id, created=outcome.created, state=state)
+        if not created:
+            state = self._store.job_states([job.job_id]).get(job.job_id, state)
+        return Accepted(job_id=job.job_id, created=created, state=state)
 
     def mark_read(self, owner: Owner, bookmark_id: str, body: Any) -> dict[str, Any]:
         is_read = parse_read_mark(body)
@@ -251,7 +256,4 @@ class BookmarkService:
         return {"id": bookmark_id, "is_read": is_read}
 
     def delete(self, owner: Owner, bookmark_id: str) -> None:
-        self._store.delete(owner, bookmark_id, now=self._clock.now_ms())
-
-
-__all__ = ["BookmarkService", "TitleStatus", "bookmark_view"]
+        self._store.delete(owner, bookmark_id, now=self._engine.now_ms())

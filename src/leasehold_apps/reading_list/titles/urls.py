@@ -25,8 +25,8 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import SplitResult, quote, urlsplit
 
-from leasehold.domain.errors import ValidationError
-from leasehold.titles.errors import TitleFetchError
+from leasehold import ValidationError
+from leasehold_apps.reading_list.titles.errors import TitleFetchError
 
 MAX_URL_LENGTH = 2048
 ALLOWED_SCHEMES = ("http", "https")

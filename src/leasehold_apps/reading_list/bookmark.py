@@ -9,9 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import Budget
-from leasehold.titles import FIXTURE_MODES, validate_bookmark_url
+from leasehold import ValidationError
+from leasehold_apps.reading_list.titles import FIXTURE_MODES, validate_bookmark_url
 
 MAX_NOTE_CHARS = 4000
 MAX_VERSION = 2**53
@@ -111,7 +110,8 @@ def parse_edit(body: Any) -> BookmarkEdit:
 
 @dataclass(frozen=True)
 class EnrichRequest:
-    budget: Budget
+    budget: dict[str, int] | None
+    """The job's budget (`{"max_cost": …}`), None for none."""
     local: dict[str, str]
     """`provider_mode` / `fault`: only on the local stack's own providers."""
 
@@ -122,7 +122,7 @@ def parse_enrich_request(body: Any, *, local_modes: tuple[str, ...]) -> EnrichRe
     body = {} if body is None else body
     allowed = {"budget", "provider_mode", "fault"} if local_modes else {"budget"}
     body = _only(body, allowed, '{"budget"?: {"max_cost": ...}}')
-    budget = Budget()
+    budget = None
     raw = body.get("budget")
     if raw is not None:
         if not isinstance(raw, dict) or set(raw) - {"max_cost"}:
@@ -130,7 +130,7 @@ def parse_enrich_request(body: Any, *, local_modes: tuple[str, ...]) -> EnrichRe
         cost = raw.get("max_cost")
         if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= 10**12:
             raise ValidationError("'budget.max_cost' must be an integer ≥ 0")
-        budget = Budget(max_cost=cost)
+        budget = {"max_cost": cost}
     local: dict[str, str] = {}
     if "provider_mode" in body:
         if body["provider_mode"] not in local_modes:

@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from leasehold.domain.errors import StepInterruptedError, ValidationError
-from leasehold.titles import FIXTURE_MODES
-from leasehold.titles.errors import TitleFetchError
-from leasehold.titles.page import clean_title
-from leasehold.titles.urls import parse_http_url
+from leasehold import StepInterruptedError, ValidationError
+from leasehold_apps.reading_list.titles.errors import TitleFetchError
+from leasehold_apps.reading_list.titles.names import FIXTURE_MODES
+from leasehold_apps.reading_list.titles.page import clean_title
+from leasehold_apps.reading_list.titles.urls import parse_http_url
 
 TICK_INTERVAL_SECONDS = 0.25
 

@@ -43,13 +43,23 @@ from urllib3.exceptions import (
 from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util.ssl_match_hostname import CertificateError
 
-from leasehold.domain.errors import StepInterruptedError
-from leasehold.titles.addresses import IPAddress, Resolver, system_resolver, vet_url
-from leasehold.titles.answer import REDIRECT_STATUSES, BodyDecoder, check_answer, request_headers
-from leasehold.titles.errors import TitleFetchError, timeout_error
-from leasehold.titles.fetch_run import FetchRun
-from leasehold.titles.page import decode_html, extract_title
-from leasehold.titles.urls import HttpUrl
+from leasehold import StepInterruptedError
+from leasehold_apps.reading_list.titles.addresses import (
+    IPAddress,
+    Resolver,
+    system_resolver,
+    vet_url,
+)
+from leasehold_apps.reading_list.titles.answer import (
+    REDIRECT_STATUSES,
+    BodyDecoder,
+    check_answer,
+    request_headers,
+)
+from leasehold_apps.reading_list.titles.errors import TitleFetchError, timeout_error
+from leasehold_apps.reading_list.titles.fetch_run import FetchRun
+from leasehold_apps.reading_list.titles.page import decode_html, extract_title
+from leasehold_apps.reading_list.titles.urls import HttpUrl
 
 logger = Logger(service="leasehold", child=True)
 

@@ -21,8 +21,8 @@ import ipaddress
 import socket
 from collections.abc import Callable, Iterable
 
-from leasehold.titles.errors import TitleFetchError
-from leasehold.titles.urls import HttpUrl, parse_fetch_url
+from leasehold_apps.reading_list.titles.errors import TitleFetchError
+from leasehold_apps.reading_list.titles.urls import HttpUrl, parse_fetch_url
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -1,0 +1,367 @@
+"""The application toolkit: what an application that keeps items of its own beside its jobs (the
+reading list's bookmarks) needs of the engine, so it is written on `leasehold`'s public API alone.
+
+- `Engine.current()`: the function's engine as its cold start built it — the `Table` door (its
+  bounded client, retries, error translation and, when set, `LEASEHOLD_FAULTS`' injected faults),
+  the clock, the metrics.
+- `job_writes`: the transaction entries of a new job, after the checks of `POST /jobs`, to commit
+  with items of one's own; `transact_closing_job` closes a job the application made, inside its
+  own transaction; `job_states` reads the states of a page of jobs.
+- `idempotency`, `pages`, `items`, `iso_time`: the engine's rules for keys, cursors, item values
+  and times, so an application's routes answer as `/jobs` does.
+- `step_operation`: an operation-ledger entry of the step's own naming, for an effect step that
+  settles its operation itself.
+
+Everything here is kept stable as the rest of `leasehold`'s public API is."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from leasehold.domain.clock import Clock, SystemClock, iso
+from leasehold.domain.errors import ValidationError
+from leasehold.domain.ids import time_ordered_ids
+from leasehold.domain.job import Owner
+from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
+from leasehold.sdk.context import Operation, StepContext
+from leasehold.sdk.kind import CAPABILITIES, EngineKind, Kind
+from leasehold.service.jobs import check_idempotency_key, job_spec, new_job_for, parse_limit
+from leasehold.service.telemetry import Telemetry
+from leasehold.store.controls import transact_closing_job as _transact_closing_job
+from leasehold.store.guards import new_job_writes
+from leasehold.store.items import deserialize_item, serialize
+from leasehold.store.jobs import (
+    JobStore,
+    decode_cursor,
+    derived_id,
+    encode_cursor,
+    fingerprint_hash,
+    repeat_of,
+    request_token,
+)
+from leasehold.store.table import ConditionFailed, Table, with_table_name
+
+if TYPE_CHECKING:
+    from leasehold.service.kinds import JobKind
+
+_STOP_REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+# ------------------------------------------------------------------ the running engine
+
+
+@dataclass(frozen=True, eq=False)
+class Engine:
+    """What a function's engine built at its cold start, for an application's own code: the
+    table door, the clock and the metrics the engine itself uses (one of each per cold start;
+    a test builds its own over its table and a manual clock)."""
+
+    table: Table
+    """The door to the single table (see `Table`)."""
+    clock: Clock
+    """The engine's clock: any object with `now_ms() -> int`."""
+    metrics: Telemetry
+    """The function's counters (CloudWatch EMF when deployed): any object with
+    `count(name, value=1)`."""
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    """The deployment's default attempts for a job that names none (`MAX_ATTEMPTS`)."""
+
+    @staticmethod
+    def current() -> Engine:
+        """The engine of the function this code runs in (built at its cold start, before any
+        route is called). RuntimeError outside a leasehold function."""
+        if _running is None:
+            raise RuntimeError(
+                "no leasehold engine runs in this process: Engine.current() is for code that "
+                "runs inside a leasehold function (build an Engine yourself in a test)"
+            )
+        return _running.engine
+
+    def now_ms(self) -> int:
+        """The engine's time, epoch milliseconds."""
+        return self.clock.now_ms()
+
+    def count(self, metric: str, value: int = 1) -> None:
+        """Add `value` to the function's counter `metric`."""
+        self.metrics.count(metric, value)
+
+    def new_id(self, prefix: str = "j") -> str:
+        """A new id that sorts by creation time: `<prefix>_` + 12 hex digits of milliseconds +
+        10 random hex digits."""
+        return time_ordered_ids(self.clock, prefix)()
+
+
+@dataclass(frozen=True)
+class _Running:
+    engine: Engine
+    kinds: Mapping[str, JobKind]
+
+
+_running: _Running | None = None
+
+
+def start_engine(engine: Engine, kinds: Mapping[str, JobKind]) -> None:
+    """The engine's side: called by each cold start (handlers/wiring.py) once it is built."""
+    global _running  # noqa: PLW0603 - one engine per function, replaced by each cold start
+    _running = _Running(engine, kinds)
+
+
+# ------------------------------------------------------------------ a job's own writes
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A new job's transaction entries. `writes` are the job item and its first wake-up (its
+    outbox item), each a `Put` conditional on not existing and with `TableName` set: commit them
+    in one TransactWriteItems with items of your own (`Table.transact`, or boto3's
+    `transact_write_items`). The job is queued, and runs, once they commit — never before."""
+
+    job_id: str
+    writes: list[dict[str, Any]]
+    token: str | None = None
+    """With an idempotency key: the `ClientRequestToken` to commit with (the same key and request
+    give the same token, so an SDK retry of a commit whose answer was lost succeeds)."""
+    fingerprint: str | None = None
+    """With an idempotency key: the hash of the request the job item keeps (`fp`)."""
+
+    def repeated(self, failed: ConditionFailed, index: int = 0) -> bool:
+        """Your transaction failed, holding these writes from `index` on: True when the job
+        exists from an earlier request with the same key and the same request (answer with it;
+        nothing was scheduled); False when the job is this very call's own (an earlier try
+        committed and its answer was lost). A key used with another request is a ConflictError
+        (409 `idempotency_key_reused`); a failure that is not the job's, a LeaseholdError."""
+        return repeat_of(failed, index, self.fingerprint)
+
+
+def job_writes(
+    table: Table | str,
+    kind: Kind | str,
+    payload: Mapping[str, Any],
+    owner: Owner,
+    *,
+    idempotency_key: str | None = None,
+    scope: str = "",
+    fingerprint: str | None = None,
+    job_id: str | None = None,
+    budget: Mapping[str, int] | None = None,
+    deadline_seconds: int | None = None,
+    max_attempts: int | None = None,
+    now_ms: int | None = None,
+) -> NewJob:
+    """The entries that make a new job of `kind` (a `Kind`, or the name of a kind this function
+    registered) for `owner`, after the same checks and limits as `POST /jobs`: the payload's
+    size, the kind's schema and checks, 1 to 20 steps, `budget` (`max_cost`, `max_steps`),
+    `deadline_seconds` (1 s to 24 h, default 1 h) and `max_attempts` (1–10; default the kind's,
+    else 3 — pass `Engine.max_attempts` for the deployment's). A kind that is not submittable is
+    allowed: this is the application's own path. ValidationError (400) names what is wrong.
+
+    `idempotency_key` (checked as the header is): the job's id is derived from the owner, the
+    key and `scope` (the same key in another scope names another job), and the job keeps the
+    hash of `fingerprint` — the request's canonical text, by default the job's own (kind,
+    payload, budget, deadline, attempts) — so `NewJob.repeated` can tell a repeat from a reuse.
+    Otherwise the job gets `job_id`, or a new time-ordered id. `now_ms`: the engine's clock,
+    by default the system's."""
+    engine_kind = _engine_kind(kind)
+    if idempotency_key is not None and job_id is not None:
+        raise ValueError("give a job_id or an idempotency_key, not both")
+    check_idempotency_key(idempotency_key)
+    body: dict[str, Any] = {"kind": engine_kind.name, "payload": dict(payload)}
+    if budget is not None:
+        body["budget"] = dict(budget)
+    if deadline_seconds is not None:
+        body["deadline_seconds"] = deadline_seconds
+    if max_attempts is not None:
+        body["max_attempts"] = max_attempts
+    spec, _ = job_spec(body, {engine_kind.name: engine_kind}, DEFAULT_MAX_ATTEMPTS)
+    now = SystemClock().now_ms() if now_ms is None else now_ms
+    fp_hash = None
+    if idempotency_key is not None:
+        job_id = derived_id("j", owner, idempotency_key, scope)
+        fp_hash = fingerprint_hash(spec.fingerprint() if fingerprint is None else fingerprint)
+    elif job_id is None:
+        job_id = time_ordered_ids(_At(now))()
+    job = new_job_for(engine_kind, spec, owner, job_id, now)
+    name = table if isinstance(table, str) else table.name
+    writes = [with_table_name(item, name) for item in new_job_writes(job, fp_hash)]
+    token = None
+    if idempotency_key is not None and fp_hash is not None:
+        token = request_token(owner, idempotency_key, fp_hash)
+    return NewJob(job.job_id, writes, token, fp_hash)
+
+
+def transact_closing_job(
+    table: Table,
+    items: list[dict[str, Any]],
+    job_id: str,
+    *,
+    reason: str,
+    now_ms: int,
+    token: str | None = None,
+) -> None:
+    """Commit `items` (your own transaction entries) and close job `job_id` in the same
+    transaction, as the job's state allows: a `queued` job ends `cancelled` with `reason` as its
+    stop reason; a `running` one is asked to stop (its worker sees it at its next heartbeat, and
+    its kind's `on_related_changed` says how it ends); a finished one is left as it is. The
+    state is learnt from the failed condition itself, at most three tries, then ConflictError
+    (409 `busy`). When one of `items` fails its own condition, `ConditionFailed` is raised with
+    the reasons indexed as in `items`."""
+    if not _STOP_REASON.match(reason):
+        raise ValueError(f"stop reason {reason!r} must be 1 to 64 of a-z, 0-9 and _")
+    _transact_closing_job(table, items, job_id, reason=reason, now=now_ms, token=token)
+
+
+def job_states(table: Table, job_ids: Iterable[str]) -> dict[str, str]:
+    """The state of each job named (`queued`, `running`, `succeeded`, …), read strongly
+    consistent, one BatchGetItem per hundred ids — a page of items that each name a job costs one
+    request, not one per item. An id with no job is left out; an id that could never have been
+    issued is a 404."""
+    return JobStore(table).states(list(job_ids))
+
+
+# ------------------------------------------------------------------ the engine's rules
+
+
+class IdempotencyKeys:
+    """The engine's rules for `Idempotency-Key` (decision C4), for an application's keyed
+    requests: a key names what it made, so a repeat meets the first one's condition."""
+
+    @staticmethod
+    def check(key: str | None) -> None:
+        """A 400 (`invalid_idempotency_key`) unless `key` is None or 1–128 of
+        `A-Z a-z 0-9 . _ : -`."""
+        check_idempotency_key(key)
+
+    @staticmethod
+    def derived_id(prefix: str, owner: Owner, key: str, scope: str = "") -> str:
+        """The id of what a keyed request makes: the same tenant, user, key and scope always
+        give the same `<prefix>_` + 22 hex digits."""
+        return derived_id(prefix, owner, key, scope)
+
+    @staticmethod
+    def fingerprint(request: str) -> str:
+        """The hash (88 bits, hex) of a request's canonical text, to keep on what it made and
+        compare on a repeat."""
+        return fingerprint_hash(request)
+
+    @staticmethod
+    def token(owner: Owner, key: str, fingerprint: str) -> str:
+        """The `ClientRequestToken` of a keyed commit: the same owner, key and fingerprint give
+        the same token."""
+        return request_token(owner, key, fingerprint)
+
+
+class Pages:
+    """The engine's paging rules: `limit` as `GET /jobs` takes it, cursors that are the query's
+    own LastEvaluatedKey and are refused (400) when they are not one this API returned."""
+
+    @staticmethod
+    def limit(raw: str | None, default: int = 20) -> int:
+        """The `limit` query parameter: 1 to 100 (400 otherwise); `default` when absent."""
+        return parse_limit(raw, default)
+
+    @staticmethod
+    def cursor(last_key: Mapping[str, Any] | None) -> str | None:
+        """The cursor of a query's LastEvaluatedKey (None when the query is done)."""
+        return encode_cursor(dict(last_key) if last_key else None)
+
+    @staticmethod
+    def start(
+        cursor: str | None, *, partition: str, sort_prefix: str = ""
+    ) -> dict[str, Any] | None:
+        """The ExclusiveStartKey of a cursor for a query of the table (`pk`, `sk`) in
+        `partition`, whose sort keys begin with `sort_prefix`: a 400 for any other cursor
+        (another partition's, an index's, a forged one). None when there is no cursor."""
+        start = decode_cursor(
+            cursor, partition_attribute="pk", partition=partition, sort_attribute="sk",
+            index_keys=False,
+        )  # fmt: skip
+        if start and not start["sk"]["S"].startswith(sort_prefix):
+            raise ValidationError("'cursor' is not a cursor this API returned")
+        return start
+
+
+class Items:
+    """Values between Python and DynamoDB's attribute-value form, as the engine writes them."""
+
+    @staticmethod
+    def value(value: Any) -> dict[str, Any]:
+        """`value` (str, int, bool, None, dict, list, set of str) as an attribute value."""
+        return serialize(value)
+
+    @staticmethod
+    def plain(item: Mapping[str, Any]) -> dict[str, Any]:
+        """An item as plain Python: numbers as int (float when fractional), sets as set."""
+        return deserialize_item(item)
+
+
+idempotency = IdempotencyKeys()
+pages = Pages()
+items = Items()
+
+
+def iso_time(ms: int | None) -> str | None:
+    """Epoch milliseconds as the HTTP API shows every time: ISO 8601 UTC with milliseconds
+    (`2026-01-01T00:00:00.000Z`); None stays None."""
+    return iso(ms)
+
+
+def step_operation(
+    ctx: StepContext, operation_id: str, *, provider: str, capability: str
+) -> Operation:
+    """The operation-ledger entry `operation_id` of the running step, for a step that settles its
+    own effect (declared without `effect=`, so the engine opens and confirms nothing): its id is
+    the step's own making — stable across attempts, workers and replays of the same work — and
+    the step calls `open` before the provider and `confirm`, `fail` or `release` after. Every
+    ledger write is fenced as any worker write is; an open operation makes a lost answer
+    recoverable by `capability` (`idempotent_key`, `status_lookup`) or an `unknown` job."""
+    if not 1 <= len(operation_id) <= 200:
+        raise ValueError("an operation id is 1 to 200 characters")
+    if capability not in CAPABILITIES:
+        raise ValueError(f"capability {capability!r} must be one of {', '.join(CAPABILITIES)}")
+    runtime = ctx._runtime  # noqa: SLF001 - the SDK's own view of the step
+    entry = runtime.ledger.get(operation_id)
+    recovering = bool(entry and entry.get("state") == "submitted")
+    return Operation(runtime, operation_id, provider, capability, recovering=recovering)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+@dataclass(frozen=True)
+class _At:
+    ms: int
+
+    def now_ms(self) -> int:
+        return self.ms
+
+
+def _engine_kind(kind: Kind | str) -> JobKind:
+    if isinstance(kind, Kind):
+        return EngineKind(kind)
+    known = _running.kinds if _running is not None else {}
+    if kind not in known:
+        raise ValidationError(
+            f"unknown kind '{str(kind)[:64]}'; known kinds: {', '.join(sorted(known))}",
+            code="unknown_kind",
+        )
+    return known[kind]
+
+
+__all__ = [
+    "ConditionFailed",
+    "Engine",
+    "NewJob",
+    "Table",
+    "idempotency",
+    "items",
+    "iso_time",
+    "job_states",
+    "job_writes",
+    "pages",
+    "start_engine",
+    "step_operation",
+    "transact_closing_job",
+]
