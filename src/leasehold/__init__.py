@@ -35,7 +35,7 @@ from leasehold.sdk.apps import (
     step_operation,
     transact_closing_job,
 )
-from leasehold.sdk.config import SettingError, int_setting, setting
+from leasehold.sdk.config import SettingError, at_cold_start, int_setting, setting
 from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
 from leasehold.sdk.errors import FatalError, NotFoundError, RetryableError
 from leasehold.sdk.kind import (
@@ -82,6 +82,7 @@ __all__ = [
     "StoreUnavailableError",
     "Table",
     "ValidationError",
+    "at_cold_start",
     "idempotency",
     "int_setting",
     "iso_time",

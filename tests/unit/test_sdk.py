@@ -231,6 +231,20 @@ def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     _module(
         tmp_path,
+        "sdk_unset",
+        """
+        from leasehold import Kind, at_cold_start, setting
+        needs = Kind("needs")
+        @needs.step()
+        def go(ctx, payload):
+            return None
+        @at_cold_start
+        def check():
+            setting("SDK_TEST_SETTING_NOBODY_SETS")
+        """,
+    )
+    _module(
+        tmp_path,
         "sdk_badschema",
         "from leasehold import Kind\nbad = Kind('bad', schema={'type': 'strin'})\n",
     )
@@ -253,6 +267,11 @@ def test_every_kind_and_routes_at_module_level_are_registered(modules: Path) -> 
         ("sdk_stepless", "kind 'idle' (module 'sdk_stepless') has no steps"),
         ("sdk_slow", "kind 'slow' step 'crawl' may run 120 s, over MAX_STEP_SECONDS (60)"),
         ("sdk_badschema", "kind 'bad' has a bad schema"),
+        (
+            "sdk_good,sdk_unset",
+            "module 'sdk_unset' refused to start: SettingError: environment variable "
+            "SDK_TEST_SETTING_NOBODY_SETS is not set",
+        ),
         ("", "names no module"),
         ("sdk_good,not-a-module", "'not-a-module' is not a Python module name"),
     ],
@@ -263,6 +282,15 @@ def test_leasehold_kinds_refuses_at_cold_start_naming_what_is_wrong(
     with pytest.raises(KindLoadError) as refused:
         load_kinds(spec, max_step_seconds=60)
     assert message in str(refused.value)
+
+
+def test_cold_start_checks_run_only_for_the_modules_loaded_and_can_be_skipped(
+    modules: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert set(load_kinds("sdk_unset", start_checks=False).kinds) == {"needs"}
+    load_kinds("sdk_good")  # sdk_unset's check is not sdk_good's
+    monkeypatch.setenv("SDK_TEST_SETTING_NOBODY_SETS", "set")
+    assert set(load_kinds("sdk_unset").kinds) == {"needs"}
 
 
 def test_module_names_keep_order_and_drop_repeats() -> None:

@@ -5,6 +5,9 @@ is missing stops the function with its name, never a silent default."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+
+_AT_COLD_START: list[Callable[[], None]] = []
 
 
 class SettingError(RuntimeError):
@@ -31,4 +34,23 @@ def int_setting(name: str, default: int | None = None) -> int:
         raise SettingError(f"environment variable {name}={raw!r} is not a number") from exc
 
 
-__all__ = ["SettingError", "int_setting", "setting"]
+def at_cold_start(check: Callable[[], None]) -> Callable[[], None]:
+    """Register `check()` to run when a function loads the module that declares it (with
+    `LEASEHOLD_KINDS`, after every module is imported): an application reads and checks its
+    settings there, so a missing or malformed one stops the function at cold start with its
+    name — not at the first request that needs it. Raise `SettingError` (or any error) to
+    refuse."""
+    _AT_COLD_START.append(check)
+    return check
+
+
+def cold_start_checks(module: str) -> list[Callable[[], None]]:
+    """The checks registered by `module` or its submodules (the loader runs them)."""
+    return [
+        check
+        for check in _AT_COLD_START
+        if check.__module__ == module or check.__module__.startswith(module + ".")
+    ]
+
+
+__all__ = ["SettingError", "at_cold_start", "cold_start_checks", "int_setting", "setting"]

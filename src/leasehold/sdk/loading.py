@@ -9,6 +9,7 @@ import importlib
 import re
 from dataclasses import dataclass, field
 
+from leasehold.sdk.config import cold_start_checks
 from leasehold.sdk.kind import EngineKind, Kind
 from leasehold.sdk.routes import Routes
 
@@ -39,10 +40,13 @@ def module_names(spec: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def load_kinds(spec: str, *, max_step_seconds: float | None = None) -> Loaded:
+def load_kinds(
+    spec: str, *, max_step_seconds: float | None = None, start_checks: bool = True
+) -> Loaded:
     """Import every module named in `spec` and register its module-level `Kind`s and
-    `Routes`. `max_step_seconds`: the deployment's longest step; a declared step longer than
-    it could never start, so it is refused here."""
+    `Routes`, then run the modules' `at_cold_start` checks (`start_checks`; off only for
+    tests that set no application settings). `max_step_seconds`: the deployment's longest
+    step; a declared step longer than it could never start, so it is refused here."""
     names = module_names(spec)
     if not names:
         raise KindLoadError("LEASEHOLD_KINDS names no module: at least one kind is needed")
@@ -87,6 +91,16 @@ def load_kinds(spec: str, *, max_step_seconds: float | None = None) -> Loaded:
                         )
             kinds[kind.name] = EngineKind(kind)
             where[kind.name] = module_name
+    if start_checks:
+        for module_name in names:
+            for check in cold_start_checks(module_name):
+                try:
+                    check()
+                except Exception as exc:
+                    raise KindLoadError(
+                        f"LEASEHOLD_KINDS: module {module_name!r} refused to start: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
     return Loaded(kinds=kinds, routes=tuple(routes), modules=tuple(names))
 
 

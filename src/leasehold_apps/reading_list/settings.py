@@ -1,6 +1,7 @@
-"""The reading list's settings, read from the function's environment with `leasehold.setting`
-when a kind or a route first needs them (a required one that is missing or malformed is a
-`SettingError` naming it, never a silent default). The template sets each for every function;
+"""The reading list's settings, read from the function's environment with `leasehold.setting`:
+checked at cold start (`at_cold_start`: a required one that is missing or malformed stops the
+function with a `SettingError` naming it, never a silent default) and read again where a kind or
+a route needs them. The template sets each for every function;
 the local stack sets `TITLE_FETCHER=fixture` and `LEASEHOLD_LOCAL_PROVIDERS`."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from leasehold import SettingError, setting
+from leasehold import SettingError, at_cold_start, setting
 from leasehold_apps.reading_list.titles import FETCHER_NAMES
 
 CAPABILITIES = ("idempotent_key", "status_lookup", "none")
@@ -56,6 +57,7 @@ def provider_settings() -> ProviderSettings:
     return ProviderSettings(setting("ENRICHMENT_PROVIDER_URL", ""), capability, providers)
 
 
+@at_cold_start
 def check() -> None:
     """Read every setting now: a SettingError names the first one missing or malformed."""
     title_fetcher()

@@ -141,7 +141,11 @@ def report(session: Session, all_phases: list[Phase]) -> bool:
     return passed == len(rows)
 
 
-DEMO_APPLICATIONS = ("leasehold_apps.synthetic", "leasehold_apps.doc_agent")
+DEMO_APPLICATIONS = (
+    "leasehold_apps.synthetic",
+    "leasehold_apps.reading_list",
+    "leasehold_apps.doc_agent",
+)
 """The applications the demo's checks exercise: a `--kinds` list must keep them."""
 
 
