@@ -57,12 +57,17 @@ def check_kinds(info: StackInfo) -> list[str]:
     from leasehold.sdk.loading import KindLoadError, load_kinds
 
     env = info.environment(info.function_for("handlers.worker.handler"))
+    saved = dict(os.environ)
+    os.environ.update(env)  # the applications' cold-start checks read the function's settings
     try:
         loaded = load_kinds(
             env.get("LEASEHOLD_KINDS", ""), max_step_seconds=float(env["MAX_STEP_SECONDS"])
         )
     except KindLoadError as refused:
         raise StackError(str(refused)) from refused
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     return sorted(loaded.kinds)
 
 
