@@ -356,8 +356,10 @@ class EngineKind:
                     operation.release(str(failed))
             raise
         try:
-            json.dumps(output)
-        except (TypeError, ValueError) as exc:
+            # NaN and Infinity are not JSON: Python would write them, and every client would
+            # then fail to parse the job view.
+            json.dumps(output, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
             raise FatalError(
                 f"step '{step.name}' returned a value that is not JSON ({type(output).__name__})",
                 code="output_not_json",
@@ -475,6 +477,13 @@ def _check_schema(validate: Callable[[Any], Any], payload: dict[str, Any]) -> No
         where = (refused.name or "data").replace("data", "payload", 1)
         message = str(refused.message).replace("data", "payload", 1)
         raise ValidationError(f"'{where}': {message}", code="invalid_request") from refused
+    except (ArithmeticError, ValueError, TypeError, RecursionError) as broken:
+        # The compiled check itself failed on the caller's value (`multipleOf` on 1e400 or a
+        # 400-digit integer overflows a float): the payload cannot be checked, so it is refused.
+        raise ValidationError(
+            "'payload' cannot be checked against the kind's schema (a number too large?)",
+            code="invalid_request",
+        ) from broken
 
 
 __all__ = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,11 +47,25 @@ def body_of(event: Mapping[str, Any], *, required: bool = True) -> Any:
     if len(data) > MAX_BODY_BYTES:
         raise ValidationError(f"the body is larger than {MAX_BODY_BYTES} bytes", code="too_large")
     try:
-        return json.loads(data)
+        return json.loads(data, parse_constant=_not_json, parse_float=_finite)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError("the body is not valid JSON", code="malformed_json") from exc
     except RecursionError as exc:  # a body nested thousands deep: not one of ours
         raise ValidationError("the body is nested too deeply", code="malformed_json") from exc
+
+
+def _not_json(constant: str) -> Any:
+    """`NaN`, `Infinity` and `-Infinity`: Python's json reads them, JSON has no such values (and
+    a NaN passes every `minimum`/`maximum` of a schema)."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when it overflows to infinity (`1e400`)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:32]} is too large a number")
+    return value
 
 
 def header_of(event: Mapping[str, Any], name: str) -> str | None:

@@ -363,7 +363,9 @@ class WorkerService:
         error = {"code": failed.error_code, "message": str(failed)[:500]}
         if attempt.job.effect_intent and not failed.effect_settled:
             if not reconcilable(attempt.job):
-                return self._outcomes.uncertain(attempt, f"the effect step failed: {failed}")
+                return self._outcomes.uncertain(
+                    attempt, f"the effect step failed: {str(failed)[:500]}"
+                )
             return self._outcomes.retry_or_dead(attempt, error)
         if isinstance(failed, FatalStepError):
             return self._outcomes.stop(attempt, JobState.FAILED, StopReason.HANDLER_ERROR, error)
@@ -402,7 +404,16 @@ class WorkerService:
 
     def _succeed(self, attempt: Attempt) -> WakeupResult:
         result = attempt.kind.result(attempt.job, attempt.checkpoint)
-        if len(json.dumps(result, separators=(",", ":")).encode()) > MAX_RESULT_BYTES:
+        try:
+            size = len(json.dumps(result, separators=(",", ":"), allow_nan=False).encode())
+        except (TypeError, ValueError) as exc:
+            return self._outcomes.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
+                {"code": "result_not_json", "message": f"the result is not JSON: {exc}"[:500]},
+            )
+        if size > MAX_RESULT_BYTES:
             return self._outcomes.stop(
                 attempt,
                 JobState.FAILED,
