@@ -19,7 +19,7 @@ from leasehold import (
     job_states,
     job_writes,
 )
-from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.engine_kind import EngineKind
 from tests.support.harness import ALICE, Harness
 
 ROOT = Path(__file__).resolve().parents[2]

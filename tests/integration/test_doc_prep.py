@@ -13,7 +13,7 @@ import pytest
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Owner
 from leasehold.domain.states import JobState
-from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.view import history_view, job_view
 from leasehold.service.worker import Disposition
 from leasehold_apps.doc_agent import doc_prep_kind

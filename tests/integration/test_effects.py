@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from leasehold.domain.states import JobState
-from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.worker import Disposition
 from leasehold.store.items import deserialize_item
 from leasehold_apps.reading_list.codec import bookmark_key

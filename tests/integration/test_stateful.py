@@ -44,7 +44,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, is_terminal
-from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.relay import relay_records
 from leasehold.service.worker import Disposition
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key

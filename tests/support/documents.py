@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 
 from leasehold.domain.job import Job, Owner
-from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.jobs import JobService
 from leasehold_apps.doc_agent import doc_prep_kind
 from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.loading import load_kinds
 from leasehold.service.kinds import JobKind
 from leasehold_apps.synthetic import synthetic

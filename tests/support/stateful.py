@@ -11,7 +11,7 @@ from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import StepInterruptedError
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
-from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.engine_kind import EngineKind
 from leasehold_apps.synthetic import synthetic
 from tests.support.harness import steps
 

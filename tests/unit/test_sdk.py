@@ -21,7 +21,7 @@ from leasehold import (
     ValidationError,
 )
 from leasehold.domain.job import Checkpoint, new_job
-from leasehold.sdk.kind import EngineKind
+from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.loading import load_kinds, module_names
 
 pytestmark = pytest.mark.unit

@@ -27,7 +27,8 @@ from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.sdk.context import Operation, StepContext
-from leasehold.sdk.kind import CAPABILITIES, EngineKind, Kind
+from leasehold.sdk.engine_kind import EngineKind
+from leasehold.sdk.kind import CAPABILITIES, Kind
 from leasehold.service.jobs import check_idempotency_key, job_spec, new_job_for, parse_limit
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.controls import transact_closing_job as _transact_closing_job

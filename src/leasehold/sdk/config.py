@@ -29,9 +29,9 @@ def int_setting(name: str, default: int | None = None) -> int:
     """An integer setting (`SettingError` when it is not a number)."""
     raw = setting(name, None if default is None else str(default))
     try:
-        return int(float(raw))
+        return int(raw.strip())
     except ValueError as exc:
-        raise SettingError(f"environment variable {name}={raw!r} is not a number") from exc
+        raise SettingError(f"environment variable {name}={raw!r} is not an integer") from exc
 
 
 def at_cold_start(check: Callable[[], None]) -> Callable[[], None]:
@@ -44,13 +44,43 @@ def at_cold_start(check: Callable[[], None]) -> Callable[[], None]:
     return check
 
 
+def checks_registered() -> int:
+    """How many checks are registered so far (the loader notes it around each import)."""
+    return len(_AT_COLD_START)
+
+
+_BROUGHT: dict[str, list[Callable[[], None]]] = {}
+
+
+def note_brought(module: str, since: int) -> None:
+    """The checks registered since position `since` came with the import of `module` (by any
+    module it imported, its own helpers included): they are `module`'s from now on, also when a
+    later load finds it imported already."""
+    new = _AT_COLD_START[since:]
+    if new:
+        known = _BROUGHT.setdefault(module, [])
+        known.extend(check for check in new if check not in known)
+
+
 def cold_start_checks(module: str) -> list[Callable[[], None]]:
-    """The checks registered by `module` or its submodules (the loader runs them)."""
-    return [
+    """The checks `module` brought with its import, and those of its submodules."""
+    own = [
         check
         for check in _AT_COLD_START
         if check.__module__ == module or check.__module__.startswith(module + ".")
     ]
+    return [
+        *_BROUGHT.get(module, []),
+        *(check for check in own if check not in _BROUGHT.get(module, [])),
+    ]
 
 
-__all__ = ["SettingError", "at_cold_start", "cold_start_checks", "int_setting", "setting"]
+__all__ = [
+    "SettingError",
+    "at_cold_start",
+    "checks_registered",
+    "cold_start_checks",
+    "note_brought",
+    "int_setting",
+    "setting",
+]

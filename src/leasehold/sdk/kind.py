@@ -18,22 +18,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from leasehold.domain.errors import FatalStepError, StepError, ValidationError
+from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Owner
 from leasehold.domain.policies import (
     MAX_ATTEMPTS_LIMIT,
     MAX_PAYLOAD_BYTES,
     MAX_STEPS,
 )
-from leasehold.sdk.context import JobInfo, Operation, StepContext
-from leasehold.sdk.errors import FatalError
+from leasehold.sdk.context import JobInfo, StepContext
 from leasehold.service.kinds import StepPlan
 
 if TYPE_CHECKING:
-    from leasehold.domain.errors import RelatedItemChangedError
-    from leasehold.domain.job import Checkpoint, Job
-    from leasehold.domain.states import JobState
-    from leasehold.service.kinds import StepRuntime
+    pass
 
 Capability = Literal["idempotent_key", "status_lookup", "none"]
 CAPABILITIES: tuple[str, ...] = ("idempotent_key", "status_lookup", "none")
@@ -41,6 +37,10 @@ StepFunction = Callable[[StepContext, dict[str, Any]], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+MAX_PAYLOAD_LIMIT = 48 * 1024
+"""The most a kind may allow for its payload (the API's whole body is at most 64 KiB)."""
+MAX_OUTPUT_BYTES = 16 * 1024
+"""The largest step output (compact UTF-8 JSON): checkpointed on the job item with the others."""
 DEFAULT_STEP_TIMEOUT_SECONDS = 10.0
 
 
@@ -96,7 +96,11 @@ class Step:
             raise KindDefinitionError(f"step name {self.name!r} must be 1 to 64 characters")
         if isinstance(self.cost, bool) or not isinstance(self.cost, int) or self.cost < 0:
             raise KindDefinitionError(f"step '{self.name}': cost must be an integer >= 0")
-        if not 0 <= float(self.timeout_seconds) <= 900:
+        if (
+            isinstance(self.timeout_seconds, bool)
+            or not isinstance(self.timeout_seconds, int | float)
+            or not 0 <= float(self.timeout_seconds) <= 900
+        ):
             raise KindDefinitionError(f"step '{self.name}': timeout_seconds must be 0 to 900")
         if not callable(self.run):
             raise KindDefinitionError(f"step '{self.name}': run must be callable")
@@ -187,6 +191,18 @@ class Kind:
                 f"kind '{name}': max_attempts must be 1 to {MAX_ATTEMPTS_LIMIT}"
             )
         self.default_max_attempts = max_attempts
+        if not isinstance(submittable, bool) or not isinstance(operators_see_payload, bool):
+            raise KindDefinitionError(
+                f"kind '{name}': submittable and operators_see_payload are True or False"
+            )
+        if (
+            isinstance(max_payload_bytes, bool)
+            or not isinstance(max_payload_bytes, int)
+            or not 1 <= max_payload_bytes <= MAX_PAYLOAD_LIMIT
+        ):
+            raise KindDefinitionError(
+                f"kind '{name}': max_payload_bytes must be an integer 1 to {MAX_PAYLOAD_LIMIT}"
+            )
         self.submittable = submittable
         self.max_payload_bytes = max_payload_bytes
         self.operators_see_payload = operators_see_payload
@@ -322,124 +338,6 @@ class Kind:
         return [_plan_of(step) for step in self.steps_for(payload)]
 
 
-class EngineKind:
-    """The engine's view of a `Kind` (service/kinds.JobKind): the names the worker and the
-    API call, kept apart from the names a user declares with."""
-
-    def __init__(self, kind: Kind) -> None:
-        self.kind = kind
-        self.name = kind.name
-        self.max_payload_bytes = kind.max_payload_bytes
-        self.submittable = kind.submittable
-        self.default_max_attempts = kind.default_max_attempts
-        self.operators_see_payload = kind.operators_see_payload
-
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
-        self.kind.validate_for(payload, owner)
-
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
-        return self.kind.plan(payload)
-
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: StepRuntime) -> Any:
-        step = self.kind.steps_for(payload)[index]
-        operation = _open_operation(step, index, ctx)
-        if isinstance(operation, _Confirmed):
-            return operation.output  # a crash came after the confirm: the step is done
-        context = StepContext(ctx, operation)
-        try:
-            output = step.run(context, payload)
-        except StepError as failed:
-            if operation is not None and failed.effect_settled and operation.state == "submitted":
-                if isinstance(failed, FatalStepError):
-                    operation.fail(failed.error_code, str(failed))
-                else:
-                    operation.release(str(failed))
-            raise
-        try:
-            # NaN and Infinity are not JSON: Python would write them, and every client would
-            # then fail to parse the job view.
-            json.dumps(output, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise FatalError(
-                f"step '{step.name}' returned a value that is not JSON ({type(output).__name__})",
-                code="output_not_json",
-                effect_settled=operation is None,
-            ) from exc
-        if operation is not None and operation.state == "submitted":
-            receipt = output if isinstance(output, dict) else {"value": output}
-            operation.confirm(receipt, reconciled=operation.recovering)
-        return output
-
-    def result(self, job: Job, checkpoint: Checkpoint) -> Any:
-        hooks = self.kind._hooks  # noqa: SLF001 - the engine's side of the same declaration
-        outputs = list(checkpoint.outputs)
-        if hooks.result is None:
-            return outputs[-1] if outputs else None
-        names = [step.name for step in self.kind.steps_for(job.payload)]
-        return hooks.result(
-            Finished(
-                job=JobInfo.of(job),
-                outputs={names[i]: out for i, out in enumerate(outputs) if i < len(names)},
-                output_list=outputs,
-                cost_used=checkpoint.cost_used,
-                steps_completed=checkpoint.steps_used,
-            )
-        )
-
-    def outcome_writes(
-        self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[dict[str, Any]]:
-        hook = self.kind._hooks.outcome_writes  # noqa: SLF001
-        if hook is None:
-            return []
-        return hook(Outcome(JobInfo.of(job), str(target), result, error, now))
-
-    def when_related_changed(
-        self, job: Job, changed: RelatedItemChangedError
-    ) -> tuple[str, dict[str, str]]:
-        hook = self.kind._hooks.related_changed  # noqa: SLF001
-        if hook is None:
-            raise changed  # a kind with no outcome writes never meets one
-        old = changed.old_item if isinstance(changed.old_item, dict) else None
-        reason, message = hook(RelatedChange(JobInfo.of(job), changed.index, old))
-        return reason, {"code": reason, "message": message}
-
-    def view_fields(self, job: Job) -> dict[str, Any]:
-        hook = self.kind._hooks.view  # noqa: SLF001
-        return dict(hook(JobInfo.of(job))) if hook else {}
-
-    def related(self, job: Job) -> dict[str, Any]:
-        hook = self.kind._hooks.related  # noqa: SLF001
-        return dict(hook(JobInfo.of(job))) if hook else {}
-
-
-@dataclass(frozen=True)
-class _Confirmed:
-    output: Any
-
-
-def _open_operation(step: Step, index: int, ctx: StepRuntime) -> Operation | _Confirmed | None:
-    """An `Effect` step's ledger entry, opened (`submitted`) before the step runs unless an
-    earlier try opened it (then `recovering`) or confirmed it (then the step is not run)."""
-    if not isinstance(step.effect, Effect):
-        return None
-    operation_id = f"{ctx.job.job_id}:{index}"
-    entry = ctx.ledger.get(operation_id)
-    state = (entry or {}).get("state")
-    if state == "confirmed":
-        return _Confirmed(_receipt_output((entry or {}).get("receipt")))
-    operation = Operation(
-        ctx,
-        operation_id,
-        step.effect.provider,
-        step.effect.capability,
-        recovering=state == "submitted",
-    )
-    if entry is None or state == "released":
-        operation.open({"job": ctx.job.job_id, "step": index})
-    return operation
-
-
 def _plan_of(step: Step) -> StepPlan:
     return StepPlan(
         name=step.name,
@@ -448,12 +346,6 @@ def _plan_of(step: Step) -> StepPlan:
         needs_approval=step.approval,
         has_effect=step.effect is True,
     )
-
-
-def _receipt_output(receipt: Any) -> Any:
-    if isinstance(receipt, dict) and set(receipt) == {"value"}:
-        return receipt["value"]
-    return receipt
 
 
 def _compile_schema(name: str, schema: dict[str, Any] | None) -> Callable[[Any], Any] | None:
@@ -490,7 +382,6 @@ __all__ = [
     "CAPABILITIES",
     "Capability",
     "Effect",
-    "EngineKind",
     "Finished",
     "Kind",
     "KindDefinitionError",

@@ -9,8 +9,9 @@ import importlib
 import re
 from dataclasses import dataclass, field
 
-from leasehold.sdk.config import cold_start_checks
-from leasehold.sdk.kind import EngineKind, Kind
+from leasehold.sdk.config import checks_registered, cold_start_checks, note_brought
+from leasehold.sdk.engine_kind import EngineKind
+from leasehold.sdk.kind import Kind
 from leasehold.sdk.routes import Routes
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -54,6 +55,7 @@ def load_kinds(
     where: dict[str, str] = {}
     routes: list[Routes] = []
     for module_name in names:
+        before = checks_registered()
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:
@@ -61,6 +63,7 @@ def load_kinds(
                 f"LEASEHOLD_KINDS: module {module_name!r} cannot be imported: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        note_brought(module_name, before)
         found = [value for value in vars(module).values() if isinstance(value, Kind)]
         routes.extend(
             value
@@ -89,11 +92,18 @@ def load_kinds(
                             f"{step.timeout_seconds:g} s, over MAX_STEP_SECONDS "
                             f"({max_step_seconds:g})"
                         )
-            kinds[kind.name] = EngineKind(kind)
+            kinds[kind.name] = EngineKind(
+                kind,
+                max_step_ms=None if max_step_seconds is None else int(max_step_seconds * 1000),
+            )
             where[kind.name] = module_name
     if start_checks:
+        seen: set[int] = set()
         for module_name in names:
             for check in cold_start_checks(module_name):
+                if id(check) in seen:
+                    continue
+                seen.add(id(check))
                 try:
                     check()
                 except Exception as exc:

@@ -178,11 +178,28 @@ class OperationLedger:
             f"operation {state}", extra=self._attempt.log_keys | {"operation_id": operation_id}
         )
 
-    def confirm(self, operation_id: str, receipt: dict[str, Any], *, reconciled: bool) -> None:
-        """After the provider answered (or was asked afterwards): `confirmed`, with its receipt."""
-        self._settle(operation_id, "confirmed", {"receipt": receipt, "reconciled": reconciled})
+    def confirm(
+        self,
+        operation_id: str,
+        receipt: dict[str, Any],
+        *,
+        reconciled: bool,
+        returned: str | None = None,
+    ) -> None:
+        """After the provider answered (or was asked afterwards): `confirmed`, with its receipt.
+        `returned` (the SDK's own confirm): how the step's output is read back from the receipt
+        if the worker dies before the checkpoint (`receipt` itself, or its `value`)."""
+        details: dict[str, Any] = {"receipt": receipt, "reconciled": reconciled}
+        if returned is not None:
+            details["returned"] = returned
+        self._settle(operation_id, "confirmed", details)
         if reconciled:
             self._telemetry.count("EffectsReconciled")
+
+    def note_output(self, operation_id: str, output: Any) -> None:
+        """A step that confirmed its own operation returned `output`: kept with the entry, so a
+        worker that dies before the checkpoint hands the next one the same output."""
+        self._settle(operation_id, "confirmed", {"output": output})
 
     def fail(self, operation_id: str, error: dict[str, str]) -> None:
         """The provider refused it, and charged nothing: `failed`."""

@@ -138,7 +138,10 @@ class Outcomes:
         *,
         related: bool = True,
         note: str | None = None,
+        settle_effect: bool = False,
     ) -> WakeupResult:
+        """End the attempt in `target` (failed, dead, cancelled, unknown) with `reason`.
+        `settle_effect`: the step that opened an effect ran to its end, so its intent goes."""
         now = self._clock.now_ms()
         also = attempt.kind.outcome_writes(attempt.job, target, None, error, now) if related else []
         try:
@@ -151,6 +154,7 @@ class Outcomes:
                 stop_reason=reason,
                 history=self._ended(attempt, "stopped", target, str(reason), note),
                 also=also,
+                settle_effect=settle_effect,
             )
         except RelatedItemChangedError as changed:
             return self._related_changed(attempt, changed)

@@ -177,11 +177,11 @@ class WorkerService:
     # ------------------------------------------------------------------ run
 
     def _run(self, job: Job, remaining_ms: RemainingMs | None) -> WakeupResult:
-        kind = self._kinds[job.kind]
+        kind = self._kinds.get(job.kind)
         attempt = Attempt(
             job=job,
-            kind=kind,
-            plan=kind.plan(job.payload),
+            kind=kind or _NO_KIND,
+            plan=[],
             checkpoint=replace(job.checkpoint, outputs=list(job.checkpoint.outputs)),
             last_beat=self._clock.now_ms(),
             remaining_ms=remaining_ms,
@@ -189,7 +189,10 @@ class WorkerService:
         )
         logger.info("claimed", extra=attempt.log_keys | {"step": attempt.checkpoint.next_step})
         try:
-            return self._run_steps(kind, attempt)
+            unplanned = self._plan(attempt, kind)
+            if unplanned is not None:
+                return unplanned
+            return self._run_steps(attempt.kind, attempt)
         except StaleEpochError as stale:
             self._telemetry.count("StaleWritesRejected")
             logger.warning("stale write rejected", extra=attempt.log_keys | {"detail": str(stale)})
@@ -203,6 +206,35 @@ class WorkerService:
                 extra=attempt.log_keys | {"detail": str(unavailable)},
             )
             return WakeupResult(Disposition.KEEP, "store_unavailable")
+
+    def _plan(self, attempt: Attempt, kind: JobKind | None) -> WakeupResult | None:
+        """The job's steps, or its end when there are none to run: a kind this function does not
+        register (a deployment whose LEASEHOLD_KINDS lost a module) or a plan that raises ends
+        the job `failed` with the reason named — an operator replays it once it is fixed —
+        rather than waiting out a lease on every attempt with the cause only in the logs."""
+        if kind is None:
+            logger.error("kind not registered", extra=attempt.log_keys | {"kind": attempt.job.kind})
+            return self._outcomes.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
+                {
+                    "code": "unknown_kind",
+                    "message": f"kind {attempt.job.kind!r} is not registered by LEASEHOLD_KINDS",
+                },
+                related=False,
+            )
+        try:
+            attempt.plan = kind.plan(attempt.job.payload)
+        except Exception as failed:  # a planner's bug: said once, not retried for ever
+            logger.exception("plan raised", extra=attempt.log_keys)
+            return self._outcomes.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
+                {"code": "plan_failed", "message": f"planning raised {type(failed).__name__}"},
+            )
+        return None
 
     def _run_steps(self, kind: JobKind, attempt: Attempt) -> WakeupResult:
         total = len(attempt.plan)
@@ -358,13 +390,19 @@ class WorkerService:
     def _step_failed(self, attempt: Attempt, failed: StepError) -> WakeupResult:
         """A step raised. With an effect open (and not declared settled by the kind), its
         outcome is uncertain: a provider that can be asked (idempotent key, status lookup)
-        lets the next attempt reconcile it — the retry keeps the operation open; any other
-        makes the job `unknown`."""
+        lets the next attempt reconcile it — the retry keeps the operation open, and with no
+        attempt left the job is `unknown`; any other makes the job `unknown`."""
         error = {"code": failed.error_code, "message": str(failed)[:500]}
         if attempt.job.effect_intent and not failed.effect_settled:
             if not reconcilable(attempt.job):
                 return self._outcomes.uncertain(
                     attempt, f"the effect step failed: {str(failed)[:500]}"
+                )
+            if attempt.job.attempts >= attempt.job.max_attempts:
+                # No attempt is left to ask the provider again: the open operation goes to an
+                # operator with the job (`unknown` is kept for ever), never to `dead`'s expiry.
+                return self._outcomes.uncertain(
+                    attempt, f"the effect step failed on the last attempt: {str(failed)[:500]}"
                 )
             return self._outcomes.retry_or_dead(attempt, error)
         if isinstance(failed, FatalStepError):
@@ -403,7 +441,17 @@ class WorkerService:
         return not attempt.job.cancel_requested
 
     def _succeed(self, attempt: Attempt) -> WakeupResult:
-        result = attempt.kind.result(attempt.job, attempt.checkpoint)
+        try:
+            result = attempt.kind.result(attempt.job, attempt.checkpoint)
+        except Exception as failed:  # every step ran; the kind's result hook did not
+            logger.exception("result raised", extra=attempt.log_keys)
+            return self._outcomes.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
+                {"code": "result_failed", "message": f"the result raised {type(failed).__name__}"},
+                settle_effect=True,  # every step ran to its end, an effect step's included
+            )
         try:
             size = len(json.dumps(result, separators=(",", ":"), allow_nan=False).encode())
         except (TypeError, ValueError) as exc:
@@ -421,6 +469,44 @@ class WorkerService:
                 {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
             )
         return self._outcomes.succeed(attempt, result)
+
+
+class _Unregistered:
+    """Stands in for a kind this function does not register, only to end its job: it plans
+    nothing and writes nothing beside the outcome."""
+
+    name = ""
+    max_payload_bytes = 0
+    submittable = False
+    default_max_attempts: int | None = None
+    operators_see_payload = False
+
+    def validate_for(self, payload: dict[str, Any], owner: Any) -> None:
+        raise AssertionError("an unregistered kind accepts nothing")
+
+    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+        return []
+
+    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: Any) -> Any:
+        raise AssertionError("an unregistered kind runs nothing")
+
+    def result(self, job: Job, checkpoint: Any) -> Any:
+        return None
+
+    def outcome_writes(self, *args: Any) -> list[dict[str, Any]]:
+        return []
+
+    def when_related_changed(self, job: Job, changed: Any) -> tuple[str, dict[str, str]]:
+        raise changed
+
+    def view_fields(self, job: Job) -> dict[str, Any]:
+        return {}
+
+    def related(self, job: Job) -> dict[str, Any]:
+        return {}
+
+
+_NO_KIND = _Unregistered()
 
 
 def _history_note(record: dict[str, Any]) -> str | None:

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold.sdk.kind import EngineKind, Kind
+from leasehold.sdk.engine_kind import EngineKind
+from leasehold.sdk.kind import Kind
 from leasehold.service.kinds import OperationLedger
 
 
@@ -100,9 +101,16 @@ class _CrashingLedger(OperationLedger):
         self.__dict__.update(vars(inner))
         self._before_confirm = before_confirm
 
-    def confirm(self, operation_id: str, receipt: dict[str, Any], *, reconciled: bool) -> None:
+    def confirm(
+        self,
+        operation_id: str,
+        receipt: dict[str, Any],
+        *,
+        reconciled: bool,
+        returned: str | None = None,
+    ) -> None:
         self._before_confirm()
-        super().confirm(operation_id, receipt, reconciled=reconciled)
+        super().confirm(operation_id, receipt, reconciled=reconciled, returned=returned)
 
 
 class WatchedKind(EngineKind):
