@@ -11,9 +11,12 @@ from typing import Any, ClassVar
 
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.ids import IdFactory
-from leasehold.handlers.settings import Settings
+from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.handlers.settings import Settings, safety_margin_seconds
 from leasehold.sdk.kind import Kind
 from leasehold.sdk.loading import KindLoadError, load_kinds
+from leasehold.service.sweeper import SweepSettings
+from leasehold.service.worker import WorkerSettings
 from leasehold.testing.crashes import Crashes, WatchedKind
 from leasehold.testing.definitions import Definitions
 
@@ -93,6 +96,25 @@ class TestbedSettings:
             metrics_namespace="LeaseholdTesting",
             kinds="leasehold.testing",
         ).check()
+
+    def worker(self, worker_id: str) -> WorkerSettings:
+        """The worker function's settings: its lease and safety margin, retry backoff, slot
+        wait, and a heartbeat every third of the lease."""
+        lease_ms = self.lease_seconds * 1000
+        return WorkerSettings(
+            worker_id=worker_id,
+            lease=LeasePolicy(
+                lease_ms=lease_ms,
+                safety_margin_ms=safety_margin_seconds(self.lease_seconds) * 1000,
+            ),
+            retry=RetryPolicy(base_ms=self.backoff_base_ms, cap_ms=self.backoff_cap_ms),
+            slot_wait_ms=self.slot_wait_seconds * 1000,
+            heartbeat_every_ms=max(250, lease_ms // 3),
+        )
+
+    def sweeper(self) -> SweepSettings:
+        """The sweeper function's settings."""
+        return SweepSettings(self.sweep_batch, self.lost_wakeup_grace_seconds * 1000)
 
 
 def resolve_kinds(

@@ -15,18 +15,15 @@ import boto3
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.job import Job, Owner
-from leasehold.domain.policies import LeasePolicy, RetryPolicy
-from leasehold.handlers.settings import safety_margin_seconds
 from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
 from leasehold.service.ops import OpsService
-from leasehold.service.sweeper import SweepSettings, sweep
+from leasehold.service.sweeper import sweep
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.view import history_view, operations_view
-from leasehold.service.worker import Disposition, WorkerService, WorkerSettings
+from leasehold.service.worker import Disposition, WorkerService
 from leasehold.store import Stores, Table
-from leasehold.store.faults import FaultInjector, FaultPlan, install_faults
 from leasehold.store.leases import LeaseStore
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.table import TransactionRetry
@@ -46,7 +43,7 @@ from leasehold.testing.delivery import (
     invocation_clock,
     next_event_ms,
 )
-from leasehold.testing.mocking import REGION, MotoWorld, hidden_messages
+from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld, hidden_messages
 from leasehold.testing.report import Delivery, NotIdleError, RunReport
 
 DEFAULT_OWNER = Owner("testing", "alice")
@@ -159,10 +156,7 @@ class LeaseholdTestbed:
         # The functions' clients, with their configuration and the fault injectors...
         self._dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
         self._sqs = session.client("sqs", config=CLIENT_CONFIG)
-        self._injectors: list[FaultInjector] = [
-            install_faults(self._dynamodb, FaultPlan(()), random.Random(seed)),
-            install_faults(self._sqs, FaultPlan(()), random.Random(seed + 1)),
-        ]
+        self._faults = InjectedFaults([self._dynamodb, self._sqs], seed)
         # ...and Lambda's pollers and the test's eyes, which no fault reaches.
         plain_dynamodb = self._dynamodb_plain = session.client("dynamodb")
         plain_sqs = self._sqs_plain = session.client("sqs")
@@ -174,12 +168,11 @@ class LeaseholdTestbed:
         self.table_name: str = TABLE_NAME
         """The jobs table's name."""
         settings.engine(TABLE_NAME, self.queue_urls["work"], self.queue_urls["dlq"])
-        lease_ms = settings.lease_seconds * 1000
         retry = TransactionRetry(sleep=lambda _: None, rng=random.Random(seed))
         self._stores = Stores.over(
             Table(self._dynamodb, TABLE_NAME, retry=retry),
             settings.user_concurrency_limit,
-            slot_grace_ms=2 * lease_ms,
+            slot_grace_ms=2 * settings.lease_seconds * 1000,
         )
         self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
         self._queue = WakeupQueue(self._sqs, self.queue_urls["work"], self.queue_urls["dlq"])
@@ -208,23 +201,13 @@ class LeaseholdTestbed:
         """A worker in a fresh execution environment (after a crash, another one takes over)."""
         self._generation += 1
         self._crashes.forget()
-        settings, lease_ms = self.settings, self.settings.lease_seconds * 1000
         leases = cast(LeaseStore, WatchedLeases(self._stores.leases, self._crashes))
         return WorkerService(
             stores=replace(self._stores, leases=leases),
             queue=self._queue,
             kinds=self.kinds,
             clock=self.clock,
-            settings=WorkerSettings(
-                worker_id=f"testbed-worker-{self._generation}",
-                lease=LeasePolicy(
-                    lease_ms=lease_ms,
-                    safety_margin_ms=safety_margin_seconds(settings.lease_seconds) * 1000,
-                ),
-                retry=RetryPolicy(base_ms=settings.backoff_base_ms, cap_ms=settings.backoff_cap_ms),
-                slot_wait_ms=settings.slot_wait_seconds * 1000,
-                heartbeat_every_ms=max(250, lease_ms // 3),
-            ),
+            settings=self.settings.worker(f"testbed-worker-{self._generation}"),
             telemetry=self.telemetry,
             rng=self._worker_rng,
         )
@@ -404,10 +387,7 @@ class LeaseholdTestbed:
     def sweep(self) -> dict[str, int]:
         """One pass of the sweeper, now: `{"rescued": 1, "unknown": 1, …}`."""
         self._ready()
-        settings = SweepSettings(
-            self.settings.sweep_batch, self.settings.lost_wakeup_grace_seconds * 1000
-        )
-        return sweep(self._stores, self.clock, settings, self.telemetry, self.kinds)
+        return sweep(self._stores, self.clock, self.settings.sweeper(), self.telemetry, self.kinds)
 
     def next_due_in(self) -> float | None:
         """Seconds until something will happen without the test acting: a delayed wake-up
@@ -471,18 +451,12 @@ class LeaseholdTestbed:
         (rules `service.Operation:ErrorCode=probability[@limit]`, comma-separated); `""`
         switches them off. Raises FaultSpecError for a rule that cannot be read."""
         self._ready()
-        plan = FaultPlan.parse(spec)
-        for injector in self._injectors:
-            injector.use(plan)
+        self._faults.use(spec)
 
     def injected(self) -> dict[str, int]:
         """How many faults were injected, by `Operation:ErrorCode`."""
         self._ready()
-        counts: dict[str, int] = {}
-        for injector in self._injectors:
-            for key, value in injector.injected.items():
-                counts[key] = counts.get(key, 0) + value
-        return counts
+        return self._faults.counts()
 
 
 __all__ = ["DEFAULT_OWNER", "OPERATOR", "LeaseholdTestbed"]
