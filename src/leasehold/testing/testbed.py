@@ -16,6 +16,7 @@ from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.job import Job, Owner
 from leasehold.handlers.wiring import CLIENT_CONFIG
+from leasehold.sdk.apps import Engine
 from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
 from leasehold.service.ops import OpsService
@@ -27,6 +28,7 @@ from leasehold.store import Stores, Table
 from leasehold.store.leases import LeaseStore
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.table import TransactionRetry
+from leasehold.testing.applications import Answer, Applications
 from leasehold.testing.config import (
     BackoffCeiling,
     KindsSpec,
@@ -98,10 +100,14 @@ class LeaseholdTestbed:
         """What the services counted (`telemetry.counts["JobsSucceeded"]`)."""
         self._seed = seed
         self._crashes = Crashes()
-        self.kinds: dict[str, JobKind] = dict(
-            resolve_kinds(kinds, self._crashes, max_step_seconds=self.settings.max_step_seconds)
+        watched, routes = resolve_kinds(
+            kinds, self._crashes, max_step_seconds=self.settings.max_step_seconds
         )
+        self.kinds: dict[str, JobKind] = dict(watched)
         """The registered kinds by name, as the engine runs them."""
+        self.applications = Applications(routes, self.clock)
+        """What the applications' own code sees: `Engine.current()`, and the routes `request`
+        reaches (`applications.routes`)."""
         self._world = MotoWorld(self.clock)
         self._open = False
         self._busy = False
@@ -125,7 +131,11 @@ class LeaseholdTestbed:
         self._world.open()
         try:
             self._build()
+            attempts = self.settings.max_attempts
+            engine = Engine(self._stores.table, self.clock, self.telemetry, attempts)
+            self.applications.open(engine, self.kinds)
         except BaseException:
+            self.applications.close()
             self._world.close()
             raise
         self._open = True
@@ -138,6 +148,7 @@ class LeaseholdTestbed:
             return
         self._open = False
         _OPEN.remove(self)
+        self.applications.close()
         try:
             self._dynamodb_plain.delete_table(TableName=TABLE_NAME)
             for url in self.queue_urls.values():
@@ -260,6 +271,25 @@ class LeaseholdTestbed:
         """`POST /jobs/{id}/cancel` as its owner: a queued or paused job is `cancelled` at once,
         a running one stops before its next step."""
         return self._api.cancel(self._job(job_id).owner, job_id)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        owner: Owner | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
+        """Call one of the applications' own routes (their modules' `Routes`) as the API
+        function would, signed in as `owner` (default: the testbed's): returns `(status, body,
+        headers)`, errors in the API's envelope. `path` may carry a query (`"/items?limit=2"`);
+        `body` is sent as JSON (a `str` as it is). A job the route makes runs at the next
+        `run_until_idle`. The engine's own routes are the other methods (`submit`, `view`, …):
+        here they are a 404 `not_found`. Callable from inside a step (a change that races it)."""
+        self._ready()
+        who = owner or self.owner
+        return self.applications.request(method, path, body, owner=who, headers=headers)
 
     def replay(
         self, job_id: str, *, note: str | None = None, checked_provider: bool = False
