@@ -341,6 +341,12 @@ class LeaseholdTestbed:
         `submitted`, `confirmed`, `failed`, `released`; `key`, `receipt`, `reconciled`)."""
         return operations_view(self._job(job_id))
 
+    def progress(self, job_id: str) -> dict[str, Any] | None:
+        """What the job's kind last saved with `StepContext.save_progress` (None before the
+        first save): the `ctx.progress` its next attempt, or a replay, resumes from."""
+        state = self._job(job_id).kind_state
+        return None if state is None else dict(state)
+
     def operator_view(self, job_id: str) -> dict[str, Any]:
         """The job as `GET /ops/jobs/{id}` shows it (lease holder, history, ledger)."""
         self._ready()
