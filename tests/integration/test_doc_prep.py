@@ -1,46 +1,25 @@
-"""The doc_prep kind in the engine (arch §7), on moto with the harness: the sample documents
-end to end (inline and from the documents bucket), the trusted checks before every tool, the
-3-step budget across retries, crashes, resumes and replays, and the time checks on a manual
-clock (test_doc_prep_planners.py: what planners that fail or lie get)."""
+"""The doc_prep kind on the whole engine (arch §7), on `leasehold.testing` as its user would test
+it: the sample documents end to end (inline and from the documents bucket), the 3-step budget
+across a crash, a replay and a retry, and the time checks on the testbed's clock. What needs a
+worker of its own (the stored error details, a worker's own lease and margin, a crash after the
+n-th save) is in test_doc_prep_worker.py on the repository's harness; planners that fail or lie
+are in test_doc_prep_planners.py."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
-
 import pytest
 
-from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import Owner
-from leasehold.domain.states import JobState
-from leasehold.sdk.engine_kind import EngineKind
-from leasehold.service.view import history_view, job_view
-from leasehold.service.worker import Disposition
-from leasehold_apps.doc_agent import doc_prep_kind
-from leasehold_apps.doc_agent.checkpoint import AgentCheckpoint
-from leasehold_apps.doc_agent.draft import draft
-from leasehold_apps.doc_agent.extract import extract
-from leasehold_apps.doc_agent.planner import Proposal
-from leasehold_apps.doc_agent.spec import parse_doc_prep_input
-from leasehold_apps.doc_agent.validate import validate
-from leasehold_apps.doc_agent.vocabulary import DEFAULT_REQUIRED_FIELDS
+from leasehold import Owner, ValidationError
+from leasehold.testing import DEFAULT_OWNER, WorkerCrashed
 from tests.support.documents import (
     SAMPLE_NAMES,
-    CallbackPlanner,
-    CountingReader,
-    agent_of,
-    doc_prep_kinds,
-    hosted_payload,
-    job_of,
-    next_tool,
-    s3,
+    TESTBED_KEY,
+    doc_prep_testbed,
+    pipeline,
+    progress_of,
     sample,
     scripted,
-    submit_doc_prep,
 )
-from tests.support.harness import CAROL, LEASE_MS, Harness
-from tests.support.kinds import registry
-from tests.support.resources import create_documents_bucket
 
 # The problem codes each sample yields with the default required fields (samples/documents/).
 EXPECTED_CODES = {
@@ -57,98 +36,48 @@ EXPECTED_CODES = {
     },
     "07-unreadable-values.txt": {"date_unparsed", "amount_unparsed"},
 }
-ALICE_KEY = "tenants/study-group/documents/rechnung.txt"
-
-
-class Crash(BaseException):
-    """The worker process dies here (nothing in the worker may catch it)."""
-
-
-class CrashAfterSaves:
-    """The lease store seen through a worker that dies right after its n-th progress save."""
-
-    def __init__(self, real: Any, saves: int) -> None:
-        self._real, self._left = real, saves
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._real, name)
-        if name != "save_progress":
-            return method
-
-        def save(*args: Any, **kwargs: Any) -> Any:
-            answer = method(*args, **kwargs)
-            self._left -= 1
-            if self._left == 0:
-                raise Crash
-            return answer
-
-        return save
-
-
-@pytest.fixture
-def bucket(harness: Harness) -> str:
-    return create_documents_bucket(s3())
-
-
-def _pipeline(text: str) -> dict[str, Any]:
-    """What the three tools make of `text` when called directly (no engine)."""
-    fields = extract(text)
-    problems = validate(fields, DEFAULT_REQUIRED_FIELDS)
-    return {
-        "fields": fields,
-        "problems": [p.as_dict() for p in problems],
-        "draft_note": draft(fields, problems),
-        "tools_run": ["extract", "validate", "draft"],
-    }
-
-
-def _rescue_and_resume(harness: Harness, job_id: str, kinds: Any, worker: str = "w2") -> None:
-    """The crashed worker's lease runs out, the sweeper rescues the job, another worker runs it."""
-    harness.clock.advance(LEASE_MS + 1)
-    harness.sweep()
-    result = harness.worker(worker, kinds=kinds).handle(harness.wakeup(job_id))
-    assert result.disposition is Disposition.ACK
+CAROL = Owner("other-group", "carol")
 
 
 # ------------------------------------------------------------------ the tools, end to end
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
-def test_each_sample_document_runs_end_to_end_inline(harness: Harness, name: str) -> None:
-    # Given a sample document submitted inline, with the default (fixture) planner
-    text = sample(name)
-    job_id = submit_doc_prep(harness, {"document": {"text": text}})
-    # When a worker runs the job
-    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    # Then it succeeds with what the three tools make of the document, in one engine step
-    job = job_of(harness, job_id)
-    assert job.state is JobState.SUCCEEDED
-    assert job.result == _pipeline(text)
-    assert {p["code"] for p in job.result["problems"]} == EXPECTED_CODES[name]
-    assert job.checkpoint.steps_used == 1 and job.attempts == 1
-    view = job_view(job, registry())
-    assert view["agent"] == {
-        "tools_run": ["extract", "validate", "draft"],
-        "steps_started": 3,
-        "tool_in_flight": None,
-    }
+def test_each_sample_document_runs_end_to_end_inline(name: str) -> None:
+    with doc_prep_testbed(bucket=False) as (tb, _):
+        # Given a sample document submitted inline, with the default (fixture) planner
+        text = sample(name)
+        job_id = tb.submit("doc_prep", {"document": {"text": text}})
+        # When a worker runs the job
+        tb.run_until_idle()
+        # Then it succeeds with what the three tools make of the document, in one engine step
+        view = tb.view(job_id)
+        assert view["state"] == "succeeded"
+        assert view["result"] == pipeline(text)
+        assert {p["code"] for p in view["result"]["problems"]} == EXPECTED_CODES[name]
+        assert view["budget"]["steps_used"] == 1 and view["attempts"] == 1
+        assert view["agent"] == {
+            "tools_run": ["extract", "validate", "draft"],
+            "steps_started": 3,
+            "tool_in_flight": None,
+        }
 
 
-def test_a_document_in_the_bucket_is_read_once_by_extract(harness: Harness, bucket: str) -> None:
-    # Given the German sample uploaded under alice's tenant
-    text = sample("02-rechnung-de.txt")
-    s3().put_object(Bucket=bucket, Key=ALICE_KEY, Body=text.encode("utf-8"))
-    reader = CountingReader(bucket)
-    kinds = doc_prep_kinds(reader=reader)
-    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, kinds=kinds)
-    # When a worker runs it
-    harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    # Then the result is the same as for the inline text, and S3 was read once
-    job = job_of(harness, job_id)
-    assert job.state is JobState.SUCCEEDED
-    assert job.result == _pipeline(text)
-    assert job.result["fields"]["supplier_name"] == "Müller & Söhne GmbH"
-    assert reader.reads == 1
+def test_a_document_in_the_bucket_is_read_once_by_extract() -> None:
+    with doc_prep_testbed() as (tb, reader):
+        assert reader is not None
+        # Given the German sample uploaded under the caller's tenant
+        text = sample("02-rechnung-de.txt")
+        tb.client("s3").put_object(Bucket="documents", Key=TESTBED_KEY, Body=text.encode("utf-8"))
+        job_id = tb.submit("doc_prep", {"document": {"s3_key": TESTBED_KEY}})
+        # When a worker runs it
+        tb.run_until_idle()
+        # Then the result is the same as for the inline text, and S3 was read once
+        view = tb.view(job_id)
+        assert view["state"] == "succeeded"
+        assert view["result"] == pipeline(text)
+        assert view["result"]["fields"]["supplier_name"] == "Müller & Söhne GmbH"
+        assert reader.reads == 1
 
 
 @pytest.mark.parametrize(
@@ -160,266 +89,119 @@ def test_a_document_in_the_bucket_is_read_once_by_extract(harness: Harness, buck
         (b"   \n ", "document_unreadable"),
     ],
 )
-def test_a_document_that_cannot_be_used_fails_the_job(
-    harness: Harness, bucket: str, body: bytes | None, code: str
-) -> None:
-    if body is not None:
-        s3().put_object(Bucket=bucket, Key=ALICE_KEY, Body=body)
-    kinds = doc_prep_kinds(reader=CountingReader(bucket))
-    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, kinds=kinds)
-    harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    job = job_of(harness, job_id)
-    assert (job.state, job.stop_reason, job.error["code"]) == (
-        JobState.FAILED,
-        "handler_error",
-        code,
-    )
-    assert agent_of(harness, job_id).steps_started == 1  # extract was begun: the step is spent
+def test_a_document_that_cannot_be_used_fails_the_job(body: bytes | None, code: str) -> None:
+    with doc_prep_testbed() as (tb, _):
+        if body is not None:
+            tb.client("s3").put_object(Bucket="documents", Key=TESTBED_KEY, Body=body)
+        job_id = tb.submit("doc_prep", {"document": {"s3_key": TESTBED_KEY}})
+        tb.run_until_idle()
+        view = tb.view(job_id)
+        assert (view["state"], view["stop_reason"], view["error"]["code"]) == (
+            "failed",
+            "handler_error",
+            code,
+        )
+        assert progress_of(tb, job_id).steps_started == 1  # extract was begun: the step is spent
 
 
-def test_a_bucket_document_with_no_bucket_configured_fails_before_a_step_is_spent(
-    harness: Harness,
-) -> None:
-    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}})
-    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    job = job_of(harness, job_id)
-    assert (job.state, job.error["code"]) == (JobState.FAILED, "documents_unconfigured")
-    assert job.kind_state is None
+def test_a_bucket_document_with_no_bucket_configured_fails_before_a_step_is_spent() -> None:
+    with doc_prep_testbed(bucket=False) as (tb, _):
+        job_id = tb.submit("doc_prep", {"document": {"s3_key": TESTBED_KEY}})
+        tb.run_until_idle()
+        view = tb.view(job_id)
+        assert (view["state"], view["error"]["code"]) == ("failed", "documents_unconfigured")
+        assert tb.progress(job_id) is None
 
 
-# ------------------------------------------------------------------ trusted checks before a tool
-
-
-def test_send_email_is_refused_and_the_reason_is_in_the_view_and_history(harness: Harness) -> None:
-    # Given a scripted planner that proposes to send an e-mail first
-    payload = {"document": {"text": sample("03-wrong-iban.txt")}, "planner": scripted("send_email")}
-    job_id = submit_doc_prep(harness, payload)
-    # When a worker runs the job
-    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    # Then the job is failed / tool_rejected, no tool ran and no step was spent
-    job = job_of(harness, job_id)
-    view = job_view(job, registry())
-    assert (view["state"], view["stop_reason"]) == ("failed", "tool_rejected")
-    assert view["error"]["code"] == "tool_rejected"
-    assert view["error"]["message"].startswith("tool_not_allowed: tool send_email is not allowed")
-    assert job.error["tool"] == "send_email" and job.error["reason"] == "tool_not_allowed"
-    last = history_view(job)[-1]
-    assert (last["event"], last["reason"]) == ("stopped", "tool_rejected")
-    assert last["note"] == "tool=send_email reason=tool_not_allowed"
-    assert job.kind_state is None  # nothing was begun
-
-
-@pytest.mark.parametrize(
-    ("proposals", "reason", "tools_run"),
-    [
-        (["extract", "delete_all_invoices"], "tool_not_allowed", ["extract"]),
-        ([{"tool": "extract", "args": {"path": "/etc/passwd"}}], "invalid_args", []),
-        (["extract", {"tool": "validate", "args": {"strict": False}}], "invalid_args", ["extract"]),
-        (["validate"], "out_of_order", []),
-        (["extract", "extract"], "out_of_order", ["extract"]),
-        (
-            [{"tool": "extract", "args": {"s3_key": "tenants/other-group/documents/x.txt"}}],
-            "out_of_scope",
-            [],
-        ),
-    ],
-)
-def test_a_proposal_outside_the_rules_stops_the_job_before_it_runs(
-    harness: Harness, proposals: list[Any], reason: str, tools_run: list[str]
-) -> None:
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": scripted(*proposals),
-    }
-    job_id = submit_doc_prep(harness, payload)
-    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    job = job_of(harness, job_id)
-    assert (job.state, job.stop_reason, job.error["reason"]) == (
-        JobState.FAILED,
-        "tool_rejected",
-        reason,
-    )
-    ran = list(agent_of(harness, job_id).tools_run) if job.kind_state else []
-    assert ran == tools_run
-
-
-class LenientDocPrep(EngineKind):
-    """An accept path that forgot the tenant rule (an older version, a direct write): what the
-    guard must still catch when the job runs."""
-
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
-        key = payload["document"]["s3_key"]
-        parse_doc_prep_input(payload, tenant=key.split("/")[1], hosted_configured=False)
-
-
-def test_another_tenants_key_is_refused_at_accept(harness: Harness, bucket: str) -> None:
-    with pytest.raises(ValidationError, match="under tenants/other-group/documents/"):
-        submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, owner=CAROL)
-    with pytest.raises(ValidationError, match="s3_key"):
-        submit_doc_prep(harness, {"document": {"s3_key": "tenants/study-group/../x"}})
-
-
-def test_another_tenants_key_found_later_is_tool_rejected_and_never_read(
-    harness: Harness, bucket: str
-) -> None:
-    # Given alice's document, and a job of carol's naming it that got past accept
-    s3().put_object(Bucket=bucket, Key=ALICE_KEY, Body=sample("01-clean-invoice-en.txt").encode())
-    reader = CountingReader(bucket)
-    kinds = doc_prep_kinds(reader=reader, kind=LenientDocPrep)
-    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, kinds=kinds, owner=CAROL)
-    # When a worker runs it
-    harness.worker(kinds=doc_prep_kinds(reader=reader)).handle(harness.wakeup(job_id))
-    # Then the guard refuses the first tool: failed / tool_rejected, the document never read
-    job = job_of(harness, job_id)
-    assert (job.state, job.stop_reason, job.error["reason"]) == (
-        JobState.FAILED,
-        "tool_rejected",
-        "out_of_scope",
-    )
-    assert reader.reads == 0
+def test_another_tenants_key_is_refused_at_accept() -> None:
+    with doc_prep_testbed() as (tb, _):
+        with pytest.raises(ValidationError, match="under tenants/other-group/documents/"):
+            tb.submit("doc_prep", {"document": {"s3_key": TESTBED_KEY}}, owner=CAROL)
+        with pytest.raises(ValidationError, match="s3_key"):
+            key = f"tenants/{DEFAULT_OWNER.tenant}/../x"
+            tb.submit("doc_prep", {"document": {"s3_key": key}})
 
 
 # ------------------------------------------------------------------ the 3-step budget
 
 
-def test_a_fourth_proposal_ends_the_job_budget_exhausted_without_running(harness: Harness) -> None:
-    payload = {
-        "document": {"text": sample("01-clean-invoice-en.txt")},
-        "planner": scripted("extract", "validate", "draft", "draft"),
-    }
-    job_id = submit_doc_prep(harness, payload)
-    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    job = job_of(harness, job_id)
-    assert (job.state, job.stop_reason, job.error["code"]) == (
-        JobState.FAILED,
-        "budget_exhausted",
-        "budget_exhausted",
-    )
-    agent = agent_of(harness, job_id)
-    assert agent.tools_run == ("extract", "validate", "draft") and agent.steps_started == 3
-    assert history_view(job)[-1]["note"] == "tool=draft"
+def test_a_fourth_proposal_ends_the_job_budget_exhausted_without_running() -> None:
+    with doc_prep_testbed(bucket=False) as (tb, _):
+        payload = {
+            "document": {"text": sample("01-clean-invoice-en.txt")},
+            "planner": scripted("extract", "validate", "draft", "draft"),
+        }
+        job_id = tb.submit("doc_prep", payload)
+        tb.run_until_idle()
+        view = tb.view(job_id)
+        assert (view["state"], view["stop_reason"], view["error"]["code"]) == (
+            "failed",
+            "budget_exhausted",
+            "budget_exhausted",
+        )
+        agent = progress_of(tb, job_id)
+        assert agent.tools_run == ("extract", "validate", "draft") and agent.steps_started == 3
+        assert tb.history(job_id)[-1]["note"] == "tool=draft"
 
 
-def test_a_crash_after_two_tools_resumes_with_only_the_third(harness: Harness, bucket: str) -> None:
-    # Given a document in the bucket, and a worker that dies right after its 4th progress save
-    # (begin extract, extract done, begin validate, validate done)
-    s3().put_object(Bucket=bucket, Key=ALICE_KEY, Body=sample("02-rechnung-de.txt").encode())
-    reader = CountingReader(bucket)
-    kinds = doc_prep_kinds(reader=reader)
-    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, kinds=kinds)
-    dying = replace(harness.stores, leases=CrashAfterSaves(harness.stores.leases, 4))
-    with pytest.raises(Crash):
-        harness.worker("w1", kinds=kinds, stores=dying).handle(harness.wakeup(job_id))
-    assert agent_of(harness, job_id).tools_run == ("extract", "validate")
-    # When its lease runs out and another worker takes the job on (a second attempt)
-    _rescue_and_resume(harness, job_id, kinds)
-    # Then only draft ran: three steps in the job's life, the document read once
-    job = job_of(harness, job_id)
-    assert job.state is JobState.SUCCEEDED and job.attempts == 2
-    agent = agent_of(harness, job_id)
-    assert agent.tools_run == ("extract", "validate", "draft") and agent.steps_started == 3
-    assert reader.reads == 1
-    assert job.result == _pipeline(sample("02-rechnung-de.txt"))
-
-
-def test_a_crash_inside_a_tool_spends_its_step(harness: Harness, bucket: str) -> None:
+def test_a_crash_inside_a_tool_spends_its_step() -> None:
     # Given a worker that dies while extract reads the document (the first read only)
-    s3().put_object(Bucket=bucket, Key=ALICE_KEY, Body=sample("01-clean-invoice-en.txt").encode())
-
     def die_on_first_read(reads: int) -> None:
         if reads == 1:
-            raise Crash
+            raise WorkerCrashed("the worker died inside extract")
 
-    kinds = doc_prep_kinds(reader=CountingReader(bucket, die_on_first_read))
-    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, kinds=kinds)
-    with pytest.raises(Crash):
-        harness.worker("w1", kinds=kinds).handle(harness.wakeup(job_id))
-    # Then the step was saved as begun before the tool ran
-    agent = agent_of(harness, job_id)
-    assert (agent.steps_started, agent.tool_in_flight, agent.tools_run) == (1, "extract", ())
-    # When another worker resumes: extract again (2nd step), validate (3rd), and draft would be a
-    # 4th step in the job's life
-    _rescue_and_resume(harness, job_id, kinds)
-    job = job_of(harness, job_id)
-    assert (job.state, job.stop_reason) == (JobState.FAILED, "budget_exhausted")
-    agent = agent_of(harness, job_id)
-    assert agent.tools_run == ("extract", "validate") and agent.steps_started == 3
+    with doc_prep_testbed(hook=die_on_first_read) as (tb, _):
+        body = sample("01-clean-invoice-en.txt").encode()
+        tb.client("s3").put_object(Bucket="documents", Key=TESTBED_KEY, Body=body)
+        job_id = tb.submit("doc_prep", {"document": {"s3_key": TESTBED_KEY}})
+        assert tb.run_until_idle().outcomes(job_id) == ["crashed"]
+        # Then the step was saved as begun before the tool ran
+        agent = progress_of(tb, job_id)
+        assert (agent.steps_started, agent.tool_in_flight, agent.tools_run) == (1, "extract", ())
+        # When its lease runs out and another worker resumes: extract again (2nd step), validate
+        # (3rd), and draft would be a 4th step in the job's life
+        assert tb.advance(tb.settings.lease_seconds + 1) == {"rescued": 1}
+        assert tb.run_until_idle().outcomes(job_id) == ["failed"]
+        view = tb.view(job_id)
+        assert (view["state"], view["stop_reason"]) == ("failed", "budget_exhausted")
+        agent = progress_of(tb, job_id)
+        assert agent.tools_run == ("extract", "validate") and agent.steps_started == 3
 
 
-def test_a_replay_keeps_the_steps_already_spent(harness: Harness, bucket: str) -> None:
-    # Given a job that failed at extract because its document was not there yet
-    kinds = doc_prep_kinds(reader=CountingReader(bucket))
-    job_id = submit_doc_prep(harness, {"document": {"s3_key": ALICE_KEY}}, kinds=kinds)
-    harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    assert job_of(harness, job_id).error["code"] == "document_not_found"
-    # When the document is uploaded and an operator replays the job
-    s3().put_object(Bucket=bucket, Key=ALICE_KEY, Body=sample("01-clean-invoice-en.txt").encode())
-    harness.ops().replay(job_id, harness.operator, {"note": "document uploaded"})
-    harness.worker("w2", kinds=kinds).handle(harness.wakeup(job_id))
-    # Then the replay resumes from the saved progress: the failed extract counted, so extract
-    # and validate run and draft would be the 4th step of the job's life
-    job = job_of(harness, job_id)
-    assert (job.state, job.stop_reason) == (JobState.FAILED, "budget_exhausted")
-    assert agent_of(harness, job_id).tools_run == ("extract", "validate")
+def test_a_replay_keeps_the_steps_already_spent() -> None:
+    with doc_prep_testbed() as (tb, _):
+        # Given a job that failed at extract because its document was not there yet
+        job_id = tb.submit("doc_prep", {"document": {"s3_key": TESTBED_KEY}})
+        tb.run_until_idle()
+        assert tb.view(job_id)["error"]["code"] == "document_not_found"
+        # When the document is uploaded and an operator replays the job
+        body = sample("01-clean-invoice-en.txt").encode()
+        tb.client("s3").put_object(Bucket="documents", Key=TESTBED_KEY, Body=body)
+        tb.replay(job_id, note="document uploaded")
+        tb.run_until_idle()
+        # Then the replay resumes from the saved progress: the failed extract counted, so
+        # extract and validate run and draft would be the 4th step of the job's life
+        view = tb.view(job_id)
+        assert (view["state"], view["stop_reason"]) == ("failed", "budget_exhausted")
+        assert progress_of(tb, job_id).tools_run == ("extract", "validate")
 
 
 # ------------------------------------------------------------------ time
 
 
-def test_too_little_lease_hands_the_job_back_without_burning_the_attempt(harness: Harness) -> None:
-    # Given a worker whose whole lease (3 s) is shorter than extract's bound plus the margin (4 s)
-    job_id = submit_doc_prep(harness, {"document": {"text": sample("01-clean-invoice-en.txt")}})
-    worker = harness.worker("w1", kinds=doc_prep_kinds(), lease_ms=3_000)
-    # When it runs the job
-    outcome = worker.handle(harness.wakeup(job_id))
-    # Then the job is handed back (queued, attempt given back) with nothing begun
-    job = job_of(harness, job_id)
-    assert outcome.outcome == "handed_back"
-    assert (job.state, job.attempts) == (JobState.QUEUED, 0)
-    assert "needs 4000 ms before the lease" in history_view(job)[-1]["reason"]
-    assert job.kind_state is not None and agent_of(harness, job_id).steps_started == 0
-    # And a worker with a normal lease finishes it
-    harness.worker("w2", kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    assert job_of(harness, job_id).state is JobState.SUCCEEDED
-
-
-def test_the_deployed_kind_keeps_back_the_workers_own_safety_margin(harness: Harness) -> None:
-    # Given the kind as the package builds it (no fixed margin) and a worker that keeps back
-    # 500 ms of its 3 s lease: extract's 2 s bound and that margin fit
-    kinds = {**registry(), "doc_prep": EngineKind(doc_prep_kind())}
-    job_id = submit_doc_prep(harness, {"document": {"text": sample("01-clean-invoice-en.txt")}})
-    harness.worker("w1", kinds=kinds, lease_ms=3_000).handle(harness.wakeup(job_id))
-    assert job_of(harness, job_id).state is JobState.SUCCEEDED
-
-
-def test_a_lease_worn_down_by_a_slow_planner_is_renewed_once(harness: Harness) -> None:
-    # Given a planner that takes 7 of the 10 s lease before proposing extract
-    def slow_then_fixture(checkpoint: AgentCheckpoint) -> Proposal | None:
-        harness.clock.advance(7_000)
-        return next_tool(checkpoint)
-
-    kinds = doc_prep_kinds(planner=CallbackPlanner(slow_then_fixture))
-    job_id = submit_doc_prep(harness, hosted_payload(), kinds=kinds)
-    # When a worker runs it
-    harness.worker(kinds=kinds).handle(harness.wakeup(job_id))
-    # Then each time the lease was renewed by a fenced save and the tool ran
-    job = job_of(harness, job_id)
-    assert job.state is JobState.SUCCEEDED and job.attempts == 1
-    assert agent_of(harness, job_id).steps_started == 3
-
-
-def test_a_deadline_too_close_for_the_next_tool_ends_the_job_dead(harness: Harness) -> None:
-    # Given a job with a 10 s deadline, 7 s of which pass before a worker claims it
-    payload = {"document": {"text": sample("01-clean-invoice-en.txt")}}
-    job_id = submit_doc_prep(harness, payload, deadline_seconds=10)
-    harness.clock.advance(7_000)
-    # When the worker runs it: extract needs 2 s + the 2 s margin, and 3 s remain
-    harness.worker(kinds=doc_prep_kinds()).handle(harness.wakeup(job_id))
-    # Then no attempt can finish in time: dead / deadline_exceeded now, nothing begun
-    job = job_of(harness, job_id)
-    assert (job.state, job.stop_reason, job.error["code"]) == (
-        JobState.DEAD,
-        "deadline_exceeded",
-        "deadline_too_close",
-    )
-    assert job.kind_state is None  # refused before anything was saved
+def test_a_deadline_too_close_for_the_next_tool_ends_the_job_dead() -> None:
+    with doc_prep_testbed(bucket=False) as (tb, _):
+        # Given a job with a 10 s deadline, 7 s of which pass before a worker claims it
+        payload = {"document": {"text": sample("01-clean-invoice-en.txt")}}
+        job_id = tb.submit("doc_prep", payload, deadline_seconds=10)
+        tb.advance(7)
+        # When the worker runs it: extract needs 2 s + the 2 s margin, and 3 s remain
+        tb.run_until_idle()
+        # Then no attempt can finish in time: dead / deadline_exceeded now, nothing begun
+        view = tb.view(job_id)
+        assert (view["state"], view["stop_reason"], view["error"]["code"]) == (
+            "dead",
+            "deadline_exceeded",
+            "deadline_too_close",
+        )
+        assert tb.progress(job_id) is None  # refused before anything was saved

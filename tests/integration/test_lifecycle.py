@@ -1,4 +1,7 @@
-"""arch §3 on moto, with an injected clock: each rule has a test that fails if it is broken."""
+"""arch §3 on moto, with an injected clock: each rule has a test that fails if it is broken.
+The engine's own races, fences and redeliveries are here, on the repository's harness; what the
+synthetic kind does as its user sees it (dead, failed, a deadline, replay, resolve) is in
+test_synthetic_kind.py, on `leasehold.testing`."""
 
 from __future__ import annotations
 
@@ -258,35 +261,6 @@ def test_transient_failure_retries_with_backoff_then_succeeds(harness: Harness) 
     )
 
 
-def test_attempts_exhausted_gives_dead(harness: Harness) -> None:
-    job_id = harness.submit(payload=steps({"fail_times": 5}), max_attempts=2)
-    worker = harness.worker()
-    assert worker.handle(harness.wakeup(job_id)).outcome == "retry_scheduled"
-    harness.clock.advance(10_000)
-    assert worker.handle(harness.wakeup(job_id)).outcome == "dead"
-    job = harness.store.get(job_id)
-    assert job is not None and job.stop_reason == "attempts_exhausted" and job.attempts == 2
-
-
-def test_fatal_error_gives_failed_handler_error(harness: Harness) -> None:
-    job_id = harness.submit(payload=steps({"fatal": True}))
-    assert harness.worker().handle(harness.wakeup(job_id)).outcome == "failed"
-    job = harness.store.get(job_id)
-    assert (
-        job is not None
-        and job.stop_reason == "handler_error"
-        and job.error["code"] == "handler_error"
-    )
-
-
-def test_deadline_passed_while_queued_gives_dead(harness: Harness) -> None:
-    job_id = harness.submit(payload=steps({}), deadline_seconds=5)
-    harness.clock.advance(6_000)
-    assert harness.worker().handle(harness.wakeup(job_id)).outcome == "deadline"
-    job = harness.store.get(job_id)
-    assert job is not None and job.state is JobState.DEAD and job.stop_reason == "deadline_exceeded"
-
-
 def test_lease_expiring_during_an_open_effect_gives_unknown(harness: Harness) -> None:
     # Given a worker records the effect intent and dies inside the effect
     job_id = harness.submit(payload=steps({"effect": True}))
@@ -336,39 +310,6 @@ def test_sweeper_redispatches_a_lost_wakeup_once(harness: Harness) -> None:
     assert harness.sweep() == {}  # a second sweep right after does nothing
     harness.relay_pump().poll_once()
     assert harness.worker().handle(harness.wakeup(job_id)).outcome == "succeeded"
-
-
-def test_replay_keeps_identity_history_and_budget_use(harness: Harness) -> None:
-    job_id = harness.submit(
-        payload=steps({"cost": 3}, {"fail_times": 9}), max_attempts=1, budget={"max_cost": 10}
-    )
-    assert harness.worker().handle(harness.wakeup(job_id)).outcome == "dead"
-    view = harness.ops().replay(job_id, harness.operator, {"note": "fixed the fetcher"})
-    replayed = harness.store.get(job_id)
-    assert replayed is not None and view["job_id"] == job_id
-    assert replayed.state is JobState.QUEUED
-    assert replayed.replays == 1 and replayed.attempts == 0
-    assert replayed.checkpoint.cost_used == 3  # a replay never resets what was spent
-    assert replayed.budget.max_cost == 10
-    # The history keeps the attempt that died and says who replayed it, when and why
-    events = [(e["ev"], e.get("by"), e.get("n")) for e in replayed.history]
-    assert events[-2:] == [("stopped", None, None), ("replayed", "ops", "fixed the fetcher")]
-
-
-def test_resolve_settles_unknown_with_a_note(harness: Harness) -> None:
-    job_id = harness.submit(payload=steps({"effect": True}))
-    _abandon_inside_an_effect(harness, job_id)
-    harness.sweep()
-    view = harness.ops().resolve(
-        job_id,
-        harness.operator,
-        {"outcome": "succeeded", "note": "provider shows the charge", "receipt": "rcpt_1"},
-    )
-    # The job says what was resolved and by whom, and no longer carries the uncertainty error
-    assert view["state"] == "succeeded" and "error" not in view
-    assert view["resolution"]["by"] == "ops" and view["resolution"]["receipt"] == "rcpt_1"
-    assert view["resolution"]["note"] == "provider shows the charge"
-    assert view["resolution"]["operation_id"] == "op"
 
 
 def test_a_heartbeat_refused_by_the_fence_is_a_rejected_stale_write(harness: Harness) -> None:

@@ -19,7 +19,7 @@ from leasehold import (
     StepContext,
     ValidationError,
 )
-from leasehold.testing import LeaseholdTestbed, NotIdleError
+from leasehold.testing import LeaseholdTestbed, NotIdleError, WorkerCrashed
 
 pytestmark = pytest.mark.integration
 # The fixtures come from `pytest_plugins = ["leasehold.testing.pytest_plugin"]` in
@@ -314,6 +314,38 @@ def test_drain_skips_the_clock_to_whatever_is_due_next(leasehold_testbed: Leaseh
     assert report.advanced_seconds == pytest.approx(backoff + tb.settings.lease_seconds + 0.001)
     assert calls == {"price": 2, "total": 1}
     assert tb.next_due_in() is None
+
+
+tally = Kind("tally")  # one step that works through its items, saving its progress after each
+
+
+@tally.step()
+def count_items(ctx: StepContext, payload: dict[str, Any]) -> int:
+    done = list((ctx.progress or {}).get("done", []))
+    for item in payload["items"][len(done) :]:
+        calls[item] += 1
+        if item == payload.get("die_at") and calls[item] == 1:
+            raise WorkerCrashed(f"the process died while counting {item}")
+        done.append(item)
+        ctx.save_progress({"done": done})
+    return len(done)
+
+
+@pytest.mark.leasehold_kinds(tally)
+def test_a_step_resumes_from_its_saved_progress_after_a_crash_of_its_own_making(
+    leasehold_testbed: LeaseholdTestbed,
+) -> None:
+    tb = leasehold_testbed
+    job_id = tb.submit("tally", {"items": ["a", "b", "c"], "die_at": "c"})
+    assert tb.progress(job_id) is None
+    assert tb.run_until_idle().outcomes(job_id) == ["crashed"]
+    assert tb.progress(job_id) == {"done": ["a", "b"]}
+    assert tb.state(job_id) == "running"  # its lease is the dead worker's until it runs out
+    assert tb.advance(tb.settings.lease_seconds + 1) == {"rescued": 1}
+    assert tb.run_until_idle().outcomes(job_id) == ["succeeded"]
+    assert tb.view(job_id)["result"] == 3
+    assert tb.progress(job_id) == {"done": ["a", "b", "c"]}
+    assert calls == {"a": 1, "b": 1, "c": 2}  # only the item it died in ran again
 
 
 @pytest.mark.leasehold_kinds("leasehold_apps.synthetic")

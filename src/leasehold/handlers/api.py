@@ -29,7 +29,6 @@ from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 
 logger = Logger(service="leasehold")
-app = APIGatewayHttpResolver()
 
 
 STATUS_BY_ERROR: list[tuple[type[LeaseholdError], int]] = [
@@ -59,7 +58,6 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
     )
 
 
-@app.exception_handler(LeaseholdError)
 def _on_leasehold_error(error: LeaseholdError) -> Response:
     for error_type, status in STATUS_BY_ERROR:
         if isinstance(error, error_type):
@@ -71,15 +69,26 @@ def _on_leasehold_error(error: LeaseholdError) -> Response:
     return _envelope(500, "internal_error", "something went wrong; nothing is promised")
 
 
-@app.exception_handler(NotFoundError)
 def _on_no_route(_: NotFoundError) -> Response:
     return _envelope(404, "not_found", "no such route")
 
 
-@app.exception_handler(Exception)
 def _on_unexpected(_: Exception) -> Response:
     logger.exception("unexpected error")
     return _envelope(500, "internal_error", "something went wrong; nothing is promised")
+
+
+def with_error_envelope(resolver: APIGatewayHttpResolver) -> APIGatewayHttpResolver:
+    """`resolver`, answering errors as this API does: a `LeaseholdError` by STATUS_BY_ERROR in
+    the one envelope, no route a 404 `not_found`, anything else a 500 that promises nothing
+    (leasehold.testing resolves an application's routes through a resolver made this way)."""
+    resolver.exception_handler(LeaseholdError)(_on_leasehold_error)
+    resolver.exception_handler(NotFoundError)(_on_no_route)
+    resolver.exception_handler(Exception)(_on_unexpected)
+    return resolver
+
+
+app = with_error_envelope(APIGatewayHttpResolver())
 
 
 # ------------------------------------------------------------------------- identity and input

@@ -17,7 +17,8 @@ Everything here is kept stable as the rest of `leasehold`'s public API is."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +109,19 @@ def start_engine(engine: Engine, kinds: Mapping[str, JobKind]) -> None:
     """The engine's side: called by each cold start (handlers/wiring.py) once it is built."""
     global _running  # noqa: PLW0603 - one engine per function, replaced by each cold start
     _running = _Running(engine, kinds)
+
+
+@contextmanager
+def engine_started(engine: Engine, kinds: Mapping[str, JobKind]) -> Iterator[Engine]:
+    """`engine` is the running one (`Engine.current()`) inside, and the one before it (or none)
+    again after: a testbed's engine for as long as the testbed is open."""
+    global _running  # noqa: PLW0603 - the testbed's engine, for as long as it is open
+    previous = _running
+    start_engine(engine, kinds)
+    try:
+        yield engine
+    finally:
+        _running = previous
 
 
 # ------------------------------------------------------------------ a job's own writes
@@ -356,6 +370,7 @@ __all__ = [
     "Engine",
     "NewJob",
     "Table",
+    "engine_started",
     "idempotency",
     "items",
     "iso_time",

@@ -9,12 +9,15 @@
 
 A retry waits for its backoff on the testbed's clock (`advance(seconds)`, or `drain()` to skip
 ahead); `crash(after_step=..., in_step=...)` kills the worker at a step; `faults(spec)` injects
-AWS errors as `LEASEHOLD_FAULTS` does. For pytest, enable the `leasehold_testbed` fixture with
+AWS errors as `LEASEHOLD_FAULTS` does; `request(method, path, body)` calls an application's own
+routes (the `Routes` of a module string's modules, or `Routes` given with the kinds). For
+pytest, enable the `leasehold_testbed` fixture with
 `pytest_plugins = ["leasehold.testing.pytest_plugin"]` in your conftest.py.
 
 Never deployed: it needs moto (`pip install "moto[server]"`), and it starts moto's mock itself.
 """
 
+from leasehold.testing.applications import Answer
 from leasehold.testing.config import KindsSpec, TestbedSettings
 from leasehold.testing.crashes import CrashPlan, WorkerCrashed
 from leasehold.testing.definitions import PACKAGED, Definitions, TemplateError
@@ -25,6 +28,7 @@ __all__ = [
     "DEFAULT_OWNER",
     "OPERATOR",
     "PACKAGED",
+    "Answer",
     "CrashPlan",
     "Definitions",
     "Delivery",

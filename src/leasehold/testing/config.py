@@ -11,15 +11,20 @@ from typing import Any, ClassVar
 
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.ids import IdFactory
-from leasehold.handlers.settings import Settings
+from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.handlers.settings import Settings, safety_margin_seconds
 from leasehold.sdk.kind import Kind
 from leasehold.sdk.loading import KindLoadError, load_kinds
+from leasehold.sdk.routes import Routes
+from leasehold.service.sweeper import SweepSettings
+from leasehold.service.worker import WorkerSettings
 from leasehold.testing.crashes import Crashes, WatchedKind
 from leasehold.testing.definitions import Definitions
 
-KindsSpec = str | Kind | Iterable[str | Kind]
-"""Kinds for a testbed: a `LEASEHOLD_KINDS`-style module string (`"app.kinds,app.more"`), a
-`Kind`, or any mix of them in a list."""
+KindsSpec = str | Kind | Routes | Iterable[str | Kind | Routes]
+"""Kinds for a testbed: a `LEASEHOLD_KINDS`-style module string (`"app.kinds,app.more"`: its
+modules' `Kind`s and `Routes`, as the functions register them), a `Kind`, an application's
+`Routes` (for `LeaseholdTestbed.request`), or any mix of them in a list."""
 
 
 @dataclass(frozen=True)
@@ -94,17 +99,42 @@ class TestbedSettings:
             kinds="leasehold.testing",
         ).check()
 
+    def worker(self, worker_id: str) -> WorkerSettings:
+        """The worker function's settings: its lease and safety margin, retry backoff, slot
+        wait, and a heartbeat every third of the lease."""
+        lease_ms = self.lease_seconds * 1000
+        return WorkerSettings(
+            worker_id=worker_id,
+            lease=LeasePolicy(
+                lease_ms=lease_ms,
+                safety_margin_ms=safety_margin_seconds(self.lease_seconds) * 1000,
+            ),
+            retry=RetryPolicy(base_ms=self.backoff_base_ms, cap_ms=self.backoff_cap_ms),
+            slot_wait_ms=self.slot_wait_seconds * 1000,
+            heartbeat_every_ms=max(250, lease_ms // 3),
+        )
+
+    def sweeper(self) -> SweepSettings:
+        """The sweeper function's settings."""
+        return SweepSettings(self.sweep_batch, self.lost_wakeup_grace_seconds * 1000)
+
 
 def resolve_kinds(
     spec: KindsSpec, crashes: Crashes, *, max_step_seconds: float
-) -> dict[str, WatchedKind]:
-    """The kinds by name, as the functions register them: a module string through
-    `load_kinds` (the same `KindLoadError`s as a cold start), a `Kind` checked by the same
-    rules (a name taken twice, no steps, a step longer than `max_step_seconds`)."""
-    items: list[str | Kind] = [spec] if isinstance(spec, str | Kind) else list(spec)
-    if not items:
-        raise KindLoadError("a testbed needs at least one kind")
+) -> tuple[dict[str, WatchedKind], tuple[Routes, ...]]:
+    """The kinds by name, as the functions register them, and the routes the API function would
+    mount: a module string through `load_kinds` (the same `KindLoadError`s as a cold start), a
+    `Kind` checked by the same rules (a name taken twice, no steps, a step longer than
+    `max_step_seconds`), a `Routes` as it is."""
+    items: list[str | Kind | Routes] = (
+        [spec] if isinstance(spec, str | Kind | Routes) else list(spec)
+    )
     found: dict[str, tuple[Kind, str]] = {}
+    routes: list[Routes] = []
+
+    def mount(router: Routes) -> None:
+        if not any(router is known for known in routes):
+            routes.append(router)
 
     def add(kind: Kind, where: str) -> None:
         if kind.name in found:
@@ -120,12 +150,21 @@ def resolve_kinds(
             loaded = load_kinds(item, max_step_seconds=max_step_seconds)
             for engine_kind in loaded.kinds.values():
                 add(engine_kind.kind, f"module string {item!r}")
+            for router in loaded.routes:
+                mount(router)
         elif isinstance(item, Kind):
             _check_kind(item, max_step_seconds)
             add(item, "a Kind object")
+        elif isinstance(item, Routes):
+            mount(item)
         else:
-            raise TypeError(f"a kind is a Kind or a module string, not {type(item).__name__}")
-    return {name: WatchedKind(kind, crashes) for name, (kind, _) in found.items()}
+            raise TypeError(
+                f"a kind is a Kind, a Routes or a module string, not {type(item).__name__}"
+            )
+    if not found:
+        raise KindLoadError("a testbed needs at least one kind")
+    kinds = {name: WatchedKind(kind, crashes) for name, (kind, _) in found.items()}
+    return kinds, tuple(routes)
 
 
 def _check_kind(kind: Kind, max_step_seconds: float) -> None:

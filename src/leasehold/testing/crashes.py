@@ -16,7 +16,9 @@ from leasehold.service.kinds import OperationLedger
 
 
 class WorkerCrashed(BaseException):  # noqa: N818 - a process dying, not an error to handle
-    """The worker process died at a planned point (`LeaseholdTestbed.crash`)."""
+    """The worker process died at a planned point (`LeaseholdTestbed.crash`). A test's own code
+    inside a step (a fake client, a reader, a provider) may raise it too: the worker dies right
+    there, and the testbed treats the invocation as lost as for a planned crash."""
 
 
 @dataclass

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
+from collections.abc import Sequence
 from typing import Any
 from unittest import mock
 
 from leasehold.domain.clock import ManualClock
-from leasehold.store.faults import INJECTED_MARK
+from leasehold.store.faults import INJECTED_MARK, FaultPlan, install_faults
 
 REGION = "us-east-1"
 """The region every testbed client uses."""
@@ -97,6 +99,32 @@ class MotoWorld:
             stack.close()
 
 
+class InjectedFaults:
+    """The fault injectors of the functions' clients (`leasehold.store.faults`, as
+    `LEASEHOLD_FAULTS` installs them), off until a test gives them a plan; client n draws from
+    `random.Random(seed + n)`."""
+
+    def __init__(self, clients: Sequence[Any], seed: int) -> None:
+        self._injectors = [
+            install_faults(client, FaultPlan(()), random.Random(seed + n))
+            for n, client in enumerate(clients)
+        ]
+
+    def use(self, spec: str) -> None:
+        """Inject by `spec` from now on (`""`: no more faults); FaultSpecError if unreadable."""
+        plan = FaultPlan.parse(spec)
+        for injector in self._injectors:
+            injector.use(plan)
+
+    def counts(self) -> dict[str, int]:
+        """How many faults were injected, by `Operation:ErrorCode`, over every client."""
+        counts: dict[str, int] = {}
+        for injector in self._injectors:
+            for key, value in injector.injected.items():
+                counts[key] = counts.get(key, 0) + value
+        return counts
+
+
 def hidden_messages(queue_url: str) -> list[tuple[int, str]]:
     """The messages of a moto queue that are not visible now — delayed, or received and not
     deleted — as (the testbed-clock millisecond when SQS shows them again, body). moto keeps
@@ -127,4 +155,11 @@ def _unless_injected(original: Any) -> Any:
     return process_request
 
 
-__all__ = ["FAKE_ENVIRONMENT", "REGION", "REMOVED_ENVIRONMENT", "MotoWorld", "hidden_messages"]
+__all__ = [
+    "FAKE_ENVIRONMENT",
+    "REGION",
+    "REMOVED_ENVIRONMENT",
+    "InjectedFaults",
+    "MotoWorld",
+    "hidden_messages",
+]

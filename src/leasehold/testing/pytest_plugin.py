@@ -6,7 +6,7 @@ Then ask for `leasehold_testbed` — a `LeaseholdTestbed`, open (moto started, f
 credentials and region set) for the test and closed after it. Which kinds it runs, first found:
 
 1. the test's marker: `@pytest.mark.leasehold_kinds(shout, "app.kinds", lease_seconds=10)`
-   (positional: `Kind`s and module strings; keywords: `TestbedSettings` overrides);
+   (positional: `Kind`s, `Routes` and module strings; keywords: `TestbedSettings` overrides);
 2. the `leasehold_kinds` fixture: override it in a conftest.py (or parametrize it) to return
    the kinds for a whole directory;
 3. the `LEASEHOLD_KINDS` environment variable, as the deployed functions read it.
@@ -34,8 +34,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the `leasehold_kinds` marker (so `--strict-markers` accepts it)."""
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(*kinds, **settings): the kinds (Kind objects or LEASEHOLD_KINDS-style "
-        "module strings) and TestbedSettings overrides of the leasehold_testbed fixture",
+        f"{MARKER}(*kinds, **settings): the kinds (Kind and Routes objects or "
+        "LEASEHOLD_KINDS-style module strings) and TestbedSettings overrides of the "
+        "leasehold_testbed fixture",
     )
 
 

@@ -15,21 +15,20 @@ import boto3
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.job import Job, Owner
-from leasehold.domain.policies import LeasePolicy, RetryPolicy
-from leasehold.handlers.settings import safety_margin_seconds
 from leasehold.handlers.wiring import CLIENT_CONFIG
+from leasehold.sdk.apps import Engine
 from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
 from leasehold.service.ops import OpsService
-from leasehold.service.sweeper import SweepSettings, sweep
+from leasehold.service.sweeper import sweep
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.view import history_view, operations_view
-from leasehold.service.worker import Disposition, WorkerService, WorkerSettings
+from leasehold.service.worker import Disposition, WorkerService
 from leasehold.store import Stores, Table
-from leasehold.store.faults import FaultInjector, FaultPlan, install_faults
 from leasehold.store.leases import LeaseStore
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.table import TransactionRetry
+from leasehold.testing.applications import Answer, Applications
 from leasehold.testing.config import (
     BackoffCeiling,
     KindsSpec,
@@ -46,7 +45,7 @@ from leasehold.testing.delivery import (
     invocation_clock,
     next_event_ms,
 )
-from leasehold.testing.mocking import REGION, MotoWorld, hidden_messages
+from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld, hidden_messages
 from leasehold.testing.report import Delivery, NotIdleError, RunReport
 
 DEFAULT_OWNER = Owner("testing", "alice")
@@ -101,10 +100,14 @@ class LeaseholdTestbed:
         """What the services counted (`telemetry.counts["JobsSucceeded"]`)."""
         self._seed = seed
         self._crashes = Crashes()
-        self.kinds: dict[str, JobKind] = dict(
-            resolve_kinds(kinds, self._crashes, max_step_seconds=self.settings.max_step_seconds)
+        watched, routes = resolve_kinds(
+            kinds, self._crashes, max_step_seconds=self.settings.max_step_seconds
         )
+        self.kinds: dict[str, JobKind] = dict(watched)
         """The registered kinds by name, as the engine runs them."""
+        self.applications = Applications(routes, self.clock)
+        """What the applications' own code sees: `Engine.current()`, and the routes `request`
+        reaches (`applications.routes`)."""
         self._world = MotoWorld(self.clock)
         self._open = False
         self._busy = False
@@ -128,7 +131,11 @@ class LeaseholdTestbed:
         self._world.open()
         try:
             self._build()
+            attempts = self.settings.max_attempts
+            engine = Engine(self._stores.table, self.clock, self.telemetry, attempts)
+            self.applications.open(engine, self.kinds)
         except BaseException:
+            self.applications.close()
             self._world.close()
             raise
         self._open = True
@@ -141,6 +148,7 @@ class LeaseholdTestbed:
             return
         self._open = False
         _OPEN.remove(self)
+        self.applications.close()
         try:
             self._dynamodb_plain.delete_table(TableName=TABLE_NAME)
             for url in self.queue_urls.values():
@@ -159,10 +167,7 @@ class LeaseholdTestbed:
         # The functions' clients, with their configuration and the fault injectors...
         self._dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
         self._sqs = session.client("sqs", config=CLIENT_CONFIG)
-        self._injectors: list[FaultInjector] = [
-            install_faults(self._dynamodb, FaultPlan(()), random.Random(seed)),
-            install_faults(self._sqs, FaultPlan(()), random.Random(seed + 1)),
-        ]
+        self._faults = InjectedFaults([self._dynamodb, self._sqs], seed)
         # ...and Lambda's pollers and the test's eyes, which no fault reaches.
         plain_dynamodb = self._dynamodb_plain = session.client("dynamodb")
         plain_sqs = self._sqs_plain = session.client("sqs")
@@ -174,12 +179,11 @@ class LeaseholdTestbed:
         self.table_name: str = TABLE_NAME
         """The jobs table's name."""
         settings.engine(TABLE_NAME, self.queue_urls["work"], self.queue_urls["dlq"])
-        lease_ms = settings.lease_seconds * 1000
         retry = TransactionRetry(sleep=lambda _: None, rng=random.Random(seed))
         self._stores = Stores.over(
             Table(self._dynamodb, TABLE_NAME, retry=retry),
             settings.user_concurrency_limit,
-            slot_grace_ms=2 * lease_ms,
+            slot_grace_ms=2 * settings.lease_seconds * 1000,
         )
         self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
         self._queue = WakeupQueue(self._sqs, self.queue_urls["work"], self.queue_urls["dlq"])
@@ -208,23 +212,13 @@ class LeaseholdTestbed:
         """A worker in a fresh execution environment (after a crash, another one takes over)."""
         self._generation += 1
         self._crashes.forget()
-        settings, lease_ms = self.settings, self.settings.lease_seconds * 1000
         leases = cast(LeaseStore, WatchedLeases(self._stores.leases, self._crashes))
         return WorkerService(
             stores=replace(self._stores, leases=leases),
             queue=self._queue,
             kinds=self.kinds,
             clock=self.clock,
-            settings=WorkerSettings(
-                worker_id=f"testbed-worker-{self._generation}",
-                lease=LeasePolicy(
-                    lease_ms=lease_ms,
-                    safety_margin_ms=safety_margin_seconds(settings.lease_seconds) * 1000,
-                ),
-                retry=RetryPolicy(base_ms=settings.backoff_base_ms, cap_ms=settings.backoff_cap_ms),
-                slot_wait_ms=settings.slot_wait_seconds * 1000,
-                heartbeat_every_ms=max(250, lease_ms // 3),
-            ),
+            settings=self.settings.worker(f"testbed-worker-{self._generation}"),
             telemetry=self.telemetry,
             rng=self._worker_rng,
         )
@@ -278,6 +272,25 @@ class LeaseholdTestbed:
         a running one stops before its next step."""
         return self._api.cancel(self._job(job_id).owner, job_id)
 
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        owner: Owner | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
+        """Call one of the applications' own routes (their modules' `Routes`) as the API
+        function would, signed in as `owner` (default: the testbed's): returns `(status, body,
+        headers)`, errors in the API's envelope. `path` may carry a query (`"/items?limit=2"`);
+        `body` is sent as JSON (a `str` as it is). A job the route makes runs at the next
+        `run_until_idle`. The engine's own routes are the other methods (`submit`, `view`, …):
+        here they are a 404 `not_found`. Callable from inside a step (a change that races it)."""
+        self._ready()
+        who = owner or self.owner
+        return self.applications.request(method, path, body, owner=who, headers=headers)
+
     def replay(
         self, job_id: str, *, note: str | None = None, checked_provider: bool = False
     ) -> dict[str, Any]:
@@ -327,6 +340,12 @@ class LeaseholdTestbed:
         """The job's operation ledger: one entry per effect step that opened one (`state`
         `submitted`, `confirmed`, `failed`, `released`; `key`, `receipt`, `reconciled`)."""
         return operations_view(self._job(job_id))
+
+    def progress(self, job_id: str) -> dict[str, Any] | None:
+        """What the job's kind last saved with `StepContext.save_progress` (None before the
+        first save): the `ctx.progress` its next attempt, or a replay, resumes from."""
+        state = self._job(job_id).kind_state
+        return None if state is None else dict(state)
 
     def operator_view(self, job_id: str) -> dict[str, Any]:
         """The job as `GET /ops/jobs/{id}` shows it (lease holder, history, ledger)."""
@@ -404,10 +423,7 @@ class LeaseholdTestbed:
     def sweep(self) -> dict[str, int]:
         """One pass of the sweeper, now: `{"rescued": 1, "unknown": 1, …}`."""
         self._ready()
-        settings = SweepSettings(
-            self.settings.sweep_batch, self.settings.lost_wakeup_grace_seconds * 1000
-        )
-        return sweep(self._stores, self.clock, settings, self.telemetry, self.kinds)
+        return sweep(self._stores, self.clock, self.settings.sweeper(), self.telemetry, self.kinds)
 
     def next_due_in(self) -> float | None:
         """Seconds until something will happen without the test acting: a delayed wake-up
@@ -471,18 +487,12 @@ class LeaseholdTestbed:
         (rules `service.Operation:ErrorCode=probability[@limit]`, comma-separated); `""`
         switches them off. Raises FaultSpecError for a rule that cannot be read."""
         self._ready()
-        plan = FaultPlan.parse(spec)
-        for injector in self._injectors:
-            injector.use(plan)
+        self._faults.use(spec)
 
     def injected(self) -> dict[str, int]:
         """How many faults were injected, by `Operation:ErrorCode`."""
         self._ready()
-        counts: dict[str, int] = {}
-        for injector in self._injectors:
-            for key, value in injector.injected.items():
-                counts[key] = counts.get(key, 0) + value
-        return counts
+        return self._faults.counts()
 
 
 __all__ = ["DEFAULT_OWNER", "OPERATOR", "LeaseholdTestbed"]
