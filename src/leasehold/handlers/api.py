@@ -24,7 +24,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
 from leasehold.handlers.wiring import metrics, runtime, trim_log_context
-from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of
+from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of, require_text
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 
@@ -73,6 +73,12 @@ def _on_leasehold_error(error: LeaseholdError) -> Response:
 
 @app.exception_handler(NotFoundError)
 def _on_no_route(_: NotFoundError) -> Response:
+    # No route's pattern matches a path segment holding a lone surrogate (it is no `\w`): such
+    # a path is not text at all, so it is the request that is wrong (400), not the route (404).
+    try:
+        require_text(str(app.current_event.raw_event.get("rawPath") or ""), "the path")
+    except ValidationError as error:
+        return _envelope(400, error.code, str(error))
     return _envelope(404, "not_found", "no such route")
 
 
