@@ -23,6 +23,11 @@ DEMO_USERS: dict[str, dict[str, str]] = {
 }
 MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
 OPENAPI_ROUTE = "/openapi.yaml"
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before the server accepts them. socketserver's default is 5:
+a burst of clients connecting at once (64 at the same instant, while the serving thread waits
+for the GIL) overflowed it and some were reset or timed out (4 to 7 in 320). Used by the gateway
+and the embedded moto server (leasehold_dev.local.stack); the kernel caps it at somaxconn."""
 OPENAPI_DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "openapi.yaml"
 """The HTTP contract in the repository (src/leasehold_dev/local/ → the checkout's docs/)."""
 
@@ -77,6 +82,10 @@ def build_event(
     return event
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+
+
 class Gateway:
     def __init__(
         self,
@@ -110,7 +119,7 @@ class Gateway:
                     return self._serve
                 raise AttributeError(name)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), _RequestHandler)
+        self.server = _Server(("127.0.0.1", port), _RequestHandler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(
