@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from leasehold_dev.local.invoke import Handler, LocalContext
+from leasehold_dev.local.listen import LISTEN_BACKLOG
 from leasehold_dev.local.template import Route
 
 DEMO_USERS: dict[str, dict[str, str]] = {
@@ -23,11 +24,6 @@ DEMO_USERS: dict[str, dict[str, str]] = {
 }
 MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
 OPENAPI_ROUTE = "/openapi.yaml"
-LISTEN_BACKLOG = 1024
-"""Connections the kernel queues before the server accepts them. socketserver's default is 5:
-a burst of clients connecting at once (64 at the same instant, while the serving thread waits
-for the GIL) overflowed it and some were reset or timed out (4 to 7 in 320). Used by the gateway
-and the embedded moto server (leasehold_dev.local.stack); the kernel caps it at somaxconn."""
 OPENAPI_DOCUMENT = Path(__file__).resolve().parents[3] / "docs" / "openapi.yaml"
 """The HTTP contract in the repository (src/leasehold_dev/local/ → the checkout's docs/)."""
 

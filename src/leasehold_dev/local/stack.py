@@ -182,7 +182,7 @@ def start_moto() -> tuple[Any, str]:
         moto_serving,
         moto_transactions,
     )
-    from leasehold_dev.local.gateway import LISTEN_BACKLOG
+    from leasehold_dev.local.listen import LISTEN_BACKLOG
 
     moto_transactions.install()
     moto_serving.install()
