@@ -17,6 +17,7 @@ from leasehold.domain.errors import (
     ForbiddenError,
     JobNotFoundError,
     LeaseholdError,
+    StoreRefusedError,
     StoreUnavailableError,
     UnauthenticatedError,
     ValidationError,
@@ -34,6 +35,7 @@ app = APIGatewayHttpResolver()
 
 STATUS_BY_ERROR: list[tuple[type[LeaseholdError], int]] = [
     (ValidationError, 400),
+    (StoreRefusedError, 400),
     (UnauthenticatedError, 401),
     (ForbiddenError, 403),
     (JobNotFoundError, 404),
@@ -66,6 +68,8 @@ def _on_leasehold_error(error: LeaseholdError) -> Response:
             headers = {"Retry-After": "2"} if status == 503 else None
             if status >= 500:
                 logger.warning("dependency unavailable", extra={"detail": str(error)})
+            elif isinstance(error, StoreRefusedError):  # the request, or a bug: say which code
+                logger.warning("the store refused the request", extra={"detail": str(error)})
             return _envelope(status, error.code, str(error), headers)
     logger.exception("unmapped leasehold error")
     return _envelope(500, "internal_error", "something went wrong; nothing is promised")
