@@ -13,6 +13,7 @@ import pytest
 
 from leasehold_dev.local import moto_serving
 from leasehold_dev.local.stack import OUTAGE_PATH, client
+from tests.support.burst import burst
 
 
 @pytest.fixture
@@ -228,3 +229,19 @@ def test_every_moto_patch_refuses_another_moto_release(
         moto_transactions.MotoVersionError, match=rf"{module} .* 5\.3\.0 is installed"
     ):
         patch.install()
+
+
+def test_a_burst_of_64_clients_connecting_at_once_is_answered_without_a_reset(
+    endpoint: str,
+) -> None:
+    """64 clients open a connection each at the same instant and send a DynamoDB request: every
+    one is answered (the listen backlog is LISTEN_BACKLOG, not socketserver's 5)."""
+    port = int(endpoint.rsplit(":", 1)[1])
+    request = (
+        b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\n"
+        b"Content-Type: application/x-amz-json-1.0\r\nAuthorization: AWS4-HMAC-SHA256 "
+        b"Credential=testing/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, "
+        b"Signature=x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+    )
+    for _ in range(3):
+        assert burst(port, request, clients=64) == {"200": 64}

@@ -35,7 +35,8 @@ def _exchange(event: dict[str, Any], answer: dict[str, Any]) -> Exchange:
         path=event["rawPath"],
         query=event.get("queryStringParameters") or {},
         request_headers=headers,
-        request_body=None if body is None else str(body).encode(),
+        # surrogatepass: an event may carry what no client could encode (a lone surrogate)
+        request_body=None if body is None else str(body).encode("utf-8", "surrogatepass"),
         status=answer["statusCode"],
         response_headers=answer.get("headers") or {},
         response_body=(answer.get("body") or "").encode(),

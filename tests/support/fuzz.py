@@ -5,8 +5,12 @@
 Every phase runs — the document's examples, the coverage phase (boundaries and each invalid
 variant of every parameter), random generation (valid and invalid), and the stateful phase that
 follows the document's `links` (create → get → cancel a job; create → get → edit → delete a
-bookmark). Every request is counted by route and status as it is sent (an `after_call` hook), so
-the figures are what went over the wire, and every failed check is counted by name.
+bookmark). Generated bodies also carry what a client may send but no store can hold: about one
+body in four has a lone UTF-16 surrogate (`"\\ud800"`, valid JSON syntax, not Unicode) put into
+one of its strings or keys (`lone_surrogates`, a `flatmap_body` hook; hypothesis's own text never
+draws them), so the edge's 400 for them is fuzzed too. Every request is counted by route and
+status as it is sent (an `after_call` hook), so the figures are what went over the wire, and
+every failed check is counted by name.
 
 Used by `scripts/fuzz.py` (`make fuzz`) and by tests/e2e/test_fuzz.py (a bounded run in CI).
 """
@@ -19,9 +23,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypothesis import strategies as st
+
 CHECKS = ("not_a_server_error", "response_schema_conformance")
 USERS = ("alice", "carol", "ops")
 PHASES = ("examples", "coverage", "fuzzing", "stateful")
+LONE_SURROGATES = ("\ud800", "\udbff", "\udc00", "\udfff")
 
 
 @dataclass
@@ -33,6 +40,8 @@ class FuzzReport:
     statuses: Counter[int] = field(default_factory=Counter)
     by_user: Counter[str] = field(default_factory=Counter)
     by_phase: Counter[str] = field(default_factory=Counter)
+    lone_surrogates: int = 0
+    """Requests whose body carried a lone surrogate (see `lone_surrogates`)."""
     links: Counter[str] = field(default_factory=Counter)
     """Links followed by the stateful phase (`POST /jobs -> 202 -> GetJob -> ...`)."""
     failures: Counter[str] = field(default_factory=Counter)
@@ -57,6 +66,7 @@ class FuzzReport:
             "by user:   " + ", ".join(f"{u} {n}" for u, n in sorted(self.by_user.items())),
             "by phase:  " + ", ".join(f"{p} {n}" for p, n in sorted(self.by_phase.items())),
             "by status: " + ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items())),
+            f"bodies with a lone surrogate: {self.lone_surrogates}",
             "by route:",
             *(f"  {n:6d}  {route}" for route, n in sorted(self.requests.items())),
             f"links followed (stateful): {sum(self.links.values())}",
@@ -77,6 +87,63 @@ def _version() -> str:
     import schemathesis
 
     return schemathesis.__version__
+
+
+def _strings(body: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Where `body`'s strings are: a path to each string value, and `(*path, key, None)` for a
+    key (so a key can be altered too)."""
+    if isinstance(body, str):
+        return [path]
+    found: list[tuple[Any, ...]] = []
+    if isinstance(body, dict):
+        for key, child in body.items():
+            found += [(*path, key, None), *_strings(child, (*path, key))]
+    elif isinstance(body, list):
+        for index, child in enumerate(body):
+            found += _strings(child, (*path, index))
+    return found
+
+
+def _inject(body: Any, where: tuple[Any, ...], lone: str, at: int) -> Any:
+    """A copy of `body` with `lone` put at character `at` of the string (or key) `where`."""
+    if not where:
+        return body[:at] + lone + body[at:]
+    if isinstance(body, dict):
+        head = where[0]
+        if len(where) == 2 and where[1] is None:  # the key itself
+            return {(head[:at] + lone + head[at:] if k == head else k): v for k, v in body.items()}
+        return {**body, head: _inject(body[head], where[1:], lone, at)}
+    copied = list(body)
+    copied[where[0]] = _inject(body[where[0]], where[1:], lone, at)
+    return copied
+
+
+def lone_surrogates(context: Any, body: Any) -> st.SearchStrategy[Any]:
+    """schemathesis `flatmap_body` hook: about one body in four, a lone surrogate in one of its
+    strings or keys; the others unchanged (the budget, examples per operation, is the same)."""
+    places = _strings(body)
+    if not places:
+        return st.just(body)
+    return st.tuples(
+        st.integers(0, 3),
+        st.sampled_from(places),
+        st.sampled_from(LONE_SURROGATES),
+        st.integers(0, 8),
+    ).map(lambda d: body if d[0] else _inject(body, d[1], d[2], d[3]))
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_lone_surrogate(item) for item in value)
+    return False
 
 
 def config_for(
@@ -130,6 +197,8 @@ def run_as(
         report.statuses[response.status_code] += 1
         report.by_user[user] += 1
         report.by_phase[phase_now[0]] += 1
+        if has_lone_surrogate(case.body):
+            report.lone_surrogates += 1
         if response.status_code >= 500:
             report.server_errors.append(
                 f"{user}: {case.method} {case.formatted_path} → "
@@ -137,6 +206,7 @@ def run_as(
             )
 
     schema.hooks.register_hook_with_name(after_call, "after_call")
+    schema.hooks.register_hook_with_name(lone_surrogates, "flatmap_body")
     for event in from_schema(schema).execute():
         if isinstance(event, events.PhaseStarted):
             phase_now[0] = event.phase.name.value

@@ -81,6 +81,13 @@ class StoreUnavailableError(LeaseholdError):
     code = "store_unavailable"
 
 
+class StoreRefusedError(LeaseholdError):
+    """DynamoDB or SQS refused the request as sent (a ValidationException, an item over 400 KB):
+    nothing was written, a retry would be refused again (HTTP 400; never retried)."""
+
+    code = "invalid_request"
+
+
 class StepError(LeaseholdError):
     """A step failed. In a step with an external effect the engine assumes the effect's outcome
     is uncertain (the job becomes `unknown`) unless the kind says `effect_settled=True`: it knows

@@ -17,6 +17,7 @@ from leasehold.domain.errors import (
     ForbiddenError,
     JobNotFoundError,
     LeaseholdError,
+    StoreRefusedError,
     StoreUnavailableError,
     UnauthenticatedError,
     ValidationError,
@@ -24,7 +25,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
 from leasehold.handlers.wiring import metrics, runtime, trim_log_context
-from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of
+from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of, require_text
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 
@@ -33,6 +34,7 @@ logger = Logger(service="leasehold")
 
 STATUS_BY_ERROR: list[tuple[type[LeaseholdError], int]] = [
     (ValidationError, 400),
+    (StoreRefusedError, 400),
     (UnauthenticatedError, 401),
     (ForbiddenError, 403),
     (JobNotFoundError, 404),
@@ -64,12 +66,20 @@ def _on_leasehold_error(error: LeaseholdError) -> Response:
             headers = {"Retry-After": "2"} if status == 503 else None
             if status >= 500:
                 logger.warning("dependency unavailable", extra={"detail": str(error)})
+            elif isinstance(error, StoreRefusedError):  # the request, or a bug: say which code
+                logger.warning("the store refused the request", extra={"detail": str(error)})
             return _envelope(status, error.code, str(error), headers)
     logger.exception("unmapped leasehold error")
     return _envelope(500, "internal_error", "something went wrong; nothing is promised")
 
 
 def _on_no_route(_: NotFoundError) -> Response:
+    # No route's pattern matches a path segment holding a lone surrogate (it is no `\w`): such
+    # a path is not text at all, so it is the request that is wrong (400), not the route (404).
+    try:
+        require_text(str(app.current_event.raw_event.get("rawPath") or ""), "the path")
+    except ValidationError as error:
+        return _envelope(400, error.code, str(error))
     return _envelope(404, "not_found", "no such route")
 
 

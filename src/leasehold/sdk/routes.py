@@ -29,6 +29,8 @@ def caller_of(event: Mapping[str, Any]) -> Owner:
     tenant = claims.get("custom:tenant")
     if not user or not tenant:
         raise UnauthenticatedError("a signed-in user with a tenant is required")
+    if _lone_surrogate(str(user)) is not None or _lone_surrogate(str(tenant)) is not None:
+        raise UnauthenticatedError("the caller's identity is not Unicode text")
     groups = claims.get("cognito:groups") or ""
     if isinstance(groups, str):
         groups = groups.strip("[]").replace(",", " ").split()
@@ -36,36 +38,85 @@ def caller_of(event: Mapping[str, Any]) -> Owner:
 
 
 def body_of(event: Mapping[str, Any], *, required: bool = True) -> Any:
-    """The request's JSON body: 400 when it is missing (if required), too large, not JSON, or
-    nested too deeply to parse."""
+    """The request's JSON body: 400 when it is missing (if required), too large, not JSON (an
+    RFC 8259 document: no `NaN`, no `Infinity`, no number past a double's range), nested too
+    deeply to parse, or when a string in it (a value or a key) is not text DynamoDB can store
+    and JSON can carry — a lone UTF-16 surrogate, `"\\ud800"`, is valid JSON syntax but not
+    Unicode: it cannot be encoded as UTF-8, so no store request or answer could hold it."""
     raw = event.get("body")
     if raw is None or raw == "":
         if required:
             raise ValidationError("a JSON body is required")
         return None
-    data = base64.b64decode(raw) if event.get("isBase64Encoded") else str(raw).encode()
+    if event.get("isBase64Encoded"):
+        data = base64.b64decode(raw)
+    else:
+        text = str(raw)
+        if _lone_surrogate(text) is not None:
+            raise ValidationError("the body is not UTF-8 text", code="malformed_json")
+        data = text.encode()
     if len(data) > MAX_BODY_BYTES:
         raise ValidationError(f"the body is larger than {MAX_BODY_BYTES} bytes", code="too_large")
     try:
-        return json.loads(data, parse_constant=_not_json, parse_float=_finite)
+        value = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError("the body is not valid JSON", code="malformed_json") from exc
     except RecursionError as exc:  # a body nested thousands deep: not one of ours
         raise ValidationError("the body is nested too deeply", code="malformed_json") from exc
-
-
-def _not_json(constant: str) -> Any:
-    """`NaN`, `Infinity` and `-Infinity`: Python's json reads them, JSON has no such values (and
-    a NaN passes every `minimum`/`maximum` of a schema)."""
-    raise ValueError(f"{constant} is not a JSON value")
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float, refused when it overflows to infinity (`1e400`)."""
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"{text[:32]} is too large a number")
+    _check_json_text(value)
     return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):  # 1e999: a double cannot hold it, JSON cannot write it back
+        raise ValueError(f"{literal} is out of range")
+    return number
+
+
+def _lone_surrogate(text: str) -> int | None:
+    """The index of the first lone surrogate in `text` (None when it is text)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def require_text(value: str, where: str) -> str:
+    """`value` itself, when it is Unicode text (400 naming `where` when it holds a lone
+    surrogate, which neither DynamoDB nor a UTF-8 answer can carry)."""
+    at = _lone_surrogate(value)
+    if at is not None:
+        raise ValidationError(
+            f"{where} is not Unicode text (a lone surrogate \\u{ord(value[at]):04x} at "
+            f"character {at})"
+        )
+    return value
+
+
+def _check_json_text(value: Any) -> None:
+    """Every string of a parsed body, keys too, is text; the message names the first one that
+    is not by its path (`'payload.steps[0].name'`). Iterative: as deep as json.loads went."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            require_text(item, f"'{path}'" if path else "the body")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                where = f"{path}.{key}" if path else str(key)
+                if _lone_surrogate(key) is not None:
+                    require_text(key, f"a key in '{path}'" if path else "a key of the body")
+                stack.append((child, where))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
 
 
 def header_of(event: Mapping[str, Any], name: str) -> str | None:
@@ -73,14 +124,14 @@ def header_of(event: Mapping[str, Any], name: str) -> str | None:
     headers = event.get("headers") or {}
     for key, value in headers.items():
         if key.lower() == name.lower():
-            return str(value)
+            return require_text(str(value), f"the {name} header")
     return None
 
 
 def query_of(event: Mapping[str, Any], name: str) -> str | None:
     """A query-string parameter."""
     value = (event.get("queryStringParameters") or {}).get(name)
-    return None if value is None else str(value)
+    return None if value is None else require_text(str(value), f"'{name}'")
 
 
 def respond(status: int, body: Any = None, headers: Mapping[str, str] | None = None) -> Response:
@@ -122,4 +173,12 @@ class Routes(APIGatewayHttpRouter):
         return query_of(self.current_event.raw_event, name)
 
 
-__all__ = ["Routes", "body_of", "caller_of", "header_of", "query_of", "respond"]
+__all__ = [
+    "Routes",
+    "body_of",
+    "caller_of",
+    "header_of",
+    "query_of",
+    "require_text",
+    "respond",
+]

@@ -1,10 +1,28 @@
-"""One function turns AWS client failures into leasehold errors."""
+"""One function turns AWS client failures into leasehold errors. Every error code has a class:
+
+- the store refused the request *as sent* (`REFUSED_CODES`: a `ValidationException` — an item
+  over 400 KB, a key too long —, an item collection full, a message SQS will not take):
+  `StoreRefusedError`, never retried, a 400 at the API;
+- anything else — throttling, internal errors, and also access denied, a missing table or queue,
+  a KMS key disabled, expired credentials, a code no one listed: `StoreUnavailableError`, a 503
+  at the API (nothing is promised; an operator may have to act before a retry succeeds)."""
 
 from __future__ import annotations
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.domain.errors import LeaseholdError, StoreUnavailableError
+from leasehold.domain.errors import LeaseholdError, StoreRefusedError, StoreUnavailableError
+
+REFUSED_CODES = frozenset(
+    {
+        "ValidationException",
+        "ItemCollectionSizeLimitExceededException",
+        "InvalidMessageContents",
+        "BatchRequestTooLong",
+        "MessageTooLong",
+        "AWS.SimpleQueueService.MessageTooLong",
+    }
+)
 
 _UNAVAILABLE_CODES = frozenset(
     {
@@ -33,9 +51,11 @@ def translate(exc: Exception) -> LeaseholdError:
     """Map a boto error to a leasehold error; callers `raise translate(exc) from exc`."""
     if isinstance(exc, ClientError):
         code = error_code(exc)
+        if code in REFUSED_CODES:
+            return StoreRefusedError(f"the store refused the request as sent ({code})")
         if code in _UNAVAILABLE_CODES:
             return StoreUnavailableError(f"the store is unavailable ({code}); nothing was promised")
-        return LeaseholdError(f"unexpected store error {code}")
+        return StoreUnavailableError(f"the store failed ({code or 'no code'}); nothing promised")
     if isinstance(exc, BotoCoreError):
         return StoreUnavailableError(f"the store did not answer ({type(exc).__name__})")
     return LeaseholdError(str(exc))

@@ -9,8 +9,9 @@ failure is classified in one place (arch §3.9, STYLE #5):
   jitter a bounded number of times, then `StoreUnavailableError`;
 - throttles, internal errors and timeouts of single requests are retried by botocore's standard
   mode (see handlers/wiring.py), then `StoreUnavailableError`;
-- anything else (a `ValidationError`, an item over 400 KB) is a `LeaseholdError`: a bug, never
-  mistaken for "try again".
+- a request the store refuses as sent (a `ValidationException`, an item over 400 KB) is a
+  `StoreRefusedError` (a 400 at the API), never mistaken for "try again"; any other code
+  (access denied, a missing table, one not listed) is `StoreUnavailableError` (store/errors.py).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from leasehold_dev.local.invoke import Handler, LocalContext
+from leasehold_dev.local.listen import LISTEN_BACKLOG
 from leasehold_dev.local.template import Route
 
 DEMO_USERS: dict[str, dict[str, str]] = {
@@ -77,6 +78,10 @@ def build_event(
     return event
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+
+
 class Gateway:
     def __init__(
         self,
@@ -110,7 +115,7 @@ class Gateway:
                     return self._serve
                 raise AttributeError(name)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), _RequestHandler)
+        self.server = _Server(("127.0.0.1", port), _RequestHandler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(

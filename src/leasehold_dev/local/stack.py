@@ -182,6 +182,7 @@ def start_moto() -> tuple[Any, str]:
         moto_serving,
         moto_transactions,
     )
+    from leasehold_dev.local.listen import LISTEN_BACKLOG
 
     moto_transactions.install()
     moto_serving.install()
@@ -218,6 +219,7 @@ def start_moto() -> tuple[Any, str]:
                 True,
                 request_handler=moto_serving.KeepAliveRequestHandler,
             )
+            self._server.socket.listen(LISTEN_BACKLOG)  # werkzeug's is 128: say how many
             self._server_ready_event.set()
             self._server.serve_forever()
 
