@@ -16,9 +16,11 @@ from leasehold import (
     KindDefinitionError,
     KindLoadError,
     Owner,
+    SettingError,
     Step,
     StepContext,
     ValidationError,
+    int_setting,
 )
 from leasehold.domain.job import Checkpoint, new_job
 from leasehold.sdk.engine_kind import EngineKind
@@ -245,6 +247,28 @@ def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     _module(
         tmp_path,
+        "sdk_helper_config",
+        """
+        from leasehold import at_cold_start, setting
+        @at_cold_start
+        def check():
+            setting("SDK_TEST_HELPER_SETTING")
+        """,
+    )
+    _module(
+        tmp_path,
+        "sdk_uses_helper",
+        """
+        import sdk_helper_config
+        from leasehold import Kind
+        helped = Kind("helped")
+        @helped.step()
+        def go(ctx, payload):
+            return None
+        """,
+    )
+    _module(
+        tmp_path,
         "sdk_badschema",
         "from leasehold import Kind\nbad = Kind('bad', schema={'type': 'strin'})\n",
     )
@@ -291,6 +315,43 @@ def test_cold_start_checks_run_only_for_the_modules_loaded_and_can_be_skipped(
     load_kinds("sdk_good")  # sdk_unset's check is not sdk_good's
     monkeypatch.setenv("SDK_TEST_SETTING_NOBODY_SETS", "set")
     assert set(load_kinds("sdk_unset").kinds) == {"needs"}
+
+
+def test_a_check_in_a_helper_module_the_kinds_module_imports_runs_too(modules: Path) -> None:
+    for _ in range(2):  # the second load finds both modules imported already
+        with pytest.raises(KindLoadError, match="module 'sdk_uses_helper' refused to start"):
+            load_kinds("sdk_uses_helper")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_payload_bytes": 0}, "max_payload_bytes"),
+        ({"max_payload_bytes": 10**6}, "max_payload_bytes"),
+        ({"max_payload_bytes": True}, "max_payload_bytes"),
+        ({"submittable": "no"}, "submittable"),
+        ({"max_attempts": 11}, "max_attempts"),
+    ],
+)
+def test_kind_options_are_checked_where_they_are_declared(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(KindDefinitionError, match=message):
+        Kind("optioned", **options)
+
+
+def test_a_non_numeric_step_timeout_is_a_definition_error() -> None:
+    with pytest.raises(KindDefinitionError, match="timeout_seconds"):
+        Kind("timed").step("s", timeout_seconds="soon")(_noop)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("raw", ["2.9", "inf", "1e3", "ten", ""])
+def test_an_integer_setting_is_an_integer(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SDK_TEST_INT", raw)
+    with pytest.raises(SettingError, match="SDK_TEST_INT"):
+        int_setting("SDK_TEST_INT")
+    monkeypatch.setenv("SDK_TEST_INT", " 42 ")
+    assert int_setting("SDK_TEST_INT") == 42
 
 
 def test_module_names_keep_order_and_drop_repeats() -> None:

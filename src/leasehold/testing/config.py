@@ -163,7 +163,11 @@ def resolve_kinds(
             )
     if not found:
         raise KindLoadError("a testbed needs at least one kind")
-    kinds = {name: WatchedKind(kind, crashes) for name, (kind, _) in found.items()}
+    longest_ms = int(max_step_seconds * 1000)
+    kinds = {
+        name: WatchedKind(kind, crashes, max_step_ms=longest_ms)
+        for name, (kind, _) in found.items()
+    }
     return kinds, tuple(routes)
 
 

@@ -118,8 +118,8 @@ class _CrashingLedger(OperationLedger):
 class WatchedKind(EngineKind):
     """A user's kind as the testbed's workers run it: the same steps, with the crash points."""
 
-    def __init__(self, kind: Kind, crashes: Crashes) -> None:
-        super().__init__(kind)
+    def __init__(self, kind: Kind, crashes: Crashes, *, max_step_ms: int | None = None) -> None:
+        super().__init__(kind, max_step_ms=max_step_ms)
         self._crashes = crashes
 
     def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: Any) -> Any:
