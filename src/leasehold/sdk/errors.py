@@ -36,7 +36,9 @@ class FatalError(FatalStepError):
 
     The job ends `failed` with `stop_reason` `handler_error` and `error.message` set to this
     message; nothing is retried. `code` becomes the job's `error.code` (default
-    `handler_error`)."""
+    `handler_error`). In an effect step whose provider can be asked, the operation stays open
+    and the step is tried again to learn what happened unless `effect_settled=True` says the
+    provider did nothing."""
 
     def __init__(
         self, message: str, *, code: str | None = None, effect_settled: bool = False
