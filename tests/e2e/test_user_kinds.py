@@ -5,15 +5,13 @@ SDK as a newcomer meets it."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.localstack import ROOT, LocalStackProcess
-from tests.support.resources import TEMPLATE
+from tests.support.localstack import ROOT, LocalStackProcess, local_up_command
 
 pytestmark = pytest.mark.e2e
 
@@ -147,23 +145,7 @@ def test_a_kinds_module_that_cannot_be_imported_stops_the_stack_at_start(
 ) -> None:
     # Given --kinds naming a module that does not exist beside the user's real one
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "leasehold_dev.cli",
-            "local",
-            "up",
-            "--port",
-            "0",
-            "--workers",
-            "0",
-            "--state",
-            str(tmp_path / "stack.json"),
-            "--template",
-            str(TEMPLATE),
-            "--kinds",
-            "myjobs.kinds,myjobs.missing",
-        ],
+        local_up_command(tmp_path / "stack.json", kinds="myjobs.kinds,myjobs.missing"),
         capture_output=True,
         text=True,
         timeout=90,

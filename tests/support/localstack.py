@@ -21,6 +21,26 @@ from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import ROOT, TEMPLATE
 
 
+def local_up_command(state: Path, *, workers: int = 0, kinds: str | None = None) -> list[str]:
+    """`leasehold local up` on any free port with this checkout's template, as a user runs it."""
+    return [
+        sys.executable,
+        "-m",
+        "leasehold_dev.cli",
+        "local",
+        "up",
+        "--port",
+        "0",
+        "--workers",
+        str(workers),
+        "--state",
+        str(state),
+        "--template",
+        str(TEMPLATE),
+        *(["--kinds", kinds] if kinds is not None else []),
+    ]
+
+
 class LocalStackProcess:
     def __init__(
         self,
@@ -45,22 +65,7 @@ class LocalStackProcess:
             )
         self.env = env
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "leasehold_dev.cli",
-                "local",
-                "up",
-                "--port",
-                "0",
-                "--workers",
-                str(workers),
-                "--state",
-                str(self.state),
-                "--template",
-                str(TEMPLATE),
-                *(["--kinds", kinds] if kinds is not None else []),
-            ],
+            local_up_command(self.state, workers=workers, kinds=kinds),
             stdout=subprocess.PIPE,
             stderr=self.log.open("wb"),
             cwd=workdir,
@@ -160,4 +165,4 @@ def _drain(stream: IO[bytes], path: Path) -> None:
             sink.write(chunk)
 
 
-__all__ = ["ROOT", "LocalStackProcess"]
+__all__ = ["ROOT", "LocalStackProcess", "local_up_command"]

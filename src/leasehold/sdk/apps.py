@@ -30,7 +30,13 @@ from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.sdk.context import Operation, StepContext
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.kind import CAPABILITIES, Kind
-from leasehold.service.jobs import check_idempotency_key, job_spec, new_job_for, parse_limit
+from leasehold.service.jobs import (
+    check_idempotency_key,
+    job_request,
+    job_spec,
+    new_job_for,
+    parse_limit,
+)
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.controls import transact_closing_job as _transact_closing_job
 from leasehold.store.guards import new_job_writes
@@ -183,13 +189,13 @@ def job_writes(
     if idempotency_key is not None and job_id is not None:
         raise ValueError("give a job_id or an idempotency_key, not both")
     check_idempotency_key(idempotency_key)
-    body: dict[str, Any] = {"kind": engine_kind.name, "payload": dict(payload)}
-    if budget is not None:
-        body["budget"] = dict(budget)
-    if deadline_seconds is not None:
-        body["deadline_seconds"] = deadline_seconds
-    if max_attempts is not None:
-        body["max_attempts"] = max_attempts
+    body = job_request(
+        engine_kind.name,
+        payload,
+        budget=budget,
+        deadline_seconds=deadline_seconds,
+        max_attempts=max_attempts,
+    )
     spec, _ = job_spec(body, {engine_kind.name: engine_kind}, DEFAULT_MAX_ATTEMPTS)
     now = SystemClock().now_ms() if now_ms is None else now_ms
     fp_hash = None

@@ -117,6 +117,26 @@ class JobService:
         return job_view(job, self._kinds)
 
 
+def job_request(
+    kind: str,
+    payload: Mapping[str, Any],
+    *,
+    budget: Mapping[str, int] | None = None,
+    deadline_seconds: int | None = None,
+    max_attempts: int | None = None,
+) -> dict[str, Any]:
+    """The `POST /jobs` body of these arguments (the fields left out take their defaults), for
+    the callers that submit in code rather than over HTTP."""
+    body: dict[str, Any] = {"kind": kind, "payload": dict(payload)}
+    if budget is not None:
+        body["budget"] = dict(budget)
+    if deadline_seconds is not None:
+        body["deadline_seconds"] = deadline_seconds
+    if max_attempts is not None:
+        body["max_attempts"] = max_attempts
+    return body
+
+
 def job_spec(
     body: Any, kinds: Mapping[str, JobKind], default_max_attempts: int
 ) -> tuple[JobSpec, JobKind]:

@@ -17,7 +17,7 @@ from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.job import Job, Owner
 from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.sdk.apps import Engine
-from leasehold.service.jobs import JobService
+from leasehold.service.jobs import JobService, job_request
 from leasehold.service.kinds import JobKind
 from leasehold.service.ops import OpsService
 from leasehold.service.sweeper import sweep
@@ -244,13 +244,13 @@ class LeaseholdTestbed:
         the API's `ValidationError`); returns the job id (the same one again for a repeated
         `idempotency_key`). The job is `queued`; nothing runs until `run_until_idle`."""
         self._ready()
-        body: dict[str, Any] = {"kind": kind, "payload": dict(payload)}
-        if budget is not None:
-            body["budget"] = dict(budget)
-        if deadline_seconds is not None:
-            body["deadline_seconds"] = deadline_seconds
-        if max_attempts is not None:
-            body["max_attempts"] = max_attempts
+        body = job_request(
+            kind,
+            payload,
+            budget=budget,
+            deadline_seconds=deadline_seconds,
+            max_attempts=max_attempts,
+        )
         return self._api.accept(owner or self.owner, body, idempotency_key).job_id
 
     def approve(self, job_id: str) -> dict[str, Any]:
