@@ -141,8 +141,15 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
     roles = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
     assert set(roles) == {"ApiRole", "RelayRole", "WorkerRole", "SweeperRole"}
     extra = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Policy"}
-    assert set(extra) == {"WorkerHostedPlannerKeyPolicy"}
+    assert set(extra) == {"WorkerHostedPlannerKeyPolicy", "TableKeyUsePolicy"}
     assert extra["WorkerHostedPlannerKeyPolicy"]["Properties"]["Roles"] == [{"Ref": "WorkerRole"}]
+    # Only with TableKmsKeyArn: every role may use that one key, through DynamoDB only.
+    table_key = extra["TableKeyUsePolicy"]
+    assert table_key["Condition"] == "HasTableKey"
+    assert sorted(r["Ref"] for r in table_key["Properties"]["Roles"]) == sorted(roles)
+    (statement,) = table_key["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Resource"] == {"Ref": "TableKmsKeyArn"}
+    assert "kms:ViaService" in statement["Condition"]["StringEquals"]
     policies = [(name, p) for name, role in roles.items() for p in role["Properties"]["Policies"]]
     policies += [("WorkerRole", {"PolicyDocument": p["Properties"]["PolicyDocument"]})
                  for p in extra.values()]  # fmt: skip
