@@ -74,7 +74,9 @@ def _keys(client: Any) -> set[str]:
     return {item["k"]["S"] for item in client.scan(TableName="t")["Items"]}
 
 
-@pytest.mark.parametrize(("code", "applied"), [("crash-before", {"1"}), ("crash-after", {"1", "2"})])
+@pytest.mark.parametrize(
+    ("code", "applied"), [("crash-before", {"1"}), ("crash-after", {"1", "2"})]
+)
 def test_the_nth_call_crashes_before_or_after_the_store_applied_it(
     moto: None, code: str, applied: set[str]
 ) -> None:
@@ -119,9 +121,7 @@ with mock_aws():
 
 
 @pytest.mark.parametrize("code", ["crash-before", "crash-after"])
-def test_by_default_the_process_exits_as_a_kill_would(
-    aws_env: None, code: str
-) -> None:
+def test_by_default_the_process_exits_as_a_kill_would(aws_env: None, code: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(SCRIPT), f"dynamodb.PutItem:{code}@2"],
         capture_output=True,

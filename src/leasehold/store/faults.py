@@ -169,6 +169,7 @@ class FaultInjector:
         self._used: dict[FaultRule, int] = {}
         self._calls: dict[str, int] = {}
         self.injected: dict[str, int] = {}
+        self._crash_mark = f"leasehold_fault_crash_{id(self)}"  # its own: clients may have two
         self.use(plan)
 
     def use(self, plan: FaultPlan) -> None:
@@ -204,7 +205,7 @@ class FaultInjector:
         if rule.code == CRASH_BEFORE:
             self._crash(where)
         elif context is not None:
-            context["leasehold_fault_crash"] = where
+            context[self._crash_mark] = where
 
     def _draw(self, operation: str) -> FaultRule | None:
         with self._lock:
@@ -238,7 +239,7 @@ class FaultInjector:
 
     def after_call(self, http_response: Any, parsed: Any, model: Any, **kwargs: Any) -> None:
         context = kwargs.get("context") or {}
-        crash = context.pop("leasehold_fault_crash", None)
+        crash = context.pop(self._crash_mark, None)
         if crash is not None:
             context.pop("leasehold_fault_response_lost", None)
             self._crash(crash)
