@@ -26,13 +26,15 @@ DOCUMENT_KEY = f"tenants/{DEFAULT_OWNER.tenant}/documents/rechnung.txt"
 
 
 def _synthetic(name: str, *steps: dict[str, Any], unknown: bool = False) -> Scenario:
+    effects = frozenset(i for i, step in enumerate(steps) if step.get("effect"))
+
     def build() -> tuple[list[Any], Side]:
         return [synthetic], Side()
 
     def start(tb: LeaseholdTestbed, side: Side) -> str:
         return tb.submit("synthetic", {"steps": list(steps)})
 
-    return Scenario(name, build, start, may_end_unknown=unknown)
+    return Scenario(name, build, start, may_end_unknown=unknown, effect_steps=effects)
 
 
 class _Fetches:

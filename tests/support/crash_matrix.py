@@ -138,6 +138,8 @@ class Scenario:
     """The job's effect has no way to learn a lost outcome (capability `none`)."""
     settings: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    effect_steps: frozenset[int] = frozenset()
+    """Steps whose every run is a side effect no provider can deduplicate (a bare effect)."""
     may_fail: Callable[[AtCrash | None, dict[str, Any]], bool] = lambda crashed, view: False
     """Whether ending `failed` is the kind's right answer to this crash (the job's view)."""
 
@@ -251,6 +253,9 @@ def _check(
             problems.append(f"step {index} ran {count} times though it was checkpointed")
     if sum(count - 1 for count in by_step.values()) > (1 if point is not None else 0):
         problems.append(f"steps re-ran: {by_step}")
+    for index in scenario.effect_steps:
+        if by_step.get(index, 0) > 1:
+            problems.append(f"effect step {index} ran {by_step[index]} times")
     if any(count > 1 for count in charges.values()):
         problems.append(f"charged more than once: {charges}")
     if outcome.effects > outcome.step_runs and outcome.effects > 1:
