@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz
+.PHONY: setup demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz crash-matrix
 
 setup: $(STAMP)
 
@@ -109,6 +109,11 @@ clean:
 # Break each guarantee once in a temporary copy and run the suite: every mutant must be killed.
 mutants: setup
 	$(BIN)/python scripts/mutants.py
+
+# A job of every kind crashed before and after every store call its worker makes, recovered and
+# checked (in-process on moto, ~1 min); writes docs/crash-matrix.md. make test runs a quarter.
+crash-matrix: setup
+	$(BIN)/python scripts/crash_matrix.py
 
 # A thousand jobs over HTTP while workers are killed and store faults are injected (local stack).
 soak: setup

@@ -20,14 +20,32 @@ times (`=1@2`: the next two calls fail). `Operation` may be `*`. Error codes:
   applied; botocore retries it if its rules say so;
 - `ReadTimeout`: the request **is applied**, then the answer is lost (a `ReadTimeoutError`):
   the case of a commit whose answer never arrived.
+
+A crash rule kills the process at one call instead: `service.Operation:crash-before@N` or
+`service.Operation:crash-after@N` (`@N` defaults to `@1`), e.g.
+`dynamodb.TransactWriteItems:crash-after@3`. N counts that client's API calls of `Operation`
+(every operation with `*`) since the rule was installed, one per call whatever botocore's
+retries did. At the N-th, the process exits with `os._exit(137)` as a `kill -9` would — no
+`finally`, no flushed buffer, no message deleted:
+
+- `crash-before`: before the call is sent; nothing of it reaches the store;
+- `crash-after`: once its answer arrived (success or error): the store applied it, the answer
+  is discarded.
+
+Each crash rule fires once. `LEASEHOLD_FAULTS` is read by every function of a stack: give a
+crash rule to the process meant to die (a worker's environment). Tests pass their own `crash`
+callable to `install_faults` (raise a BaseException instead of exiting).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,9 +61,17 @@ INJECTED_MARK = "leasehold_fault_injected"
 _SERVER_ERRORS = frozenset(
     {"InternalServerError", "InternalError", "InternalFailure", "ServiceUnavailable"}
 )
+CRASH_BEFORE = "crash-before"
+CRASH_AFTER = "crash-after"
+CRASH_EXIT_CODE = 137
+"""What a crash rule's process exits with: 128 + SIGKILL, as if it had been killed."""
 _RULE = re.compile(
     r"^(?P<service>[a-z0-9-]+)\.(?P<operation>\*|[A-Za-z]+):(?P<code>[A-Za-z.]+)"
     r"=(?P<probability>[0-9]*\.?[0-9]+)(?:@(?P<limit>[0-9]+))?$"
+)
+_CRASH_RULE = re.compile(
+    r"^(?P<service>[a-z0-9-]+)\.(?P<operation>\*|[A-Za-z]+):(?P<code>crash-(?:before|after))"
+    r"(?:@(?P<nth>[0-9]+))?$"
 )
 
 
@@ -60,6 +86,12 @@ class FaultRule:
     code: str
     probability: float
     limit: int | None = None
+    nth: int | None = None
+    """A crash rule's call: the N-th of the operation (None for an error rule)."""
+
+    @property
+    def is_crash(self) -> bool:
+        return self.code in {CRASH_BEFORE, CRASH_AFTER}
 
     def applies_to(self, service: str, operation: str) -> bool:
         return self.service == service and self.operation in {"*", operation}
@@ -77,10 +109,20 @@ class FaultPlan:
             text = raw.strip()
             if not text:
                 continue
+            crash = _CRASH_RULE.fullmatch(text)
+            if crash:
+                nth = int(crash["nth"] or 1)
+                if nth < 1:
+                    raise FaultSpecError(f"fault rule {text!r}: the call to crash at is @1 or more")
+                rules.append(
+                    FaultRule(crash["service"], crash["operation"], crash["code"], 1.0, 1, nth)
+                )
+                continue
             found = _RULE.fullmatch(text)
             if not found:
                 raise FaultSpecError(
                     f"fault rule {text!r} is not service.Operation:ErrorCode=probability"
+                    " or service.Operation:crash-before|crash-after@N"
                 )
             probability = float(found["probability"])
             if not 0.0 <= probability <= 1.0:
@@ -101,28 +143,74 @@ class FaultPlan:
         return bool(self.rules)
 
 
-class FaultInjector:
-    """Registered on one client's event system. Counts what it injected (tests read it)."""
+def exit_process(where: str) -> None:
+    """A crash rule's default: die at once, as a kill would (no cleanup, no flush but this)."""
+    sys.stderr.write(f"leasehold: injected crash {where}: exiting {CRASH_EXIT_CODE}\n")
+    sys.stderr.flush()
+    os._exit(CRASH_EXIT_CODE)
 
-    def __init__(self, plan: FaultPlan, service: str, rng: random.Random | None = None) -> None:
+
+class FaultInjector:
+    """Registered on one client's event system. Counts what it injected (tests read it).
+    `crash(where)` is what a crash rule does (default: exit the process)."""
+
+    def __init__(
+        self,
+        plan: FaultPlan,
+        service: str,
+        rng: random.Random | None = None,
+        crash: Callable[[str], None] = exit_process,
+    ) -> None:
         self._service = service
         self._rng = rng or random.Random()
+        self._crash = crash
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
         self._used: dict[FaultRule, int] = {}
+        self._calls: dict[str, int] = {}
         self.injected: dict[str, int] = {}
+        self._crash_mark = f"leasehold_fault_crash_{id(self)}"  # its own: clients may have two
         self.use(plan)
 
     def use(self, plan: FaultPlan) -> None:
-        """Replace the rules (an empty plan switches injection off)."""
+        """Replace the rules (an empty plan switches injection off); crash rules count the
+        calls from now on."""
         with self._lock:
             self._rules = [rule for rule in plan.rules if rule.service == self._service]
             self._used = {}
+            self._calls = {}
+
+    def _crash_due(self, operation: str) -> FaultRule | None:
+        """Count this call; the crash rule whose call it is, if any (each fires once)."""
+        with self._lock:
+            due = None
+            for key in (operation, "*"):
+                self._calls[key] = self._calls.get(key, 0) + 1
+            for rule in self._rules:
+                if not rule.is_crash or not rule.applies_to(self._service, operation):
+                    continue
+                if self._used.get(rule) or self._calls[rule.operation] != rule.nth:
+                    continue
+                if due is None:
+                    self._used[rule] = 1
+                    self.injected[f"{operation}:{rule.code}"] = 1
+                    due = rule
+            return due
+
+    def before_call(self, model: Any, context: Any = None, **kwargs: Any) -> None:
+        rule = self._crash_due(model.name)
+        if rule is None:
+            return
+        where = f"{rule.code} {self._service}.{model.name} #{rule.nth}"
+        if rule.code == CRASH_BEFORE:
+            self._crash(where)
+        elif context is not None:
+            context[self._crash_mark] = where
 
     def _draw(self, operation: str) -> FaultRule | None:
         with self._lock:
             for rule in self._rules:
-                if not rule.applies_to(self._service, operation):
+                if rule.is_crash or not rule.applies_to(self._service, operation):
                     continue
                 if rule.limit is not None and self._used.get(rule, 0) >= rule.limit:
                     continue
@@ -151,6 +239,10 @@ class FaultInjector:
 
     def after_call(self, http_response: Any, parsed: Any, model: Any, **kwargs: Any) -> None:
         context = kwargs.get("context") or {}
+        crash = context.pop(self._crash_mark, None)
+        if crash is not None:
+            context.pop("leasehold_fault_response_lost", None)
+            self._crash(crash)
         if context.pop("leasehold_fault_response_lost", False):
             raise ReadTimeoutError(endpoint_url=f"injected://{self._service}/{model.name}")
 
@@ -210,10 +302,17 @@ class _RawBody:
         yield self._data
 
 
-def install_faults(client: Any, plan: FaultPlan, rng: random.Random | None = None) -> FaultInjector:
-    """Attach the plan's rules for this client's service; returns the injector (its counts)."""
+def install_faults(
+    client: Any,
+    plan: FaultPlan,
+    rng: random.Random | None = None,
+    crash: Callable[[str], None] = exit_process,
+) -> FaultInjector:
+    """Attach the plan's rules for this client's service; returns the injector (its counts).
+    `crash`: what a crash rule does (default: exit the process with CRASH_EXIT_CODE)."""
     service = client.meta.service_model.service_name
-    injector = FaultInjector(plan, service, rng)
+    injector = FaultInjector(plan, service, rng, crash)
+    client.meta.events.register_first(f"before-call.{service}", injector.before_call)
     client.meta.events.register_first(f"before-send.{service}", injector.before_send)
     client.meta.events.register(f"after-call.{service}", injector.after_call)
     return injector
