@@ -62,6 +62,18 @@ def test_steps_register_in_declaration_order_and_names_are_unique() -> None:
         kind.step("second")(_noop)
 
 
+def test_a_bare_step_decorator_registers_the_step_too() -> None:
+    kind = Kind("bare")
+
+    @kind.step
+    def first(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    kind.step("second")(_noop)
+    assert [step.name for step in kind.steps] == ["first", "second"]
+    assert first({}, {}) == {}  # type: ignore[arg-type]  # still the function it decorated
+
+
 def test_a_kind_has_at_most_twenty_steps() -> None:
     kind = Kind("long")
     for index in range(20):

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Owner
@@ -226,6 +226,10 @@ class Kind:
         """Whether the kind can run anything: declared steps or a planner."""
         return bool(self._steps) or self._hooks.planner is not None
 
+    @overload
+    def step(self, name: F, /) -> F: ...
+
+    @overload
     def step(
         self,
         name: str | None = None,
@@ -234,10 +238,22 @@ class Kind:
         approval: bool = False,
         timeout_seconds: float = DEFAULT_STEP_TIMEOUT_SECONDS,
         effect: Effect | bool | None = None,
-    ) -> Callable[[F], F]:
-        """Register the decorated function `fn(ctx, payload) -> JSON` as the next step. Its
-        return value is saved in the checkpoint and read by later steps as
-        `ctx.outputs[name]` (the name defaults to the function's)."""
+    ) -> Callable[[F], F]: ...
+
+    def step(
+        self,
+        name: str | F | None = None,
+        *,
+        cost: int = 0,
+        approval: bool = False,
+        timeout_seconds: float = DEFAULT_STEP_TIMEOUT_SECONDS,
+        effect: Effect | bool | None = None,
+    ) -> Callable[[F], F] | F:
+        """Register the decorated function `fn(ctx, payload) -> JSON` as the next step
+        (`@kind.step()` or bare `@kind.step`). Its return value is saved in the checkpoint
+        and read by later steps as `ctx.outputs[name]` (the name defaults to the function's)."""
+        if callable(name):  # used bare: @kind.step
+            return self.step()(name)
 
         def register(fn: F) -> F:
             step = Step(
