@@ -23,6 +23,8 @@ pytestmark = pytest.mark.integration
 
 DROP = "drop"
 """A script entry: read the request, then close the connection without answering."""
+RUNAWAY = 30
+"""Past this many requests the server answers 599, which no client repeats."""
 
 
 @dataclass
@@ -68,7 +70,9 @@ class ScriptedApi:
                     json.loads(raw) if raw else None,
                 )
                 api.seen.append(seen)
-                if api.script is not None:
+                if len(api.seen) > RUNAWAY:  # a client that does not stop fails, not hangs
+                    answer: Answer | str = (599, {}, _envelope("runaway", "too many requests"))
+                elif api.script is not None:
                     answer = api.script(seen)
                 else:
                     answer = api.answers[min(len(api.seen), len(api.answers)) - 1]
@@ -238,7 +242,9 @@ def test_a_503_is_retried_a_bounded_number_of_times_waiting_retry_after(
 
 
 def test_a_503_that_persists_ends_after_the_retries_as_unavailable(api: ScriptedApi) -> None:
-    api.answers = [(503, {"Retry-After": "3600"}, _envelope("store_unavailable", "x"))]
+    # (after ten 503s the view: a client that kept retrying would get it, and fail here)
+    api.answers = [(503, {"Retry-After": "3600"}, _envelope("store_unavailable", "x"))] * 10
+    api.answers.append((200, {}, VIEW))
     client, slept = _client(api, retries=2, max_retry_after=4)
     with pytest.raises(ApiError.Unavailable):
         client.get("j_1")
@@ -247,7 +253,7 @@ def test_a_503_that_persists_ends_after_the_retries_as_unavailable(api: Scripted
 
 
 def test_without_retry_after_the_pause_is_a_bounded_full_jitter_backoff(api: ScriptedApi) -> None:
-    api.answers = [(503, {}, _envelope("store_unavailable", "x"))]
+    api.answers = [(503, {}, _envelope("store_unavailable", "x"))] * 10 + [(200, {}, VIEW)]
     client, slept = _client(api, retries=6)
     with pytest.raises(ApiError.Unavailable):
         client.get("j_1")
