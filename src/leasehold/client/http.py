@@ -136,14 +136,17 @@ class Client:
     def from_login(
         cls, base_url: str | None = None, *, session_file: str | None = None, **options: Any
     ) -> Client:
-        """A client with the token of `leasehold login`, refreshed when it expires (the login's
-        API URL unless `base_url` is given); `LoginExpired` when the session is over."""
+        """A client with the ID token of `leasehold login`, refreshed whenever it is about to
+        expire (to the login's API URL unless `base_url` is given). `session_file` overrides
+        where the session is kept (default: `$LEASEHOLD_SESSION`, else
+        `~/.config/leasehold/session.json`). When there is no session, or it has expired for
+        good, an `ApiError.Unauthenticated` says to run `leasehold login` (again)."""
         from pathlib import Path
 
         from leasehold.client.login import LoginSession
 
         session = LoginSession.load(Path(session_file) if session_file else None)
-        return cls(base_url or session.api_url, token=session.id_token, **options)
+        return cls(base_url or session.api_url, token=session.fresh_id_token, **options)
 
     def with_identity(self, *, user: str | None = None, token: str | None = None) -> Client:
         """The same client (URL, timeouts, connection pool) acting as another caller; with
