@@ -186,15 +186,15 @@ class Client:
         retry: bool = False,
         repeat_safe: bool | None = None,
     ) -> Reply:
-        """One request to `path` (relative to the base URL) with `body` as JSON (None: no
-        body); the answer whatever its status — nothing is raised for an error status. With
-        `retry`, throttling, 503s and connection failures are retried as the module docstring
-        says; `repeat_safe` overrides the guess (a GET, or a request with `Idempotency-Key`).
-        `ApiError.Unreachable` when no answer came."""
+        """One request to `path` (relative to the base URL) with `body` as JSON (bytes: sent
+        as they are; None: no body); the answer whatever its status — nothing is raised for an
+        error status. With `retry`, throttling, 503s and connection failures are retried as
+        the module docstring says; `repeat_safe` overrides the guess (a GET, or a request with
+        `Idempotency-Key`). `ApiError.Unreachable` when no answer came."""
         sent = self.headers()
         data: bytes | None = None
         if body is not None:
-            data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             sent["Content-Type"] = "application/json"
         sent.update(headers or {})
         if repeat_safe is None:
