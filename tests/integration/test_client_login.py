@@ -278,3 +278,26 @@ def test_a_command_with_the_logged_in_url_and_no_token_uses_the_session(
         assert second.headers["authorization"] == "Bearer given"
     finally:
         api.close()
+
+
+def test_login_reads_the_url_and_app_client_from_the_stack_outputs(
+    pool: dict[str, Any],
+    session_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import boto3
+
+    outputs = {"ApiUrl": {"Value": URL}, "UserPoolClientId": {"Value": pool["client_id"]}}
+    template = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}, "Outputs": outputs}
+    boto3.client("cloudformation", region_name=REGION).create_stack(
+        StackName="jobs", TemplateBody=json.dumps(template)
+    )
+    monkeypatch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
+    code = main(["login", "--stack", "jobs", "--region", REGION, "--username",
+                 "alice@example.com", "--password-stdin"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    kept = LoginSession.load()
+    assert (kept.api_url, kept.client_id) == (URL, pool["client_id"])
+    assert main(["login", "--stack", "nope", "--region", REGION, "--username", "a@b.c"]) == 2
+    assert "cannot read the outputs of stack nope" in capsys.readouterr().err
