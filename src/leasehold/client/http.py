@@ -191,6 +191,8 @@ class Client:
         error status. With `retry`, throttling, 503s and connection failures are retried as
         the module docstring says; `repeat_safe` overrides the guess (a GET, or a request with
         `Idempotency-Key`). `ApiError.Unreachable` when no answer came."""
+        if not path.startswith("/"):
+            raise ValueError(f"path must start with '/', not {path!r}")
         sent = self.headers()
         data: bytes | None = None
         if body is not None:
@@ -391,8 +393,8 @@ class Client:
         self, *, state: str | None = None, page_size: int | None = None
     ) -> Iterator[dict[str, Any]]:
         """The caller's jobs, newest first (`GET /jobs`), every page: the pages are read as
-        the iterator is consumed, following `next_cursor`. `state` filters; `page_size` is the
-        API's `limit` (≤ 100)."""
+        the iterator is consumed, following `next_cursor`, so an error answer is raised then.
+        `state` filters; `page_size` is the API's `limit` (≤ 100)."""
         return _pages(self, "/jobs", {"state": state, "limit": page_size})
 
 
