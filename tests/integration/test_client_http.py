@@ -5,103 +5,17 @@ slept wherever the test is about how long it would wait."""
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from leasehold import ApiError, Client, JobHandle, WaitTimeout
+from tests.support.scripted_api import DROP, Answer, Script, ScriptedApi, Seen, envelope
 
 pytestmark = pytest.mark.integration
-
-DROP = "drop"
-"""A script entry: read the request, then close the connection without answering."""
-RUNAWAY = 30
-"""Past this many requests the server answers 599, which no client repeats."""
-
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: Any
-
-
-Answer = tuple[int, dict[str, str], Any]
-Script = Callable[[Seen], "Answer | str"]
-
-
-@dataclass
-class ScriptedApi:
-    """Answers each request with the next entry of `answers` (the last one repeats), or with
-    `script(request)` when set; records every request it read."""
-
-    answers: list[Answer | str] = field(default_factory=list)
-    script: Script | None = None
-    seen: list[Seen] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _any(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                parts = urlsplit(self.path)
-                seen = Seen(
-                    self.command,
-                    parts.path,
-                    parse_qs(parts.query),
-                    {k.lower(): v for k, v in self.headers.items()},
-                    json.loads(raw) if raw else None,
-                )
-                api.seen.append(seen)
-                if len(api.seen) > RUNAWAY:  # a client that does not stop fails, not hangs
-                    answer: Answer | str = (599, {}, _envelope("runaway", "too many requests"))
-                elif api.script is not None:
-                    answer = api.script(seen)
-                else:
-                    answer = api.answers[min(len(api.seen), len(api.answers)) - 1]
-                if answer == DROP:
-                    self.close_connection = True
-                    return
-                assert not isinstance(answer, str)
-                status, headers, body = answer
-                data = json.dumps(body).encode() if body is not None else b""
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = _any  # noqa: N815
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,))
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
 
 
 @pytest.fixture
@@ -117,10 +31,6 @@ def _client(api: ScriptedApi, **options: Any) -> tuple[Client, list[float]]:
     slept: list[float] = []
     client._sleep = slept.append
     return client, slept
-
-
-def _envelope(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
 
 
 VIEW = {"job_id": "j_1", "kind": "synthetic", "state": "queued", "version": 1}
@@ -140,10 +50,10 @@ VIEW = {"job_id": "j_1", "kind": "synthetic", "state": "queued", "version": 1}
         (503, ApiError.Unavailable),
     ],
 )
-def test_each_error_status_is_its_own_exception_carrying_the_envelope(
+def test_each_error_status_is_its_own_exception_carrying_theenvelope(
     api: ScriptedApi, status: int, expected: type[ApiError]
 ) -> None:
-    api.answers = [(status, {"Retry-After": "2"}, _envelope("some_code", "what went wrong"))]
+    api.answers = [(status, {"Retry-After": "2"}, envelope("some_code", "what went wrong"))]
     client, _ = _client(api, retries=0)
     with pytest.raises(expected) as raised:
         client.get("j_1")
@@ -157,7 +67,7 @@ def test_each_error_status_is_its_own_exception_carrying_the_envelope(
 
 
 def test_an_unavailable_error_says_when_to_come_back(api: ScriptedApi) -> None:
-    api.answers = [(503, {"Retry-After": "7"}, _envelope("store_unavailable", "nothing promised"))]
+    api.answers = [(503, {"Retry-After": "7"}, envelope("store_unavailable", "nothing promised"))]
     client, _ = _client(api, retries=0)
     with pytest.raises(ApiError.Unavailable) as raised:
         client.get("j_1")
@@ -167,7 +77,7 @@ def test_an_unavailable_error_says_when_to_come_back(api: ScriptedApi) -> None:
 def test_another_status_is_a_plain_api_error_and_a_foreign_body_still_reads(
     api: ScriptedApi,
 ) -> None:
-    api.answers = [(500, {}, _envelope("internal_error", "nothing is promised"))]
+    api.answers = [(500, {}, envelope("internal_error", "nothing is promised"))]
     client, _ = _client(api, retries=0)
     with pytest.raises(ApiError) as raised:
         client.get("j_1")
@@ -184,7 +94,7 @@ def test_another_status_is_a_plain_api_error_and_a_foreign_body_still_reads(
 
 
 def test_the_low_level_request_returns_any_status_without_raising(api: ScriptedApi) -> None:
-    api.answers = [(409, {"X-Thing": "1"}, _envelope("conflict", "no"))]
+    api.answers = [(409, {"X-Thing": "1"}, envelope("conflict", "no"))]
     client, slept = _client(api)
     reply = client.request("POST", "/jobs/j_1/cancel")
     assert (reply.status, reply.body["error"]["code"], reply.header("x-thing")) == (
@@ -230,8 +140,8 @@ def test_a_503_is_retried_a_bounded_number_of_times_waiting_retry_after(
 ) -> None:
     # Given an API that answers 503 (Retry-After: 1) twice, then the view
     api.answers = [
-        (503, {"Retry-After": "1"}, _envelope("store_unavailable", "x")),
-        (503, {"Retry-After": "1"}, _envelope("store_unavailable", "x")),
+        (503, {"Retry-After": "1"}, envelope("store_unavailable", "x")),
+        (503, {"Retry-After": "1"}, envelope("store_unavailable", "x")),
         (200, {}, VIEW),
     ]
     client, slept = _client(api, retries=3)
@@ -243,7 +153,7 @@ def test_a_503_is_retried_a_bounded_number_of_times_waiting_retry_after(
 
 def test_a_503_that_persists_ends_after_the_retries_as_unavailable(api: ScriptedApi) -> None:
     # (after ten 503s the view: a client that kept retrying would get it, and fail here)
-    api.answers = [(503, {"Retry-After": "3600"}, _envelope("store_unavailable", "x"))] * 10
+    api.answers = [(503, {"Retry-After": "3600"}, envelope("store_unavailable", "x"))] * 10
     api.answers.append((200, {}, VIEW))
     client, slept = _client(api, retries=2, max_retry_after=4)
     with pytest.raises(ApiError.Unavailable):
@@ -253,7 +163,7 @@ def test_a_503_that_persists_ends_after_the_retries_as_unavailable(api: Scripted
 
 
 def test_without_retry_after_the_pause_is_a_bounded_full_jitter_backoff(api: ScriptedApi) -> None:
-    api.answers = [(503, {}, _envelope("store_unavailable", "x"))] * 10 + [(200, {}, VIEW)]
+    api.answers = [(503, {}, envelope("store_unavailable", "x"))] * 10 + [(200, {}, VIEW)]
     client, slept = _client(api, retries=6)
     with pytest.raises(ApiError.Unavailable):
         client.get("j_1")
@@ -264,7 +174,7 @@ def test_without_retry_after_the_pause_is_a_bounded_full_jitter_backoff(api: Scr
 
 def test_a_real_retry_after_is_really_waited(api: ScriptedApi) -> None:
     api.answers = [
-        (503, {"Retry-After": "1"}, _envelope("store_unavailable", "x")),
+        (503, {"Retry-After": "1"}, envelope("store_unavailable", "x")),
         (200, {}, VIEW),
     ]
     started = time.monotonic()
@@ -274,7 +184,7 @@ def test_a_real_retry_after_is_really_waited(api: ScriptedApi) -> None:
 
 def test_a_submission_without_a_key_is_not_repeated_after_a_503(api: ScriptedApi) -> None:
     # A 503 on POST /jobs may follow a commit whose answer was lost: a repeat could be a 2nd job
-    api.answers = [(503, {"Retry-After": "1"}, _envelope("store_unavailable", "x"))]
+    api.answers = [(503, {"Retry-After": "1"}, envelope("store_unavailable", "x"))]
     client, slept = _client(api, retries=3)
     with pytest.raises(ApiError.Unavailable):
         client.submit("synthetic", {"steps": [{"name": "a"}]})
@@ -285,7 +195,7 @@ def test_a_submission_with_a_key_is_repeated_with_the_same_key_and_body(
     api: ScriptedApi,
 ) -> None:
     accepted = {"job_id": "j_9", "state": "queued", "status_url": "/jobs/j_9"}
-    api.answers = [(503, {"Retry-After": "1"}, _envelope("store_unavailable", "x")), DROP,
+    api.answers = [(503, {"Retry-After": "1"}, envelope("store_unavailable", "x")), DROP,
                    (202, {"Location": "/jobs/j_9"}, accepted)]  # fmt: skip
     client, slept = _client(api, retries=3)
     handle = client.submit(
@@ -369,7 +279,7 @@ def test_wait_polls_with_a_growing_jittered_pause_and_returns_the_settled_view(
 
 def test_wait_rides_out_a_503_and_a_lost_answer(api: ScriptedApi) -> None:
     api.answers = [
-        (503, {"Retry-After": "2"}, _envelope("store_unavailable", "x")),
+        (503, {"Retry-After": "2"}, envelope("store_unavailable", "x")),
         DROP,
         (200, {}, {**VIEW, "state": "unknown"}),
     ]
@@ -392,7 +302,7 @@ def test_wait_gives_up_at_its_timeout_with_the_last_view(api: ScriptedApi) -> No
 
 
 def test_wait_stops_at_an_answer_that_will_not_change(api: ScriptedApi) -> None:
-    api.answers = [(404, {}, _envelope("not_found", "no job j_1"))]
+    api.answers = [(404, {}, envelope("not_found", "no job j_1"))]
     client, _ = _client(api)
     with pytest.raises(ApiError.NotFound):
         client.wait("j_1", timeout=60)

@@ -20,8 +20,8 @@ from moto import mock_aws
 from leasehold import ApiError, Client
 from leasehold.client.login import LoginExpired, LoginSession, session_path
 from leasehold_dev.cli import main
-from tests.integration.test_client_http import ScriptedApi
 from tests.support.resources import TEMPLATE
+from tests.support.scripted_api import ScriptedApi
 
 pytestmark = pytest.mark.integration
 
