@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from leasehold.client import Client
     from leasehold_dev.local.stack import StackInfo
 
-DEPLOYED_HINT = "or pass --url URL (with --token TOKEN) for a deployed stack"
+DEPLOYED_HINT = (
+    "or pass --url URL (with --token TOKEN, or after `leasehold login`) for a deployed stack"
+)
 STATE_HELP = (
     "the local stack's state file (default: $LEASEHOLD_STATE, else .leasehold/local-stack.json "
     "in this directory or the nearest one above that has it)"
@@ -53,7 +55,8 @@ def add_url_options(parser: argparse.ArgumentParser, *, under: bool = False) -> 
     parser.add_argument(
         "--token",
         default=default,
-        help="an ID token (deployed; for /ops an operator's); locally X-Demo-User stands in",
+        help="an ID token (deployed; for /ops an operator's). Default with --url: the session "
+        "of `leasehold login` for that URL; locally X-Demo-User stands in",
     )
 
 
