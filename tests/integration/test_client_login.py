@@ -301,3 +301,14 @@ def test_login_reads_the_url_and_app_client_from_the_stack_outputs(
     assert (kept.api_url, kept.client_id) == (URL, pool["client_id"])
     assert main(["login", "--stack", "nope", "--region", REGION, "--username", "a@b.c"]) == 2
     assert "cannot read the outputs of stack nope" in capsys.readouterr().err
+
+
+def test_a_session_beside_others_files_leaves_their_directory_alone(
+    pool: dict[str, Any], tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    _sign_in(pool, shared / "session.json")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755  # not ours to change
+    assert stat.S_IMODE((shared / "session.json").stat().st_mode) == 0o600

@@ -2,8 +2,8 @@
 owner can read, refreshed when the ID token has expired (docs/decisions.md CL5).
 
 The file is `$LEASEHOLD_SESSION`, else `$XDG_CONFIG_HOME/leasehold/session.json`, else
-`~/.config/leasehold/session.json`: mode 0600 in a directory of mode 0700, written whole (a
-temporary file renamed over it), and refused when group or others may read it, as ssh refuses
+`~/.config/leasehold/session.json`: mode 0600 (its directory created 0700 when it did not
+exist), written whole (a temporary file renamed over it), and refused when group or others may read it, as ssh refuses
 a key others can read. No token is ever printed or logged; the errors name the file, never
 its contents.
 
@@ -220,10 +220,11 @@ class LoginSession:
         self.save()
 
     def save(self) -> None:
-        """Write the session whole: a 0600 file in a 0700 directory, renamed into place."""
+        """Write the session whole: a 0600 file, renamed into place, in a directory created
+        0700 when it did not exist."""
         directory = self.path.parent
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if directory.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        if not directory.exists():  # ours: 0700 whatever the umask (one we did not make is
+            directory.mkdir(mode=0o700, parents=True)  # left alone: the file is 0600 anyway)
             directory.chmod(0o700)
         kept = {name: getattr(self, name) for name in SESSION_FIELDS}
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
