@@ -3,9 +3,9 @@ owner can read, refreshed when the ID token has expired (docs/decisions.md CL5).
 
 The file is `$LEASEHOLD_SESSION`, else `$XDG_CONFIG_HOME/leasehold/session.json`, else
 `~/.config/leasehold/session.json`: mode 0600 (its directory created 0700 when it did not
-exist), written whole (a temporary file renamed over it), and refused when group or others may read it, as ssh refuses
-a key others can read. No token is ever printed or logged; the errors name the file, never
-its contents.
+exist), written whole (a temporary file renamed over it), and refused when group or others
+may read it, as ssh refuses a key others can read. No token is ever printed or logged; the
+errors name the file, never its contents.
 
 Cognito's `initiate_auth` is an unsigned call: signing in needs the app client's id and the
 region, no AWS credentials. `USER_PASSWORD_AUTH` (the template's app client allows it, and
