@@ -167,3 +167,7 @@ class HandBackError(LeaseholdError):
     lease's): the engine gives the job back with its progress, attempt not burned."""
 
     code = "handed_back"
+
+
+class ScheduleNotFoundError(JobNotFoundError):
+    """Unknown schedule, or one outside the caller's scope: the same 404 as an unknown job."""

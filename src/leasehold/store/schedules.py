@@ -1,0 +1,260 @@
+"""ScheduleStore: schedules as items of the one table (decision FS3), and the fire that
+advances a schedule and makes its tick's job in one transaction (arch §15).
+
+Item: `pk = SCHED#<tenant>#<user>`, `sk = SCHED#<id>` — so a read or delete by another owner
+meets no item (404), and the owner's listing is one Query. While a schedule has a next tick it
+sits in the sparse `by_state` index under `SCHEDULES#due`, sorted by `next_tick_at`: the
+trigger asks for the due ones with one Query."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from leasehold.domain.errors import LeaseholdError, ScheduleNotFoundError
+from leasehold.domain.job import Owner
+from leasehold.domain.schedule import (
+    SCHEDULE_ACTIVE,
+    SCHEDULE_DELETED,
+    MissedTicks,
+    Schedule,
+)
+from leasehold.store.expressions import Expression
+from leasehold.store.history import appended, entry
+from leasehold.store.items import JOB_TTL_SECONDS, STATE_INDEX, deserialize_item, serialize
+from leasehold.store.jobs import decode_cursor, encode_cursor
+from leasehold.store.table import ConditionFailed, Table
+
+DUE_PARTITION = "SCHEDULES#due"
+SCHEDULE_PREFIX = "SCHED#"
+
+
+def schedule_key(tenant: str, user_id: str, schedule_id: str) -> dict[str, Any]:
+    return {
+        "pk": {"S": f"{SCHEDULE_PREFIX}{tenant}#{user_id}"},
+        "sk": {"S": f"{SCHEDULE_PREFIX}{schedule_id}"},
+    }
+
+
+def due_sort_key(next_tick_at: int, schedule_id: str) -> str:
+    return f"{next_tick_at:013d}#{schedule_id}"
+
+
+def schedule_item(schedule: Schedule) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        **{k: v["S"] for k, v in schedule_key(*_owner_id(schedule)).items()},
+        "schedule_id": schedule.schedule_id,
+        "tenant": schedule.owner_tenant,
+        "user_id": schedule.owner_user,
+        "expression": schedule.expression,
+        "timezone": schedule.timezone,
+        "missed": schedule.missed.value,
+        "job": json.dumps(schedule.job, separators=(",", ":")),
+        "anchor_at": schedule.anchor_at,
+        "created_at": schedule.created_at,
+        "updated_at": schedule.updated_at,
+        "state": schedule.state,
+        "version": schedule.version,
+        "ticks_fired": schedule.ticks_fired,
+        "ticks_skipped": schedule.ticks_skipped,
+        "declared_by_kind": schedule.declared_by_kind,
+        "history": list(schedule.history),
+    }
+    if schedule.next_tick_at is not None:
+        doc["next_tick_at"] = schedule.next_tick_at
+        doc["gsi1pk"] = DUE_PARTITION
+        doc["gsi1sk"] = due_sort_key(schedule.next_tick_at, schedule.schedule_id)
+    return {name: serialize(value) for name, value in doc.items()}
+
+
+def _owner_id(schedule: Schedule) -> tuple[str, str, str]:
+    return schedule.owner_tenant, schedule.owner_user, schedule.schedule_id
+
+
+def schedule_from_item(item: dict[str, Any]) -> Schedule:
+    doc = deserialize_item(item)
+    return Schedule(
+        schedule_id=doc["schedule_id"],
+        owner_tenant=doc["tenant"],
+        owner_user=doc["user_id"],
+        expression=doc["expression"],
+        timezone=doc["timezone"],
+        missed=MissedTicks(doc["missed"]),
+        job=json.loads(doc["job"]),
+        anchor_at=doc["anchor_at"],
+        created_at=doc["created_at"],
+        updated_at=doc["updated_at"],
+        next_tick_at=doc.get("next_tick_at"),
+        state=doc["state"],
+        version=doc["version"],
+        ticks_fired=doc.get("ticks_fired", 0),
+        ticks_skipped=doc.get("ticks_skipped", 0),
+        last_tick_at=doc.get("last_tick_at"),
+        last_job_id=doc.get("last_job_id"),
+        last_error=doc.get("last_error"),
+        declared_by_kind=bool(doc.get("declared_by_kind", False)),
+        history=tuple(doc.get("history") or ()),
+    )
+
+
+class ScheduleStore:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def create(self, schedule: Schedule) -> bool:
+        """Put the schedule if its id is new; False when one with that id exists already (a
+        kind's declared schedule, created again at the next start)."""
+        try:
+            self._table.transact(
+                [
+                    {
+                        "Put": {
+                            "Item": schedule_item(schedule),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    }
+                ]
+            )
+        except ConditionFailed:
+            return False
+        return True
+
+    def get(self, owner: Owner, schedule_id: str) -> Schedule:
+        """The caller's schedule (a deleted one too, with its history, until it expires);
+        anything else is the same 404 as an unknown id."""
+        if not schedule_id or len(schedule_id) > 100:
+            raise ScheduleNotFoundError(f"no schedule {schedule_id[:100]!r}")
+        item = self._table.get(schedule_key(owner.tenant, owner.user_id, schedule_id))
+        if item is None:
+            raise ScheduleNotFoundError(f"no schedule {schedule_id!r}")
+        return schedule_from_item(item)
+
+    def list_for_owner(
+        self, owner: Owner, *, limit: int, cursor: str | None
+    ) -> tuple[list[Schedule], str | None]:
+        """The owner's schedules, newest first (ids are time-ordered), one Query page."""
+        partition = f"{SCHEDULE_PREFIX}{owner.tenant}#{owner.user_id}"
+        params: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+            "ExpressionAttributeValues": {":p": {"S": partition}, ":s": {"S": SCHEDULE_PREFIX}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        start = decode_cursor(
+            cursor,
+            partition_attribute="pk",
+            partition=partition,
+            sort_attribute="sk",
+            index_keys=False,
+        )
+        if start:
+            params["ExclusiveStartKey"] = start
+        page = self._table.query(**params)
+        schedules = [schedule_from_item(item) for item in page["Items"]]
+        return schedules, encode_cursor(page.get("LastEvaluatedKey"))
+
+    def delete(self, owner: Owner, schedule_id: str, *, by: str, now: int) -> Schedule:
+        """Stop the schedule for good: it leaves the due index, keeps its history (who deleted it
+        and when) and expires after the job retention. Conditional on the version read, so a
+        fire in between is not undone; deleting a deleted schedule is a 404."""
+        for _ in range(5):
+            current = self.get(owner, schedule_id)
+            if current.state != SCHEDULE_ACTIVE:
+                raise ScheduleNotFoundError(f"no schedule {schedule_id!r}")
+            history, _dropped = appended(list(current.history), entry("deleted", at=now, by=by))
+            expr = Expression()
+            expr.condition(f"{expr.name('version')} = {expr.value(current.version)}")
+            expr.set("state", SCHEDULE_DELETED).set("updated_at", now).set("history", history)
+            expr.set("expires_at", now // 1000 + JOB_TTL_SECONDS).increment("version")
+            expr.remove("gsi1pk", "gsi1sk")
+            try:
+                item = self._table.update(
+                    expr.update_params(schedule_key(owner.tenant, owner.user_id, schedule_id))
+                )
+            except ConditionFailed:
+                continue  # a fire moved it: read again
+            assert item is not None
+            return schedule_from_item(item)
+        raise LeaseholdError("the schedule kept changing while it was being deleted")
+
+    def due(self, now: int, *, limit: int) -> list[Schedule]:
+        """Active schedules whose next tick is at or before `now`, earliest first."""
+        page = self._table.query(
+            IndexName=STATE_INDEX,
+            KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :s",
+            ExpressionAttributeValues={
+                ":p": {"S": DUE_PARTITION},
+                ":s": {"S": f"{now:013d}#~"},
+            },
+            ScanIndexForward=True,
+            Limit=limit,
+        )
+        keys = [{"pk": item["pk"], "sk": item["sk"]} for item in page["Items"]]
+        found = [schedule_from_item(item) for item in self._table.batch_get(keys)]
+        return sorted(
+            (s for s in found if s.state == SCHEDULE_ACTIVE and s.next_tick_at is not None),
+            key=lambda s: (s.next_tick_at or 0, s.schedule_id),
+        )
+
+    def advance(
+        self,
+        schedule: Schedule,
+        *,
+        next_tick_at: int | None,
+        fired: int,
+        skipped: int,
+        last_tick_at: int,
+        last_job_id: str | None,
+        last_error: str | None,
+        now: int,
+    ) -> dict[str, Any]:
+        """The transaction item that moves the schedule past its due tick — conditional on the
+        tick still being the one due (and the schedule active), so of two fires of one tick
+        only one commits."""
+        expr = Expression()
+        expr.condition(
+            f"{expr.name('next_tick_at')} = {expr.value(schedule.next_tick_at)}"
+            f" AND {expr.name('state')} = {expr.value(SCHEDULE_ACTIVE)}"
+        )
+        expr.increment("version").set("updated_at", now).set("last_tick_at", last_tick_at)
+        expr.increment("ticks_fired", fired).increment("ticks_skipped", skipped)
+        if next_tick_at is None:
+            expr.remove("next_tick_at", "gsi1pk", "gsi1sk")
+        else:
+            expr.set("next_tick_at", next_tick_at)
+            expr.set("gsi1sk", due_sort_key(next_tick_at, schedule.schedule_id))
+        if last_job_id is not None:
+            expr.set("last_job_id", last_job_id)
+        if last_error is not None:
+            expr.set("last_error", last_error[:200])
+        else:
+            expr.remove("last_error")
+        params = expr.update_params(schedule_key(*_owner_id(schedule)))
+        return {"Update": params}
+
+    def fire(self, advance: dict[str, Any], job_writes: list[list[dict[str, Any]]]) -> int | None:
+        """Commit the schedule's advance with its tick jobs' writes, all or nothing; the number
+        of jobs it wrote. None when another fire moved the schedule first (nothing written).
+        A tick's job that exists
+        already (the same tick fired before, its advance lost) is left as it is and the advance
+        commits without it: one job per tick, and the schedule never sticks on a tick."""
+        pending = list(job_writes)
+        for _ in range(len(job_writes) + 1):
+            items = [advance, *(write for writes in pending for write in writes)]
+            try:
+                self._table.transact(items)
+                return len(pending)
+            except ConditionFailed as failed:
+                if failed.failed_at(0):
+                    return None
+                offset, kept = 1, []
+                for writes in pending:
+                    if not any(failed.failed_at(offset + i) for i in range(len(writes))):
+                        kept.append(writes)
+                    offset += len(writes)
+                if len(kept) == len(pending):
+                    raise LeaseholdError(
+                        "a schedule's fire failed a condition it cannot explain"
+                    ) from failed
+                pending = kept
+        raise LeaseholdError("a schedule's fire kept failing")
