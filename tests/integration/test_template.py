@@ -225,6 +225,10 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("DELETE", "/bookmarks/{bookmark_id}"),
         ("PATCH", "/bookmarks/{bookmark_id}/read"),
         ("POST", "/bookmarks/{bookmark_id}/enrich"),
+        ("POST", "/schedules"),
+        ("GET", "/schedules"),
+        ("GET", "/schedules/{schedule_id}"),
+        ("DELETE", "/schedules/{schedule_id}"),
     }
     health = [r for r in http_routes(template()) if r.path == "/health"][0]
     assert not health.needs_identity

@@ -15,7 +15,7 @@ from leasehold_dev.local.invoke import LocalContext
 from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import clients, create_queues, create_table, template_environment
 
-SAMPLE_IDS = ("j_000000000000example", "b_019d2a7f3c00a1b2c3d4e5")
+SAMPLE_IDS = ("j_000000000000example", "b_019d2a7f3c00a1b2c3d4e5", "s_019d2a7f3c00a1b2c3d4e5")
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
@@ -44,7 +44,7 @@ def _exchange(event: dict[str, Any], answer: dict[str, Any]) -> Exchange:
     )
 
 
-CACHED = (wiring.runtime, api.jobs, api.ops, api.mounted)
+CACHED = (wiring.runtime, api.jobs, api.ops, api.schedules, api.mounted)
 
 
 Call = Callable[..., tuple[int, dict[str, Any], dict[str, str]]]

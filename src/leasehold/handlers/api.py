@@ -28,6 +28,7 @@ from leasehold.handlers.wiring import metrics, runtime, trim_log_context
 from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of, require_text
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
+from leasehold.service.schedules import ScheduleService
 
 logger = Logger(service="leasehold")
 
@@ -142,6 +143,19 @@ def jobs() -> JobService:
 
 
 @cache
+def schedules() -> ScheduleService:
+    rt = runtime()
+    return ScheduleService(
+        rt.stores.table,
+        rt.kinds,
+        rt.clock,
+        time_ordered_ids(rt.clock, "s"),
+        rt.telemetry,
+        default_max_attempts=rt.settings.default_max_attempts,
+    )
+
+
+@cache
 def ops() -> OpsService:
     rt = runtime()
     return OpsService(rt.stores, rt.queue, rt.clock, rt.telemetry, rt.kinds)
@@ -192,6 +206,28 @@ def cancel_job(job_id: str) -> Response:
 def decide_approval(job_id: str) -> Response:
     owner = caller()
     return _json(200, jobs().decide_approval(owner, job_id, json_body()))
+
+
+@app.post("/schedules")
+def create_schedule() -> Response:
+    view = schedules().create(caller(), json_body())
+    location = f"/schedules/{view['schedule_id']}"
+    return _json(201, view, headers={"Location": location})
+
+
+@app.get("/schedules")
+def list_schedules() -> Response:
+    return _json(200, schedules().list(caller(), limit=_query("limit"), cursor=_query("cursor")))
+
+
+@app.get("/schedules/<schedule_id>")
+def get_schedule(schedule_id: str) -> Response:
+    return _json(200, schedules().get(caller(), schedule_id))
+
+
+@app.delete("/schedules/<schedule_id>")
+def delete_schedule(schedule_id: str) -> Response:
+    return _json(200, schedules().delete(caller(), schedule_id))
 
 
 @app.get("/ops/summary")

@@ -1,4 +1,5 @@
-"""Sweeper Lambda (schedule): rescue expired leases and lost wake-ups; end jobs past deadline."""
+"""Sweeper Lambda (schedule): rescue expired leases and lost wake-ups; end jobs past deadline;
+fire the schedules whose tick has come (decision FS5)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from leasehold.domain.ids import time_ordered_ids
 from leasehold.handlers.wiring import function_handler, runtime
+from leasehold.service.schedules import ScheduleService
 from leasehold.service.sweeper import SweepSettings, sweep
 
 logger = Logger(service="leasehold")
@@ -20,4 +23,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         batch_limit=rt.settings.sweep_batch,
         lost_wakeup_grace_ms=rt.settings.lost_wakeup_grace_seconds * 1000,
     )
-    return sweep(rt.stores, rt.clock, settings, rt.telemetry, rt.kinds)
+    report = sweep(rt.stores, rt.clock, settings, rt.telemetry, rt.kinds)
+    schedules = ScheduleService(
+        rt.stores.table,
+        rt.kinds,
+        rt.clock,
+        time_ordered_ids(rt.clock, "s"),
+        rt.telemetry,
+        default_max_attempts=rt.settings.default_max_attempts,
+    )
+    return {**report, **schedules.fire_due()}
