@@ -405,3 +405,44 @@ def test_the_operator_acts_send_what_the_routes_take(api: ScriptedApi) -> None:
         ),
         ("GET", "/ops/jobs/j_1", None),
     ]
+
+
+# ----------------------------------------------------------------------- schedules
+
+
+def test_schedules_create_sends_the_body_and_is_not_repeated_after_a_503(api: ScriptedApi) -> None:
+    api.answers = [(503, {"Retry-After": "1"}, envelope("store_unavailable", "x"))]
+    client, slept = _client(api, retries=3)
+    with pytest.raises(ApiError.Unavailable):
+        client.schedules.create(
+            "synthetic", {"steps": [{"name": "a"}]}, "cron(0 9 ? * MON *)", timezone="Europe/Paris"
+        )
+    assert len(api.seen) == 1 and slept == []
+    assert api.seen[0].method == "POST" and api.seen[0].path == "/schedules"
+    assert api.seen[0].body == {
+        "kind": "synthetic",
+        "payload": {"steps": [{"name": "a"}]},
+        "expression": "cron(0 9 ? * MON *)",
+        "timezone": "Europe/Paris",
+        "missed": "skip",
+    }
+
+
+def test_schedules_list_pages_get_and_delete_address_one_schedule(api: ScriptedApi) -> None:
+    rows = [{"schedule_id": f"s_{n}"} for n in range(5)]
+
+    def script(seen: Seen) -> Answer:
+        if seen.path == "/schedules":
+            start = int(seen.query.get("cursor", ["0"])[0])
+            more = start + 2 < len(rows)
+            page = {"schedules": rows[start : start + 2], "next_cursor": str(start + 2)}
+            return 200, {}, {**page, "next_cursor": page["next_cursor"] if more else None}
+        return 200, {}, {"schedule_id": seen.path.rsplit("/", 1)[1], "method": seen.method}
+
+    api.script = script
+    client, _ = _client(api)
+    assert [s["schedule_id"] for s in client.schedules.list(page_size=2)] == [
+        r["schedule_id"] for r in rows
+    ]
+    assert client.schedules.get("s_1") == {"schedule_id": "s_1", "method": "GET"}
+    assert client.schedules.delete("s_1") == {"schedule_id": "s_1", "method": "DELETE"}

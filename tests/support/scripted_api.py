@@ -81,7 +81,7 @@ class ScriptedApi:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = _any  # noqa: N815
+            do_GET = do_POST = do_DELETE = _any  # noqa: N815
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

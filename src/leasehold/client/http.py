@@ -131,6 +131,7 @@ class Client:
         self._sleep: Callable[[float], None] = time.sleep
         self._random = random.Random()
         self.ops = Ops(self)
+        self.schedules = Schedules(self)
 
     @classmethod
     def from_login(
@@ -468,15 +469,72 @@ class Ops:
         return int(self.summary()["sqs"]["dead_letter"])
 
 
+class Schedules:
+    """The caller's schedules (`/schedules`, docs/schedules.md) as `client.schedules`: each tick
+    of a `cron(…)` or `rate(…)` expression makes one job, however often the trigger fires."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(
+        self,
+        kind: str,
+        payload: Any,
+        expression: str,
+        *,
+        timezone: str = "UTC",
+        missed: Literal["skip", "run_once"] = "skip",
+        budget: Mapping[str, Any] | None = None,
+        deadline_seconds: int | None = None,
+        max_attempts: int | None = None,
+    ) -> dict[str, Any]:
+        """Create a schedule (`POST /schedules`) and return its view (`next_tick_at` is the
+        first tick). Everything is checked now, the job as `POST /jobs` would check it:
+        `ApiError.InvalidInput` says what is wrong. Never repeated by the client (there is no
+        key): after an `Unavailable` list the schedules before creating it again."""
+        body: dict[str, Any] = {
+            "kind": kind,
+            "payload": payload,
+            "expression": expression,
+            "timezone": timezone,
+            "missed": missed,
+        }
+        if budget is not None:
+            body["budget"] = dict(budget)
+        if deadline_seconds is not None:
+            body["deadline_seconds"] = deadline_seconds
+        if max_attempts is not None:
+            body["max_attempts"] = max_attempts
+        return dict(self._client.call("POST", "/schedules", body))
+
+    def list(self, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
+        """The caller's schedules, newest first (`GET /schedules`), every page as the iterator
+        is consumed; deleted ones are listed (`state: deleted`) until they expire."""
+        return _pages(self._client, "/schedules", {"limit": page_size}, items="schedules")
+
+    def get(self, schedule_id: str) -> dict[str, Any]:
+        """One of the caller's schedules with its history (`GET /schedules/{schedule_id}`);
+        `ApiError.NotFound` when it is unknown or not the caller's."""
+        return dict(self._client.call("GET", f"/schedules/{_segment(schedule_id)}"))
+
+    def delete(self, schedule_id: str) -> dict[str, Any]:
+        """Stop a schedule for good (`DELETE /schedules/{schedule_id}`) and return it as
+        deleted; `ApiError.NotFound` when it is unknown, not the caller's or already deleted
+        (so after a lost answer, a `NotFound` on a retry means the first delete committed)."""
+        return dict(self._client.call("DELETE", f"/schedules/{_segment(schedule_id)}"))
+
+
 def _segment(job_id: str) -> str:
     return quote(job_id, safe="")
 
 
-def _pages(client: Client, path: str, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _pages(
+    client: Client, path: str, query: dict[str, Any], items: str = "jobs"
+) -> Iterator[dict[str, Any]]:
     cursor: str | None = None
     while True:
         page = client.call("GET", path, query={**query, "cursor": cursor})
-        yield from page["jobs"]
+        yield from page[items]
         cursor = page.get("next_cursor")
         if not cursor:
             return
