@@ -22,6 +22,7 @@ from leasehold.domain.errors import LeaseholdError
 from leasehold_dev.cli_jobs import add_job_commands
 from leasehold_dev.cli_login import add_login_commands
 from leasehold_dev.cli_ops import add_ops_commands
+from leasehold_dev.cli_schedules import add_schedules_commands
 from leasehold_dev.cli_target import (
     CliError,
     add_state_option,
@@ -400,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     inv.set_defaults(run=_cmd_invoke)
     add_job_commands(commands, _demo_users())
     add_ops_commands(commands)
+    add_schedules_commands(commands)
     add_login_commands(commands)
     provider = commands.add_parser("provider", help="the local billable enrichment provider")
     provider_commands = provider.add_subparsers(dest="provider_command", required=True)

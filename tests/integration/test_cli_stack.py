@@ -43,6 +43,10 @@ class FakeGateway:
                 seen.append((self.path, self.headers.get("X-Demo-User")))
                 self._answer(200, {"path": self.path})
 
+            def do_DELETE(self) -> None:
+                seen.append((f"DELETE {self.path}", self.headers.get("X-Demo-User")))
+                self._answer(200, {"path": self.path})
+
             def _answer(self, status: int, answer: Any) -> None:
                 body = json.dumps(answer).encode()
                 self.send_response(status)
@@ -237,6 +241,52 @@ def test_ops_list_is_ops_jobs(tmp_path: Path, gateway: FakeGateway) -> None:
     out = _cli("ops", "list", "--state", "unknown", "--limit", "5", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert gateway.seen == [("/ops/jobs?state=unknown&limit=5", "ops")]
+
+
+def test_schedules_commands_reach_the_stack_as_the_user(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    _state(tmp_path / ".leasehold" / "local-stack.json", api_url=gateway.url)
+    payload = {"steps": [{"name": "report"}]}
+    created = _cli(
+        "schedules",
+        "create",
+        "cron(0 9 ? * MON-FRI *)",
+        "--kind",
+        "synthetic",
+        "--payload",
+        json.dumps(payload),
+        "--timezone",
+        "Europe/Paris",
+        cwd=tmp_path,
+    )
+    listed = _cli("schedules", "--user", "bob", "list", "--limit", "5", cwd=tmp_path)
+    shown = _cli("schedules", "show", "s_1", cwd=tmp_path)
+    deleted = _cli("schedules", "delete", "s_1", cwd=tmp_path)
+    for out in (created, listed, shown, deleted):
+        assert out.returncode == 0, out.stderr
+    assert gateway.posted == [
+        (
+            "/schedules",
+            "alice",
+            {
+                "kind": "synthetic",
+                "payload": payload,
+                "expression": "cron(0 9 ? * MON-FRI *)",
+                "timezone": "Europe/Paris",
+                "missed": "skip",
+            },
+        )
+    ]
+    assert gateway.seen == [
+        ("/schedules?limit=5", "bob"),
+        ("/schedules/s_1", "alice"),
+        ("DELETE /schedules/s_1", "alice"),
+    ]
+    bad = _cli(
+        "schedules", "create", "rate(1 hour)", "--kind", "k", "--payload", "{x", cwd=tmp_path
+    )
+    assert "not JSON" in _one_line_error(bad) and len(gateway.posted) == 1
 
 
 def test_without_a_stack_every_command_says_to_start_one(tmp_path: Path) -> None:
