@@ -303,6 +303,7 @@ def write_readme(results: dict[str, Any], path: Path, *, chart_name: str | None)
         f"{sweeper['rcu_per_examined_job']:g} RCU per examined job, "
         f"{sweeper['wcu_per_rescue']:g} WCU per rescued lease. Report: {sweeper['report']}.",
         "",
+        *schedule_lines(results.get("schedule")),
         "## What store changes would save (priced, not built)",
         "",
         "Each option re-prices the writes this run produced (items before and after) as the "
@@ -427,6 +428,26 @@ def write_chart(results: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
+def schedule_lines(schedule: dict[str, Any] | None) -> list[str]:
+    """The README's section on what a scheduled tick costs (absent from older results)."""
+    if not schedule:
+        return []
+    parts = ", ".join(f"{k} {v:g}" for k, v in schedule["fire_wcu_by_part_per_tick"].items())
+    return [
+        "## A scheduled tick",
+        "",
+        f"A `rate(1 minute)` schedule fired {schedule['ticks']} times by the Sweeper handler "
+        f"made {schedule['jobs_made']} jobs. Firing one tick costs "
+        f"**{schedule['fire_wcu_per_tick']:g} WCU** ({parts}) and "
+        f"{schedule['fire_rcu_per_tick']:g} RCU (the due query, the schedule read, the sweep of "
+        f"the job index); the tick's 1-step job then runs for "
+        f"{schedule['job_run_wcu_per_tick']:g} WCU (relay and worker). Creating the schedule: "
+        f"{schedule['create_wcu']:g} WCU. A sweep with a schedule not yet due: "
+        f"{schedule['idle_sweep_with_a_schedule_rcu']:g} RCU.",
+        "",
+    ]
+
+
 def print_report(results: dict[str, Any], out: Path) -> None:
     print()
     widths = [len(h) for h in HEADER]
@@ -442,6 +463,13 @@ def print_report(results: dict[str, Any], out: Path) -> None:
         f"({c['standard_over_leasehold']:g}x), Express "
         f"{c['step_functions_express_usd_per_million']:.2f} ({c['express_over_leasehold']:g}x)"
     )
+    schedule = results.get("schedule")
+    if schedule:
+        print(
+            f"\nscheduled tick: {schedule['fire_wcu_per_tick']:g} WCU to fire "
+            f"+ {schedule['job_run_wcu_per_tick']:g} WCU for its job's run "
+            f"({schedule['ticks']} ticks, {schedule['jobs_made']} jobs)"
+        )
     print("\ntargets (issue 12, item 3):")
     for t in results["targets"]:
         verdict = "PASS" if t["met"] else "MISS"

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench.pricing import PRICES, access_log_bytes
 from bench.scenarios import HEADLINE, NO_LIMIT, SCENARIOS, THREE_STEP, Runner
+from bench.schedules import schedule_ticks
 from bench.stack import Stack, quiet_warnings, set_credentials
 from bench.summary import (
     JOB_PHASES,
@@ -69,6 +70,12 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
         progress(
             f"  sweeper, {sweeper['in_flight']} in flight ({time.monotonic() - started:.1f} s)"
         )
+        started = time.monotonic()
+        scheduled = schedule_ticks(runner, ticks=20 if not quick else 5)
+        progress(
+            f"  schedule, {scheduled['ticks']} ticks: {scheduled['fire_wcu_per_tick']:g} WCU "
+            f"per tick fired ({time.monotonic() - started:.1f} s)"
+        )
         compared = comparison(scenarios)
         started = time.monotonic()
         results = {
@@ -76,6 +83,7 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
             "handlers; counts only — not an AWS measurement",
             "scenarios": scenarios,
             "sweeper": sweeper,
+            "schedule": scheduled,
             "comparison": compared,
             "targets": targets(scenarios, compared),
             "what_if": {

@@ -154,6 +154,7 @@ class Stack:
             worker.worker,
             api.jobs,
             api.ops,
+            api.schedules,
             api.mounted,
         ):
             cached.cache_clear()
