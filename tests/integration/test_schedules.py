@@ -15,7 +15,7 @@ from leasehold.domain.job import Job
 from leasehold.domain.schedule import MINUTE_MS
 from leasehold.domain.states import JobState
 from leasehold.service.schedules import ScheduleService, tick_job_id
-from leasehold.store.schedules import ScheduleStore, schedule_key
+from leasehold.store.schedules import DUE_PARTITION, ScheduleStore, schedule_key
 from tests.support.harness import ALICE, BOB, Harness, registry, steps
 
 PAYLOAD = steps({})
@@ -285,3 +285,33 @@ def test_a_schedule_that_could_not_make_its_job_is_refused_at_creation(
     with pytest.raises(ValidationError, match=says):
         create(harness, **body)
     assert service(harness).list(ALICE, limit=None, cursor=None)["schedules"] == []
+
+
+def test_a_fire_that_read_the_schedule_before_its_delete_makes_nothing(harness: Harness) -> None:
+    # Given a trigger that read a due schedule, and its owner deleting it before the fire
+    view = create(harness)
+    tick = to_tick(harness, view)
+    store = ScheduleStore(harness.stores.table)
+    (stale,) = store.due(harness.clock.now_ms(), limit=10)
+    service(harness).delete(ALICE, view["schedule_id"])
+    # When the trigger fires what it read
+    advance = store.advance(
+        stale, next_tick_at=tick + MINUTE_MS, fired=0, skipped=0, last_tick_at=tick,
+        last_job_id=None, last_error=None, now=harness.clock.now_ms(),
+    )  # fmt: skip
+    # Then the delete wins: nothing is written, the schedule stays deleted and out of the index
+    assert store.fire(advance, []) is None
+    assert service(harness).get(ALICE, view["schedule_id"])["state"] == "deleted"
+
+
+def test_a_deleted_schedule_leaves_the_due_index(harness: Harness) -> None:
+    # (a deleted schedule left there would fill the trigger's bounded batch for ever)
+    view = create(harness)
+    service(harness).delete(ALICE, view["schedule_id"])
+    answer = harness.dynamodb.query(
+        TableName=harness.table,
+        IndexName="by_state",
+        KeyConditionExpression="gsi1pk = :p",
+        ExpressionAttributeValues={":p": {"S": DUE_PARTITION}},
+    )
+    assert answer["Items"] == []

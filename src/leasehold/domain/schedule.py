@@ -76,7 +76,7 @@ def _number(text: str, spec: _Field) -> int:
     value = spec.names.get(text)
     if value is None:
         if not text.isdecimal() or not text.isascii():
-            raise ValidationError(f"cron {spec.name}: '{text[:16]}' is not a value")
+            raise ValidationError(f"cron {spec.name}: {text[:16]!r} is not a value")
         value = int(text)
     if not spec.low <= value <= spec.high:
         raise ValidationError(f"cron {spec.name}: {value} is outside {spec.low}–{spec.high}")
@@ -95,7 +95,7 @@ def _parse_field(text: str, spec: _Field) -> frozenset[int] | None:
     for part in text.split(","):
         match = _PART.fullmatch(part)
         if not match:
-            raise ValidationError(f"cron {spec.name}: '{part[:16]}' is not a value, range or step")
+            raise ValidationError(f"cron {spec.name}: {part[:16]!r} is not a value, range or step")
         base, step_text = match.groups()
         if base == "*":
             low, high = spec.low, spec.high
@@ -161,7 +161,7 @@ def parse_timezone(name: object) -> str:
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValidationError(f"'timezone': unknown time zone '{name[:64]}'") from exc
+        raise ValidationError(f"'timezone': unknown time zone {name[:64]!r}") from exc
     return name
 
 

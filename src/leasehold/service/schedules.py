@@ -102,7 +102,7 @@ class ScheduleService:
             raise ValidationError("the body must be a JSON object")
         unknown = sorted(set(body) - SCHEDULE_FIELDS)
         if unknown:
-            raise ValidationError(f"unknown field '{unknown[0][:40]}'")
+            raise ValidationError(f"unknown field {unknown[0][:40]!r}")
         if "expression" not in body:
             raise ValidationError("'expression' is required: 'cron(…)' or 'rate(…)'")
         expression = parse_expression(body["expression"], body.get("timezone", "UTC"))
