@@ -55,7 +55,7 @@ def importable_from(directory: Path) -> None:
 
 def _cmd_local_up(args: argparse.Namespace) -> int:
     from leasehold.store.faults import FaultPlan, FaultSpecError
-    from leasehold_dev.local.locate import state_path_for_up, template_for_up
+    from leasehold_dev.local.locate import data_path_for_up, state_path_for_up, template_for_up
     from leasehold_dev.local.runner import LocalStack
     from leasehold_dev.local.stack import PortBusyError, StackError
     from leasehold_dev.local.template import TemplateError
@@ -68,6 +68,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         FaultPlan.parse(args.faults)
     except FaultSpecError as exc:
         raise CliError(f"--faults: {exc}") from exc
+    if args.in_memory and (args.fresh or args.data):
+        raise CliError("--in-memory keeps nothing: it goes with neither --data nor --fresh")
     cwd = Path.cwd()
     importable_from(cwd)
     state = state_path_for_up(args.state_file, cwd, os.environ)
@@ -79,6 +81,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         faults=args.faults,
         handler_log=functions_log,
         kinds=args.kinds,
+        data_dir=None if args.in_memory else data_path_for_up(args.data, cwd),
+        fresh=args.fresh,
     )
     stopped = threading.Event()
 
@@ -100,8 +104,15 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         for index in range(args.workers):
             stack.spawn_worker(f"worker-{index + 1}", logs)
         faults = f"; faults {args.faults}" if args.faults else ""
+        if stack.restored is not None:
+            for line in stack.restored.lines():
+                print(line, flush=True)
+            if stack.restored.set_aside_to is not None:
+                print(f"leasehold: {stack.restored.lines()[0].strip()}", file=sys.stderr)
+        kept = f"state in {stack.data_dir}" if stack.data_dir else "IN MEMORY: nothing is kept"
         print(
-            f"leasehold local stack ready at {stack.url} (moto; {args.workers} workers{faults})",
+            f"leasehold local stack ready at {stack.url} "
+            f"(moto; {args.workers} workers; {kept}{faults})",
             flush=True,
         )
         print(f"  kinds: {', '.join(stack.kind_names())}", flush=True)
@@ -198,6 +209,7 @@ def _cmd_local_status(args: argparse.Namespace) -> int:
         "state_file": str(path),
         "workers": [{"name": name, "pid": ref.pid} for ref, name in workers.items()],
         "worker_logs": str(path.parent / "logs"),
+        "data": info.data_dir or None,
         "providers": json.loads(info.local_environment.get("LEASEHOLD_LOCAL_PROVIDERS", "{}")),
     }
     print(json.dumps(status, indent=2))
@@ -355,6 +367,22 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workers", type=int, default=2)
     up.add_argument("--template", help="default: template.yaml of the checkout (here or above)")
     add_state_option(up)
+    up.add_argument(
+        "--data",
+        metavar="DIR",
+        help="the data directory: tables, documents and charges survive a stop, Ctrl-C or "
+        "kill -9 (default: .leasehold/data of the checkout)",
+    )
+    up.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start EMPTY: the data directory's state is moved aside to DIR.previous",
+    )
+    up.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep nothing on disk (everything is gone when the stack stops; for comparisons)",
+    )
     up.add_argument(
         "--functions-log",
         metavar="FILE",
