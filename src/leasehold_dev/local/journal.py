@@ -392,10 +392,11 @@ class Journal:
 
     def journal_bytes(self) -> int:
         """The segments' size on disk now."""
-        return sum(
-            path.stat().st_size
-            for path in self.directory.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}")
-        )
+        total = 0
+        for path in self.directory.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}"):
+            with contextlib.suppress(FileNotFoundError):  # deleted by a compaction meanwhile
+                total += path.stat().st_size
+        return total
 
     def wait_compacted(self, timeout: float = 60.0) -> None:
         """Wait (bounded) for a compaction in progress."""
@@ -407,6 +408,7 @@ class Journal:
         start replays nothing. Idempotent."""
         with self._append_lock:
             if self._fd < 0:
+                self._release_lock()
                 return
             self.wait_compacted()
             if compact and self._failure is None and self._segment_bytes:
@@ -417,6 +419,9 @@ class Journal:
                 os.fdatasync(self._fd)
             os.close(self._fd)
             self._fd = -1
+        self._release_lock()
+
+    def _release_lock(self) -> None:
         if self._lock_file >= 0:
             os.close(self._lock_file)
             self._lock_file = -1

@@ -279,7 +279,9 @@ class Durability:
         current = table.get_item(
             DynamoType(hash_value), DynamoType(range_value) if range_value is not None else None
         )
-        image = None if current is None else json.dumps(current.to_json()["Attributes"])
+        image = None
+        if current is not None:  # binary values as the wire has them: base64 text
+            image = json.dumps(current.to_json()["Attributes"], default=_base64_text)
         return Change(DYNAMODB, logical, key, image)
 
     def _object_changes(self, bucket: str, keys: list[str]) -> list[Change]:
@@ -301,6 +303,12 @@ class Durability:
                 )
             changes.append(Change(S3, logical, key, image))
         return changes
+
+
+def _base64_text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} in an item image")
 
 
 def _restore_object(s3: Any, bucket: str, key: str, image: dict[str, Any]) -> None:
