@@ -22,8 +22,10 @@ demo: setup
 	$(BIN)/leasehold demo
 
 # KINDS=myjobs.kinds (importable modules, comma-separated) replaces the template's Kinds list.
+# State lives in .leasehold/data (DATA=DIR for another); FRESH=1 starts empty (the old state is
+# moved to DIR.previous); UP_ARGS passes any other `leasehold local up` option (e.g. --in-memory).
 up: setup
-	$(BIN)/leasehold local up --port $${PORT:-8080} --workers $${WORKERS:-2} $(if $(KINDS),--kinds $(KINDS))
+	$(BIN)/leasehold local up --port $${PORT:-8080} --workers $${WORKERS:-2} $(if $(KINDS),--kinds $(KINDS)) $(if $(DATA),--data $(DATA)) $(if $(FRESH),--fresh) $(UP_ARGS)
 
 down: setup
 	$(BIN)/leasehold local down
