@@ -105,8 +105,10 @@ bench: setup
 bench-local: setup
 	$(BIN)/python bench/run_local.py $(BENCH_ARGS)
 
+# Keeps .leasehold/data (and data.previous): the local stack's state is not a build artefact.
 clean:
-	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	if [ -d .leasehold ]; then find .leasehold -mindepth 1 -maxdepth 1 ! -name data ! -name data.previous -exec rm -rf {} +; fi
 
 # Break each guarantee once in a temporary copy and run the suite: every mutant must be killed.
 mutants: setup

@@ -5,6 +5,7 @@ from then on, and PartiQL is refused while journaling."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -224,3 +225,48 @@ def test_partiql_is_refused_while_journaling(serve: Any) -> None:
         )
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert "PartiQL" in refused.value.response["Error"]["Message"]
+
+
+def test_nobody_reads_a_write_before_it_is_on_disk(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    # Given a write whose sync is held up
+    served = serve()
+    table = served.tables["JobsTable"]
+    release = threading.Event()
+    real = journal_module.os.fdatasync
+
+    def slow_disk(fd: int) -> None:
+        release.wait(timeout=10)
+        real(fd)
+
+    monkeypatch.setattr(journal_module.os, "fdatasync", slow_disk)
+    answers: dict[str, Any] = {}
+
+    def put() -> None:
+        answers["put"] = client("dynamodb", served.endpoint).put_item(
+            TableName=table, Item={**_key("held"), "state": {"S": "queued"}}
+        )
+
+    def get() -> None:
+        answers["get"] = client("dynamodb", served.endpoint).get_item(
+            TableName=table, Key=_key("held"), ConsistentRead=True
+        )
+
+    writer = threading.Thread(target=put)
+    writer.start()
+    deadline = time.monotonic() + 10
+    while served.journal.appended == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # When another client reads the item while the sync waits
+    reader = threading.Thread(target=get)
+    reader.start()
+    reader.join(timeout=0.5)
+    # Then neither has its answer until the record is on disk; then both do
+    assert answers == {} and reader.is_alive()
+    release.set()
+    writer.join(timeout=10)
+    reader.join(timeout=10)
+    assert answers["get"]["Item"]["state"] == {"S": "queued"}

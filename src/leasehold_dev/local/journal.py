@@ -300,7 +300,7 @@ class Journal:
                 while view:
                     view = view[os.write(self._fd, view) :]
             except OSError as exc:
-                self._fail(exc)
+                self.fail(exc)
                 raise JournalError(f"the journal could not be written: {exc}") from exc
             self._segment_bytes += len(line)
             self._appended += 1
@@ -322,7 +322,7 @@ class Journal:
             try:
                 os.fdatasync(self._fd)
             except OSError as exc:
-                self._fail(exc)
+                self.fail(exc)
                 raise JournalError(f"the journal could not be synced: {exc}") from exc
             self._durable = target
 
@@ -330,7 +330,8 @@ class Journal:
         if self._failure is not None:
             raise JournalError(f"the journal failed earlier: {self._failure}")
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
+        """From now on every append and wait raises JournalError (said once on stderr)."""
         if self._failure is None:
             self._failure = exc
             print(
@@ -354,7 +355,7 @@ class Journal:
                 self._durable = self._appended
                 self._open_next_segment()
             except OSError as exc:
-                self._fail(exc)
+                self.fail(exc)
                 raise JournalError(f"the journal could not switch segments: {exc}") from exc
         entries = list(self.entries.items())
         self._compaction = threading.Thread(

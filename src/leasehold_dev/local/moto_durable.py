@@ -186,23 +186,28 @@ class Durability:
         operation = str(environ.get("HTTP_X_AMZ_TARGET", "")).rsplit(".", 1)[-1]
         if operation in PARTIQL:
             return _partiql_refused(environ, start_response)
-        body = b""
-        if operation in WRITES:
-            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-            environ["wsgi.input"] = io.BytesIO(body)
+        body = _read_body(environ) if operation in WRITES else b""
         held = _HeldResponse()
         try:
             with lock:
                 answer = list(app(environ, held.start_response))
                 sequence = self.journal.appended
                 if operation in WRITES and held.status.startswith("200"):
-                    changes = self._item_changes(operation, json.loads(body))
-                    if changes:
-                        sequence = self.journal.append(changes)
+                    sequence = self._append(lambda: self._item_changes(operation, json.loads(body)))
             self.journal.wait_durable(sequence)
         except JournalError as exc:
             return _unavailable(environ, start_response, exc)
         return held.send(start_response, answer)
+
+    def _append(self, changes: Callable[[], list[Change]]) -> int:
+        """Append what a write moto applied left; if its images cannot even be read, memory now
+        holds a write the disk does not, so the journal fails (fail-stop) rather than go on."""
+        try:
+            found = changes()
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.journal.fail(exc)
+            raise JournalError(f"the images of a write could not be read: {exc!r}") from exc
+        return self.journal.append(found) if found else self.journal.appended
 
     def is_object_write(self, environ: dict[str, Any]) -> bool:
         """A PUT, POST or DELETE to S3 on a journaled bucket (while journaling)."""
@@ -219,8 +224,7 @@ class Durability:
         """One object write, answered once the object (or its absence) is on disk."""
         if self.journal.failure is not None:
             return _unavailable(environ, start_response, self.journal.failure, s3=True)
-        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-        environ["wsgi.input"] = io.BytesIO(body)
+        body = _read_body(environ)
         bucket, _, key = unquote(str(environ["PATH_INFO"])).lstrip("/").partition("/")
         query = parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
         keys = [key] if key else []
@@ -232,7 +236,7 @@ class Durability:
                 answer = list(app(environ, held.start_response))
                 sequence = self.journal.appended
                 if keys and held.status[:1] == "2":
-                    sequence = self.journal.append(self._object_changes(bucket, keys))
+                    sequence = self._append(lambda: self._object_changes(bucket, keys))
             self.journal.wait_durable(sequence)
         except JournalError as exc:
             return _unavailable(environ, start_response, exc, s3=True)
@@ -303,6 +307,20 @@ class Durability:
                 )
             changes.append(Change(S3, logical, key, image))
         return changes
+
+
+def _read_body(environ: dict[str, Any]) -> bytes:
+    """The request's body, read whole and put back for moto: by its Content-Length, or to its
+    end when the server already framed it (a chunked body)."""
+    length = str(environ.get("CONTENT_LENGTH") or "")
+    if length.isdigit():
+        body: bytes = environ["wsgi.input"].read(int(length))
+    elif environ.get("wsgi.input_terminated"):
+        body = environ["wsgi.input"].read()
+    else:
+        return b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    return body
 
 
 def _base64_text(value: Any) -> str:
