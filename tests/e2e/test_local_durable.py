@@ -173,6 +173,9 @@ def test_local_down_keeps_the_state_and_fresh_starts_empty(tmp_path: Path) -> No
         assert "restored" in said and "1 documents" in said, said
         assert again.request("GET", f"/jobs/{job_id}")[1]["state"] == "succeeded"
         assert _object(again, key) == b"Supplier: Acme\nTotal: 12.00 EUR\n"
+        # ... and Ctrl-C stops it with its state on disk as well
+        again.process.send_signal(signal.SIGINT)
+        again.process.wait(timeout=30)
     finally:
         again.stop()
     # When it is started with --fresh
@@ -183,6 +186,7 @@ def test_local_down_keeps_the_state_and_fresh_starts_empty(tmp_path: Path) -> No
         assert "--fresh: starting EMPTY" in said, said
         assert fresh.request("GET", f"/jobs/{job_id}")[0] == 404
         assert _object(fresh, key) is None
-        assert (tmp_path / "data.previous" / "snapshot.jsonl").is_file()
+        kept = (tmp_path / "data.previous" / "snapshot.jsonl").read_text()
+        assert job_id in kept and key in kept  # what Ctrl-C left, moved aside whole
     finally:
         fresh.stop()
