@@ -42,6 +42,7 @@ from leasehold_dev.local.stack import (
     durable_resources,
     restore_data,
 )
+from leasehold_dev.local.template import load_template
 
 DEFAULT_STATE = Path(".leasehold/local-stack.json")
 WORKER_STOP_SECONDS = 5.0
@@ -150,6 +151,7 @@ class LocalStack:
         self._refuse_a_second_stack()
         if self.port:
             check_port_free(self.port)
+        load_template(self.template)  # a template that cannot be read stops us before any data
         set_aside_to = None
         if self.data_dir is not None and self.fresh:
             try:
