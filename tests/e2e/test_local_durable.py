@@ -95,7 +95,7 @@ def test_a_stack_killed_with_sigkill_keeps_every_acknowledged_thing(tmp_path: Pa
         # And the stack is started again on the same data directory
         restarted = LocalStackProcess(tmp_path, workers=2)
         said = "\n".join(restarted.startup)
-        assert "restored" in said and "1 charges" in said, said
+        assert "restored" in said and ", 1 charge from" in said, said
         # Then the unknown job is still unknown, with its operation, and one charge
         view = restarted.wait_for(unknown, TERMINAL, user="carol")
         assert (view["state"], view.get("stop_reason")) == ("unknown", "effect_uncertain"), view
@@ -170,7 +170,7 @@ def test_local_down_keeps_the_state_and_fresh_starts_empty(tmp_path: Path) -> No
     try:
         # Then the job and the document are back, and it says what it restored
         said = "\n".join(again.startup)
-        assert "restored" in said and "1 documents" in said, said
+        assert "restored" in said and ", 1 document," in said, said
         assert again.request("GET", f"/jobs/{job_id}")[1]["state"] == "succeeded"
         assert _object(again, key) == b"Supplier: Acme\nTotal: 12.00 EUR\n"
         # ... and Ctrl-C stops it with its state on disk as well

@@ -96,11 +96,15 @@ class RestoreSummary:
                 f"moved to {self.set_aside_to} (delete it once you are sure)"
             )
         if self.items or self.documents or self.charges:
-            tables = f"{self.tables} table" + ("s" if self.tables != 1 else "")
             said.append(
-                f"  restored {self.items:,} items in {tables}, {self.documents:,} documents, "
-                f"{self.charges:,} charges from {self.data} in {self.seconds:.1f} s"
+                f"  restored {_count(self.items, 'item')} in {_count(self.tables, 'table')}, "
+                f"{_count(self.documents, 'document')}, {_count(self.charges, 'charge')} from "
+                f"{self.data} in {self.seconds:.1f} s"
             )
         else:
             said.append(f"  state: {self.data} (empty: nothing to restore)")
         return said
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
