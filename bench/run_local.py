@@ -3,8 +3,11 @@ embedded local stack (`leasehold local up`, moto) with worker processes, submitt
 concurrent clients that poll `GET /jobs/{id}` (arch §8), measured in windows as the table
 grows; the accept → succeeded latency of single jobs on an idle stack; and the in-process cost of
 a 2-item transaction against a PutItem as the table grows, with and without
-leasehold_dev.local.moto_transactions. Every figure is the local stack or moto on this machine —
-nothing here is an AWS measurement."""
+leasehold_dev.local.moto_transactions. The stack keeps its state in a data directory of the
+benchmark's own (decision L15); the same run first times an `--in-memory` stack over
+`--compare-jobs` jobs, and ends by killing the stack's process group with `--restart-jobs` jobs in
+its data directory and timing the restart. Every figure is the local stack or moto on this
+machine — nothing here is an AWS measurement."""
 
 from __future__ import annotations
 

@@ -86,7 +86,9 @@ def _key_text(value: dict[str, Any]) -> str:
 
 
 class Durability:
-    """The journal's place in the server's WSGI chain (see the module's docstring)."""
+    """The journal's place in the server's WSGI chain (see the module's docstring). Made with a
+    locked journal, it loads the directory's state at once (JournalError when it cannot); the
+    tables and buckets are filled, and journaling begins, at `restore`."""
 
     def __init__(self, journal: Journal) -> None:
         require_pinned_moto("moto_durable", "item and object images")
