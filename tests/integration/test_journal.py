@@ -147,3 +147,18 @@ def test_a_write_that_does_not_reach_disk_refuses_every_later_one(
     monkeypatch.undo()
     with pytest.raises(JournalError, match="failed earlier"):
         _put(journal, "b", "1")
+
+
+def test_fresh_moves_the_directory_aside_whole_and_never_one_in_use(tmp_path: Path) -> None:
+    from leasehold_dev.local.datadir import set_aside
+
+    data = tmp_path / "data"
+    running = _open(data)
+    running.wait_durable(_put(running, "a", "1"))
+    with pytest.raises(JournalError, match="in use by a running local stack"):
+        set_aside(data)
+    running.close()
+    moved = set_aside(data)
+    assert moved == tmp_path / "data.previous" and not data.exists()
+    assert _reopened(moved) == {("dynamodb", "JobsTable", "a"): '{"v": "1"}'}
+    assert set_aside(data) is None  # nothing left to move
