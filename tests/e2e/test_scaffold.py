@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from leasehold_dev.cli import main as leasehold_main
+from tests.support.resources import ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -119,3 +121,32 @@ def test_make_up_serves_the_example_kind(project: Path, stack: str) -> None:
     assert answer["statusCode"] == 202, answer
     _, view = _call(f"{stack}/jobs/{json.loads(answer['body'])['job_id']}")
     assert view["kind"] == "greet", view
+
+
+def _tutorial_snippet() -> tuple[str, str]:
+    """The README tutorial's client code (the heredoc of its `<!-- tutorial:client -->` block)
+    and the output the README says it prints."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- tutorial:client -->")[1].split("<!-- /tutorial -->")[0]
+    text = textwrap.dedent(block.split("```sh\n", 1)[1].split("```")[0])
+    code = text.split("<<'PY'\n", 1)[1].split("\nPY\n")[0]
+    printed = text.split("\nPY\n")[1].strip().removeprefix("# ")
+    return code, printed
+
+
+def test_the_readme_tutorial_submits_and_waits_through_the_client(
+    project: Path, stack: str
+) -> None:
+    code, printed = _tutorial_snippet()
+    assert "http://127.0.0.1:8080" in code and "Client(" in code
+    env = _environment() | {
+        "PYTHONPATH": os.pathsep.join(
+            part for part in (str(project / "src"), os.environ.get("PYTHONPATH", "")) if part
+        )
+    }
+    answer = subprocess.run(
+        [str(VENV / "bin" / "python"), "-"], input=code.replace("http://127.0.0.1:8080", stack),
+        cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    assert answer.stdout.strip() == printed
