@@ -17,17 +17,16 @@ local-stack runs (`flock /tmp/leasehold-stack.lock make scaffold-check`)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
 PY313 = "3.13"
 
 
@@ -43,14 +42,6 @@ def _run(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> 
         raise SystemExit(f"scaffold-check: {' '.join(command)} failed ({took:.0f} s)")
     print(f"  ok ({took:.0f} s)", flush=True)
     return answer.stdout
-
-
-def _call(url: str, method: str = "GET", body: object = None) -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("X-Demo-User", "alice")
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return dict(json.loads(answer.read()))
 
 
 def _check_build(project: Path, package: str) -> None:
@@ -102,16 +93,14 @@ def _serve_and_submit(project: Path, env: dict[str, str], port: int) -> None:
             time.sleep(0.5)
         if url is None:
             raise SystemExit(f"scaffold-check: make up never got ready:\n{log.read_text()[-3000:]}")
-        accepted = _call(f"{url}/jobs", "POST", {"kind": "greet", "payload": {"name": "Ada"}})
-        view: dict = {}
-        for _ in range(120):
-            view = _call(f"{url}/jobs/{accepted['job_id']}")
-            if view["state"] not in {"queued", "running"}:
-                break
-            time.sleep(0.5)
+        from leasehold import Client
+
+        client = Client(url, user="alice")
+        job = client.submit("greet", {"name": "Ada"}, idempotency_key="scaffold-check")
+        view = client.wait(job.job_id, timeout=60)
         if view.get("state") != "succeeded":
             raise SystemExit(f"scaffold-check: the greet job did not succeed: {view}")
-        print(f"  make up: greet job {accepted['job_id']} succeeded: {view['result']}")
+        print(f"  make up: greet job {job.job_id} succeeded: {view['result']}")
     finally:
         _run(["make", "--no-print-directory", "down"], project, env, 60)
         up.wait(timeout=60)

@@ -15,19 +15,18 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from leasehold import Client
 from leasehold_dev.cli import main as leasehold_main
 from tests.support.resources import ROOT
 
 pytestmark = pytest.mark.e2e
 
 VENV = Path(sys.prefix)
-TERMINAL = {"succeeded", "failed", "dead", "cancelled", "unknown"}
 
 
 def _environment() -> dict[str, str]:
@@ -54,14 +53,6 @@ def _make(project: Path, *targets: str, timeout: float = 240) -> subprocess.Comp
         cwd=project, env=_environment(), capture_output=True, text=True, timeout=timeout,
         check=False,
     )  # fmt: skip
-
-
-def _call(url: str, method: str = "GET", body: object = None) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("X-Demo-User", "alice")
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return answer.status, json.loads(answer.read())
 
 
 @pytest.fixture
@@ -103,15 +94,10 @@ def test_make_test_passes_in_a_new_project_at_once(project: Path) -> None:
 
 
 def test_make_up_serves_the_example_kind(project: Path, stack: str) -> None:
-    status, accepted = _call(f"{stack}/jobs", "POST", {"kind": "greet", "payload": {"name": "Ada"}})
-    assert status == 202 and accepted["state"] == "queued", accepted
-    deadline = time.monotonic() + 60
-    view: dict = {}
-    while time.monotonic() < deadline:
-        _, view = _call(f"{stack}/jobs/{accepted['job_id']}")
-        if view["state"] in TERMINAL:
-            break
-        time.sleep(0.3)
+    client = Client(stack, user="alice")
+    job = client.submit("greet", {"name": "Ada"})
+    assert job.state == "queued"
+    view = client.wait(job.job_id, timeout=60)
     assert view["state"] == "succeeded", view
     assert view["result"] == {"greeting": "Hello, Ada!", "attempts": {"compose": 1, "sign": 1}}
     # The project's sample event, through the API function of the running stack
@@ -119,8 +105,7 @@ def test_make_up_serves_the_example_kind(project: Path, stack: str) -> None:
     assert invoked.returncode == 0, invoked.stderr[-2000:]
     answer = json.loads(invoked.stdout)
     assert answer["statusCode"] == 202, answer
-    _, view = _call(f"{stack}/jobs/{json.loads(answer['body'])['job_id']}")
-    assert view["kind"] == "greet", view
+    assert client.wait(json.loads(answer["body"])["job_id"], timeout=60)["kind"] == "greet"
 
 
 def _tutorial_snippet() -> tuple[str, str]:
