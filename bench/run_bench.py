@@ -23,6 +23,7 @@ from bench.stack import Stack, quiet_warnings, set_credentials
 from bench.summary import (
     JOB_PHASES,
     comparison,
+    enqueue_paths,
     lambda_assumptions,
     moto_comparison,
     summarise,
@@ -85,6 +86,7 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
             "sweeper": sweeper,
             "schedule": scheduled,
             "comparison": compared,
+            "enqueue_paths": enqueue_paths(scenarios),
             "targets": targets(scenarios, compared),
             "what_if": {
                 name: what_if(
