@@ -137,3 +137,24 @@ def test_during_a_table_outage_a_503_is_unavailable_and_a_keyed_submission_rides
         patient.submit("synthetic", ONE_STEP, idempotency_key="during-the-outage").job_id
         == handle.job_id
     )
+
+
+def test_schedules_through_the_client_are_the_owners_alone(stack: LocalStackProcess) -> None:
+    # (the tick itself is fired by the same Sweeper handler the stack runs every second:
+    # tests/integration/test_schedules_api.py; waiting for a real minute here is not worth it)
+    alice, bob = Client(stack.url, user="alice"), Client(stack.url, user="bob")
+    created = alice.schedules.create(
+        "synthetic", ONE_STEP, "cron(0 9 ? * MON-FRI *)", timezone="Europe/Paris"
+    )
+    assert created["state"] == "active" and created["next_tick_at"].endswith(":00:00.000Z")
+    sid = created["schedule_id"]
+    assert [s["schedule_id"] for s in alice.schedules.list()] == [sid]
+    assert list(bob.schedules.list()) == []
+    with pytest.raises(ApiError.NotFound):
+        bob.schedules.get(sid)
+    with pytest.raises(ApiError.InvalidInput, match="not supported"):
+        alice.schedules.create("synthetic", ONE_STEP, "cron(0 9 L * ? *)")
+    deleted = alice.schedules.delete(sid)
+    assert [h["event"] for h in deleted["history"]] == ["created", "deleted"]
+    with pytest.raises(ApiError.NotFound):
+        alice.schedules.delete(sid)
