@@ -52,6 +52,7 @@ from leasehold.sdk.kind import (
     KindDefinitionError,
     Outcome,
     RelatedChange,
+    Schedule,
     Step,
 )
 from leasehold.sdk.loading import KindLoadError
@@ -89,6 +90,7 @@ __all__ = [
     "Reply",
     "RetryableError",
     "Routes",
+    "Schedule",
     "SettingError",
     "Step",
     "StepContext",

@@ -315,3 +315,91 @@ def test_a_deleted_schedule_leaves_the_due_index(harness: Harness) -> None:
         ExpressionAttributeValues={":p": {"S": DUE_PARTITION}},
     )
     assert answer["Items"] == []
+
+
+# ------------------------------------------------------------------ declared on a kind
+
+
+def declaring(*schedules: Any) -> dict[str, Any]:
+    from leasehold import Kind
+    from leasehold.sdk.engine_kind import EngineKind
+
+    kind = Kind("nightly", schedules=list(schedules))
+
+    @kind.step()
+    def report(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    return {**registry(), "nightly": EngineKind(kind)}
+
+
+def test_a_schedule_declared_on_a_kind_is_created_once_and_replaced_when_it_changes(
+    harness: Harness,
+) -> None:
+    from leasehold import Schedule
+    from leasehold.domain.job import Owner
+    from leasehold.service.schedules import DEPLOY, KIND_TENANT
+
+    owner = Owner(KIND_TENANT, "nightly")
+    daily = Schedule("cron(0 9 * * ? *)", tz="Europe/Paris", payload={"n": 1})
+    # Given a kind that declares a schedule, When two cold starts sync it
+    assert service(harness, kinds=declaring(daily)).sync_declared() == {"declared_created": 1}
+    assert service(harness, kinds=declaring(daily)).sync_declared() == {}
+    (stored,) = service(harness).list(owner, limit=None, cursor=None)["schedules"]
+    assert stored["declared_by_kind"] and stored["timezone"] == "Europe/Paris"
+    assert stored["history"][0]["by"] == DEPLOY
+    # When a deploy changes the declaration
+    hourly = Schedule("rate(1 hour)", payload={"n": 1}, missed="run_once")
+    changed = service(harness, kinds=declaring(hourly)).sync_declared()
+    # Then the old schedule is deleted (by deploy) and the new one stands
+    assert changed == {"declared_created": 1, "declared_deleted": 1}
+    views = {s["expression"]: s for s in service(harness).list(owner, limit=None, cursor=None)[
+        "schedules"
+    ]}  # fmt: skip
+    assert views["cron(0 9 * * ? *)"]["state"] == "deleted"
+    assert views["cron(0 9 * * ? *)"]["history"][-1]["by"] == DEPLOY
+    assert views["rate(1 hour)"]["state"] == "active"
+    # and declaring the first again brings it back, under its own id
+    again = service(harness, kinds=declaring(daily, hourly)).sync_declared()
+    assert again == {"declared_created": 1}
+    assert service(harness).get(owner, views["cron(0 9 * * ? *)"]["schedule_id"])["state"] == (
+        "active"
+    )
+    # and its tick makes a job owned by the kind's reserved owner
+    to_tick(harness, views["rate(1 hour)"])
+    assert service(harness, kinds=declaring(daily, hourly)).fire_due() == {"schedule_jobs": 1}
+
+
+def test_a_declared_schedule_the_kind_refuses_is_logged_not_fatal(harness: Harness) -> None:
+    from leasehold import Kind, Schedule
+    from leasehold.sdk.engine_kind import EngineKind
+
+    strict = Kind(
+        "strict",
+        schema={"type": "object", "required": ["n"]},
+        schedules=[Schedule("rate(1 hour)", payload={})],
+    )
+
+    @strict.step()
+    def only(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    kinds = {**registry(), "strict": EngineKind(strict)}
+    assert service(harness, kinds=kinds).sync_declared() == {"declared_refused": 1}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"expression": "cron(0 9 L * ? *)"}, "not supported"),
+        ({"expression": "rate(1 hour)", "tz": "Mars/Base"}, "unknown time zone"),
+        ({"expression": "rate(1 hour)", "missed": "often"}, "often"),
+    ],
+)
+def test_a_bad_declared_schedule_stops_the_kind_where_it_is_declared(
+    arguments: dict[str, Any], says: str
+) -> None:
+    from leasehold import KindDefinitionError, Schedule
+
+    with pytest.raises(KindDefinitionError, match=says):
+        Schedule(**arguments)

@@ -95,3 +95,29 @@ def test_the_sweeper_function_fires_a_due_schedule_once(call: Call) -> None:
     assert [job["job_id"] for job in jobs] == [
         call("api-get-schedule.json", path_id=view["schedule_id"])[1]["last_job_id"]
     ]
+
+
+def test_the_sweeper_creates_a_kinds_declared_schedule_at_its_cold_start(
+    moto: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leasehold.domain.job import Owner
+    from leasehold.handlers import sweeper, wiring
+    from leasehold.service.schedules import KIND_TENANT
+    from leasehold.store.schedules import ScheduleStore
+    from leasehold_dev.local.invoke import LocalContext
+    from tests.conftest import load_event
+    from tests.support.api import call_fixture
+
+    kinds = "leasehold_apps.synthetic,leasehold_apps.reading_list,leasehold_apps.doc_agent"
+    fixture = call_fixture(monkeypatch, LEASEHOLD_KINDS=f"{kinds},tests.support.scheduled_kinds")
+    next(fixture)
+    monkeypatch.setattr(sweeper, "_declared_synced", [])
+    try:
+        first = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
+        second = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
+        assert first.get("declared_created") == 1 and "declared_created" not in second
+        store = ScheduleStore(wiring.runtime().stores.table)
+        (declared,), _ = store.list_for_owner(Owner(KIND_TENANT, "nightly"), limit=10, cursor=None)
+        assert declared.expression == "rate(1 hour)" and declared.declared_by_kind
+    finally:
+        fixture.close()

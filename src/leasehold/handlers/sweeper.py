@@ -8,12 +8,15 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from leasehold.domain.errors import StoreUnavailableError
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.handlers.wiring import function_handler, runtime
 from leasehold.service.schedules import ScheduleService
 from leasehold.service.sweeper import SweepSettings, sweep
 
 logger = Logger(service="leasehold")
+_declared_synced: list[bool] = []
+"""Whether this process made the kinds' declared schedules stored (once per cold start)."""
 
 
 @function_handler(logger)
@@ -32,4 +35,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         rt.telemetry,
         default_max_attempts=rt.settings.default_max_attempts,
     )
-    return {**report, **schedules.fire_due()}
+    synced: dict[str, int] = {}
+    if not _declared_synced:
+        try:
+            synced = schedules.sync_declared()
+            _declared_synced.append(True)
+        except StoreUnavailableError as unavailable:  # the next run tries again
+            logger.warning("declared schedules not synced", extra={"detail": str(unavailable)})
+    return {**report, **synced, **schedules.fire_due()}

@@ -43,6 +43,7 @@ class EngineKind:
         self.submittable = kind.submittable
         self.default_max_attempts = kind.default_max_attempts
         self.operators_see_payload = kind.operators_see_payload
+        self.declared_schedules = kind.schedules
 
     def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
         self.kind.validate_for(payload, owner)

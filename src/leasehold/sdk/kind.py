@@ -50,6 +50,35 @@ class KindDefinitionError(ValueError):
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """A schedule declared on a kind: every tick of `expression` (`cron(…)` or `rate(…)`, in
+    time zone `tz`) submits one job of the kind with `payload`; `missed` is what ticks the
+    trigger reached more than one period late make (`skip` or `run_once`, docs/schedules.md).
+
+    The sweeper creates it at its cold start if it does not exist, and deletes the kind's
+    declared schedules that are no longer declared, so a deploy that changes the declaration
+    replaces it. Its jobs belong to the reserved owner tenant `_kinds`, user = the kind's name
+    (operators see them under /ops). A bad expression, zone or policy raises
+    KindDefinitionError where it is declared."""
+
+    expression: str
+    tz: str = "UTC"
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    missed: Literal["skip", "run_once"] = "skip"
+
+    def __post_init__(self) -> None:
+        from leasehold.domain.schedule import MissedTicks, parse_expression
+
+        try:
+            parse_expression(self.expression, self.tz)
+            MissedTicks(self.missed)
+        except (ValidationError, ValueError) as exc:
+            raise KindDefinitionError(f"schedule {self.expression!r}: {exc}") from None
+        if not isinstance(self.payload, Mapping):
+            raise KindDefinitionError(f"schedule {self.expression!r}: payload must be a mapping")
+
+
+@dataclass(frozen=True)
 class Effect:
     """What an effect step does outside leasehold, and what its provider can tell afterwards.
 
@@ -178,6 +207,7 @@ class Kind:
         submittable: bool = True,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         operators_see_payload: bool = False,
+        schedules: Sequence[Schedule] = (),
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise KindDefinitionError(
@@ -208,6 +238,12 @@ class Kind:
         self.operators_see_payload = operators_see_payload
         self.schema = dict(schema) if schema is not None else None
         self._validate_schema = _compile_schema(name, self.schema)
+        if not all(isinstance(declared, Schedule) for declared in schedules):
+            raise KindDefinitionError(f"kind '{name}': schedules are leasehold.Schedule(...)")
+        if schedules and not submittable:
+            raise KindDefinitionError(f"kind '{name}': only a submittable kind has schedules")
+        self.schedules: tuple[Schedule, ...] = tuple(schedules)
+        """The schedules declared on the kind (created by the sweeper at its cold start)."""
         self._steps: list[Step] = []
         self._hooks = _Hooks()
 

@@ -4,6 +4,8 @@ in one transaction with the schedule's advance past that tick (decisions FS2–F
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -46,6 +48,17 @@ SCHEDULE_FIELDS = frozenset(
 )
 JOB_FIELDS = ("kind", "payload", "budget", "deadline_seconds", "max_attempts")
 MAX_SCHEDULES_PER_FIRE = 100
+KIND_TENANT = "_kinds"
+"""The reserved tenant that owns the schedules declared on kinds (user: the kind's name)."""
+DEPLOY = "deploy"
+"""Who the history names for a declared schedule created or removed at start-up."""
+
+
+def declared_schedule_id(kind: str, expression: str, tz: str, missed: str, payload: Any) -> str:
+    """A declared schedule's id: the same declaration always names the same schedule, so every
+    cold start creates it at most once, and a changed declaration is a new schedule."""
+    source = json.dumps([kind, expression, tz, missed, payload], sort_keys=True, default=str)
+    return f"s_{hashlib.sha256(source.encode()).hexdigest()[:22]}"
 
 
 def tick_job_id(owner: Owner, schedule_id: str, tick_at: int) -> str:
@@ -111,9 +124,24 @@ class ScheduleService:
             missed = MissedTicks(missed_text)
         except ValueError as exc:
             raise ValidationError('\'missed\' must be "skip" or "run_once"') from exc
+        created = self._create(owner, body, expression, missed)
+        assert created is not None  # a fresh id: its Put has no other item to meet
+        return created
+
+    def _create(
+        self,
+        owner: Owner,
+        body: dict[str, Any],
+        expression: Any,
+        missed: MissedTicks,
+        *,
+        schedule_id: str | None = None,
+        by: str | None = None,
+    ) -> dict[str, Any] | None:
         job = {name: body[name] for name in JOB_FIELDS if name in body}
         now = self._clock.now_ms()
-        schedule_id = self._new_id()
+        declared = schedule_id is not None
+        schedule_id = schedule_id or self._new_id()
         self._check_job(job, owner, schedule_id, now)
         anchor = now - now % MINUTE_MS
         first = expression.next_tick_after(now, anchor_ms=anchor)
@@ -131,11 +159,82 @@ class ScheduleService:
             created_at=now,
             updated_at=now,
             next_tick_at=first,
-            history=(entry("created", at=now, by=owner.user_id),),
+            declared_by_kind=declared,
+            history=(entry("created", at=now, by=by or owner.user_id),),
         )
-        self._store.create(schedule)
+        if not self._store.create(schedule, replace_deleted=declared):
+            return None  # a declared schedule another cold start created first
         logger.info("schedule created", extra={"schedule_id": schedule_id, "by": owner.user_id})
         return schedule_view(schedule)
+
+    def sync_declared(self) -> dict[str, int]:
+        """Make the stored schedules of each kind what the kind declares (`Kind(...,
+        schedules=[...])`): a declared one not stored is created (its id comes from the
+        declaration, so two cold starts at once create it once); a stored one no longer
+        declared is deleted, its history naming `deploy`. Run at the sweeper's cold start."""
+        report: Counter[str] = Counter()
+        for name, kind in self._kinds.items():
+            owner = Owner(KIND_TENANT, name)
+            wanted = {}
+            for declared in getattr(kind, "declared_schedules", ()):
+                payload = dict(declared.payload)
+                sid = declared_schedule_id(
+                    name, declared.expression, declared.tz, declared.missed, payload
+                )
+                wanted[sid] = {
+                    "kind": name,
+                    "payload": payload,
+                    "expression": declared.expression,
+                    "timezone": declared.tz,
+                    "missed": declared.missed,
+                }
+            stored = self._stored(owner) if wanted or self._any_stored(owner) else {}
+            for sid, body in wanted.items():
+                if sid in stored:
+                    continue
+                expression = parse_expression(body["expression"], body["timezone"])
+                try:
+                    created = self._create(
+                        owner,
+                        body,
+                        expression,
+                        MissedTicks(body["missed"]),
+                        schedule_id=sid,
+                        by=DEPLOY,
+                    )
+                except ValidationError as refused:  # its payload fails the kind's own checks
+                    logger.error(
+                        "a declared schedule was refused",
+                        extra={
+                            "kind": name,
+                            "expression": body["expression"],
+                            "detail": str(refused),
+                        },
+                    )
+                    report["declared_refused"] += 1
+                    continue
+                report["declared_created" if created else "declared_raced"] += 1
+            for sid in set(stored) - set(wanted):
+                self._store.delete(owner, sid, by=DEPLOY, now=self._clock.now_ms())
+                report["declared_deleted"] += 1
+        if report:
+            logger.info("declared schedules synced", extra=dict(report))
+        return dict(report)
+
+    def _stored(self, owner: Owner) -> dict[str, Schedule]:
+        """The owner's active schedules, every page (a kind declares a handful)."""
+        found: dict[str, Schedule] = {}
+        cursor: str | None = None
+        for _ in range(100):
+            page, cursor = self._store.list_for_owner(owner, limit=100, cursor=cursor)
+            found.update({s.schedule_id: s for s in page if s.state == "active"})
+            if not cursor:
+                break
+        return found
+
+    def _any_stored(self, owner: Owner) -> bool:
+        page, _ = self._store.list_for_owner(owner, limit=1, cursor=None)
+        return bool(page)
 
     def get(self, owner: Owner, schedule_id: str) -> dict[str, Any]:
         return schedule_view(self._store.get(owner, schedule_id))

@@ -101,16 +101,26 @@ class ScheduleStore:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def create(self, schedule: Schedule) -> bool:
-        """Put the schedule if its id is new; False when one with that id exists already (a
-        kind's declared schedule, created again at the next start)."""
+    def create(self, schedule: Schedule, *, replace_deleted: bool = False) -> bool:
+        """Put the schedule if its id is new (or, with `replace_deleted`, names a deleted one:
+        a kind's declaration removed, then declared again); False when it exists already (a
+        declared schedule created by another cold start)."""
+        condition = "attribute_not_exists(pk)"
+        values: dict[str, Any] = {}
+        if replace_deleted:
+            condition += " OR #state = :deleted"
+            values = {
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": {":deleted": {"S": SCHEDULE_DELETED}},
+            }
         try:
             self._table.transact(
                 [
                     {
                         "Put": {
                             "Item": schedule_item(schedule),
-                            "ConditionExpression": "attribute_not_exists(pk)",
+                            "ConditionExpression": condition,
+                            **values,
                         }
                     }
                 ]
