@@ -32,7 +32,9 @@ class Scenario:
     limit: int | None = None
     """Per-user concurrency limit; None = the template's default, 0 = off."""
     shape: str = "plain"
-    """plain, retry-once, approval, title or busy-user."""
+    """plain, retry-once, approval, title, busy-user or delayed."""
+    delay_seconds: int | None = None
+    """`delay_seconds` on every job (shape `delayed`)."""
 
 
 @dataclass
@@ -77,7 +79,10 @@ def job_body(scenario: Scenario) -> dict[str, Any]:
     target = PAYLOAD_BYTES[scenario.payload]
     steps = step_list(scenario.steps, min(target, 200), **fields)
     if target <= 200:
-        return {"kind": "synthetic", "payload": {"steps": steps}}
+        body: dict[str, Any] = {"kind": "synthetic", "payload": {"steps": steps}}
+        if scenario.delay_seconds is not None:
+            body["delay_seconds"] = scenario.delay_seconds
+        return body
     payload: dict[str, Any] = {"steps": steps, "pad": ""}
     pad = target - len(json.dumps(payload, separators=(",", ":")))
     payload["pad"] = "x" * max(0, pad)
@@ -186,6 +191,8 @@ class Runner:
             return self.title(scenario)
         if scenario.shape == "busy-user":
             return self.busy_user(scenario)
+        if scenario.shape == "delayed":
+            return self.delayed(scenario)
         _, limit = self._start(scenario)
         ids: list[str] = []
         if scenario.traffic == "trickle":
@@ -239,6 +246,31 @@ class Runner:
             )
         )
         return self._measured(scenario, ids, limit, titles_landed=landed)
+
+    def delayed(self, scenario: Scenario) -> Measured:
+        """Jobs delayed past SQS's 15 minutes: accepted into the due index, then the clock of
+        the functions (not moto's) jumps past their due time; one sweep (`due`: the move out of
+        the due index with a wake-up, priced as the job's) and the usual relay and delivery."""
+        from unittest import mock
+
+        assert scenario.delay_seconds is not None
+        _, limit = self._start(scenario)
+        ids = [self.submit(scenario, index) for index in range(scenario.jobs)]
+        accepted = [self.stack.job(j) or {} for j in ids]
+        in_due_index = sum(1 for job in accepted if job.get("gsi1pk") == "STATE#due")
+        ahead = scenario.delay_seconds + 1
+
+        class Later:
+            @staticmethod
+            def time() -> float:
+                return time.time() + ahead
+
+        with mock.patch("leasehold.domain.clock.time", Later):
+            report = self.stack.sweep(phase="due")
+            self.stack.drain(ids, self._done())
+        return self._measured(
+            scenario, ids, limit, accepted_into_due_index=in_due_index, due_sweep=report
+        )
 
     def busy_user(self, scenario: Scenario) -> Measured:
         """A user with 49 jobs running (claimed by other workers, mid-step) while the measured
@@ -408,6 +440,9 @@ SCENARIOS = [
     Scenario("title job (POST /bookmarks), key", 20, shape="title"),
     Scenario(
         "1-step burst, ~200 B, key, a user with 50 jobs running", 30, limit=50, shape="busy-user"
+    ),  # fmt: skip
+    Scenario(
+        "1-step burst, ~200 B, key, delayed 1 h", 40, shape="delayed", delay_seconds=3600
     ),  # fmt: skip
 ]
 HEADLINE = SCENARIOS[0].name

@@ -18,8 +18,11 @@ from bench.pricing import (
 from bench.scenarios import HEADLINE, NO_LIMIT, THREE_STEP, Measured
 
 THREE_STEP_WCU_TARGET = 13
-JOB_PHASES = ["accept", "approve", "relay", "delivery", "worker", "claim", "steps", "outcome"]
-"""Phases a job pays for; `worker` holds anything the worker did outside claim/steps/outcome."""
+JOB_PHASES = [
+    "accept", "approve", "due", "relay", "delivery", "worker", "claim", "steps", "outcome"
+]  # fmt: skip
+"""Phases a job pays for; `worker` holds anything the worker did outside claim/steps/outcome;
+`due` is the sweep that moves a long-delayed job out of the due index with its wake-up."""
 FUNCTIONS = ["api", "relay", "worker"]
 
 

@@ -46,6 +46,10 @@ def idempotency_key(owner: Owner, key: str) -> dict[str, Any]:
 
 
 ACTIVE_PARTITION = "STATE#active"
+DUE_PARTITION = "STATE#due"
+"""The due index (decision F1): `queued` jobs due further ahead than SQS holds a wake-up wait
+here, sorted by when they are due, until the sweeper moves them to ACTIVE_PARTITION with a
+wake-up. Only those jobs ever have an entry in it."""
 ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.RUNNING})
 UNINDEXED_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED})
 
@@ -106,12 +110,19 @@ def outbox_item(
     }
 
 
-def new_job_item(job: Job) -> dict[str, Any]:
+def due_upto(until_ms: int) -> str:
+    """The due index's sort key bound: every job due at or before `until_ms` sorts below it."""
+    return f"{until_ms:013d}~"
+
+
+def new_job_item(job: Job, *, due_indexed: bool = False) -> dict[str, Any]:
+    """The job's item; `due_indexed` puts it in the due index, sorted by when it is due."""
+    due_sort = time_sort_key(job.next_attempt_at or job.created_at, job.job_id)
     doc: dict[str, Any] = {
         "pk": f"JOB#{job.job_id}",
         "sk": JOB_SK,
-        "gsi1pk": state_partition(job.state),
-        "gsi1sk": time_sort_key(job.created_at, job.job_id),
+        "gsi1pk": DUE_PARTITION if due_indexed else state_partition(job.state),
+        "gsi1sk": due_sort if due_indexed else time_sort_key(job.created_at, job.job_id),
         "gsi2pk": owner_partition(job.owner),
         "gsi2sk": time_sort_key(job.created_at, job.job_id),
         "job_id": job.job_id,

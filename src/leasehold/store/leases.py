@@ -26,7 +26,7 @@ from leasehold.store.guards import (
     set_history,
     state_change,
 )
-from leasehold.store.items import job_from_item, job_key
+from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
 from leasehold.store.slots import SlotStore, new_token
 from leasehold.store.table import ConditionFailed, Table
 
@@ -161,6 +161,9 @@ class LeaseStore:
         expr.increment("epoch").increment("attempts")
         expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
         expr.set("updated_at", now)  # queued and running share a `by_state` entry: no move
+        # ...unless a stray wake-up found a delayed job due before the sweeper moved it out of
+        # the due index (decision F1): the same value costs no index write, a move heals it.
+        expr.set("gsi1pk", ACTIVE_PARTITION)
         expr.increment("version").remove("next_attempt_at")
         try:
             item = self._table.update(expr.update_params(job_key(job_id)))

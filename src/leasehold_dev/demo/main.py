@@ -38,8 +38,8 @@ def _t(key: str, title: str, run: TaskRun, *checks: str) -> tuple[Task, TaskRun]
 def phases() -> list[Phase]:
     return [
         Phase(
-            "phase 1: approval, budget, cancel, retry, dead, per-user limit; the reading list; "
-            "the agent; a duplicate delivery",
+            "phase 1: approval, budget, cancel, retry, dead, per-user limit, delays; the reading "
+            "list; the agent; a duplicate delivery",
             4,
             (
                 _t("T1", "approval", synthetic.t1_approval),
@@ -48,6 +48,7 @@ def phases() -> list[Phase]:
                 _t("T4", "transient failure", synthetic.t4_transient),
                 _t("T5", "attempts exhausted", synthetic.t5_dead),
                 _t("T7", "per-user limit", synthetic.t7_limit),
+                _t("D1", "delayed jobs", synthetic.d1_delayed),
                 _t("R1", "a bookmark, saved twice, edited", reading.r1_basics, "R1", "R2", "R8"),
                 _t("R3", "a page that never answers", reading.r3_dead_and_replay, "R3", "R4"),
                 _t("A1", "a supplier document", agent.a1_prepared),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from leasehold_dev.demo.session import TERMINAL, Session, Task
@@ -287,3 +288,51 @@ def t8_restart(s: Session, task: Task) -> None:
         f"{done.get('state')}; steps ran {names}",
         done.get("state") == "succeeded" and names == ["collect", "send-invoice", "archive"],
     )
+
+
+def d1_delayed(s: Session, task: Task) -> None:
+    """A job delayed 3 s is `queued` with `waiting_for` until due and starts no earlier (polled
+    every 0.2 s); a job delayed 2 h waits in the due index (the operator summary's `delayed`) and
+    is cancelled before it is due."""
+    soon = s.submit(task, "a job delayed 3 s", _synthetic([{"name": "ping"}], delay_seconds=3))
+    late = s.submit(task, "a job delayed 2 h", _synthetic([{"name": "ping"}], delay_seconds=7200))
+    first = s.job(soon, "alice")
+    due = first.get("next_attempt_at") or ""
+    waits = first.get("waiting_for") == {"time": due} and first.get("state") == "queued"
+    early: list[str] = []  # a poll before due that saw it anything but queued
+    seen_started = ""
+
+    def probe() -> dict[str, Any] | None:
+        nonlocal seen_started
+        view = s.job(soon, "alice")
+        stamp = iso_now()
+        if view.get("state") != "queued" and not seen_started:
+            seen_started = stamp
+            if stamp < due:
+                early.append(f"{view.get('state')} at {stamp}")
+        return view if view.get("state") in TERMINAL else None
+
+    done = s.wait(probe, timeout=30) or {}
+    summary = s.call("GET", "/ops/summary", user="ops").body
+    delayed = int(summary.get("delayed") or 0) if isinstance(summary, dict) else 0
+    cancelled = s.call("POST", f"/jobs/{late}/cancel", user="alice").body
+    s.act(task, f"alice cancels the 2-h job → {cancelled.get('state')}")
+    s.check(
+        task,
+        "D1",
+        "a delayed job waits, starts no earlier than due; a long delay can be cancelled",
+        f"3-s job queued waiting_for {first.get('waiting_for')}, first seen out of queued at "
+        f"{seen_started or '–'} (due {due}), {done.get('state')}; 2-h job: /ops/summary "
+        f"delayed {delayed}, then {cancelled.get('state')}",
+        waits
+        and not early
+        and bool(seen_started)
+        and done.get("state") == "succeeded"
+        and delayed >= 1
+        and cancelled.get("state") == "cancelled",
+    )
+
+
+def iso_now() -> str:
+    """Now as the API writes times (ISO 8601 UTC, milliseconds, `Z`): comparable as text."""
+    return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
