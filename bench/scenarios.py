@@ -35,6 +35,8 @@ class Scenario:
     """plain, retry-once, approval, title, busy-user or delayed."""
     delay_seconds: int | None = None
     """`delay_seconds` on every job (shape `delayed`)."""
+    kind: str = "synthetic"
+    """`keyed`: the synthetic kind with one concurrency key (bench/kinds.py)."""
 
 
 @dataclass
@@ -79,7 +81,7 @@ def job_body(scenario: Scenario) -> dict[str, Any]:
     target = PAYLOAD_BYTES[scenario.payload]
     steps = step_list(scenario.steps, min(target, 200), **fields)
     if target <= 200:
-        body: dict[str, Any] = {"kind": "synthetic", "payload": {"steps": steps}}
+        body: dict[str, Any] = {"kind": scenario.kind, "payload": {"steps": steps}}
         if scenario.delay_seconds is not None:
             body["delay_seconds"] = scenario.delay_seconds
         return body
@@ -444,6 +446,7 @@ SCENARIOS = [
     Scenario(
         "1-step burst, ~200 B, key, delayed 1 h", 40, shape="delayed", delay_seconds=3600
     ),  # fmt: skip
+    Scenario("1-step burst, ~200 B, key, one concurrency key", 100, kind="keyed"),
 ]
 HEADLINE = SCENARIOS[0].name
 NO_LIMIT = SCENARIOS[4].name

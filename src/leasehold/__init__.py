@@ -21,6 +21,7 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.job import Owner
+from leasehold.domain.limits import Limit
 from leasehold.sdk.apps import (
     ConditionFailed,
     Engine,
@@ -65,6 +66,7 @@ __all__ = [
     "KindDefinitionError",
     "KindLoadError",
     "LeaseholdError",
+    "Limit",
     "NewJob",
     "NotFoundError",
     "Operation",

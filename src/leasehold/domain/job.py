@@ -115,6 +115,10 @@ class Job:
     lease_owner: str | None = None
     slot_token: str | None = None
     """The per-user slot entry this job's claim holds (store/slots.py), while running."""
+    slots: dict[str, str] | None = None
+    """The declared limits' slot entries this job's claim holds: item name → token (F2)."""
+    waiting_for: dict[str, str] | None = None
+    """What the job last waited for at a claim (`{"concurrency": "tenant:acme"}`), while queued."""
     lease_expires_at: int | None = None
     approval: dict[str, Any] | None = None
     result: Any = None

@@ -33,6 +33,7 @@ from leasehold.domain.errors import (
     TransientStepError,
 )
 from leasehold.domain.job import Checkpoint, Job
+from leasehold.domain.limits import SlotKey, slot_keys
 from leasehold.domain.policies import MAX_RESULT_BYTES, LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.kinds import (
@@ -44,6 +45,7 @@ from leasehold.service.kinds import (
     StepPlan,
     StepRuntime,
     WakeupResult,
+    concurrency_of,
 )
 from leasehold.service.outcomes import Outcomes, effect_uncertain_error
 from leasehold.service.telemetry import Telemetry
@@ -77,7 +79,11 @@ class WorkerService:
         rng: random.Random | None = None,
     ) -> None:
         self._leases = stores.leases
+        self._jobs = stores.jobs
         self._ledger = stores.ledger
+        self._limited = any(concurrency_of(kind) is not None for kind in kinds.values())
+        """Whether some kind declares its own concurrency limits: then a wake-up's job is read
+        before its claim, to know which slots it takes (decision F2)."""
         self._queue = queue
         self._kinds = kinds
         self._clock = clock
@@ -107,15 +113,17 @@ class WorkerService:
                 worker_id=self._settings.worker_id,
                 now=now,
                 lease_ms=lease_ms,
+                keys=self._slot_keys(wakeup),
             )
-        except SlotsFullError:
+        except SlotsFullError as full:
             # Wait for a free slot without burning an attempt or spinning on this message; say
             # so on the job, or the sweeper would take the wait for a lost wake-up (D5).
             self._telemetry.count("SlotWaits")
             # (if even that fails, the re-sent wake-up still goes out; at worst the sweeper adds
             # a copy)
+            waiting = {"concurrency": full.label} if full.label else None
             with contextlib.suppress(StoreUnavailableError):
-                self._leases.note_dispatch(wakeup.job_id, now=now)
+                self._leases.note_dispatch(wakeup.job_id, now=now, waiting_for=waiting)
             delay_s = max(1, self._settings.slot_wait_ms // 1000)
             return self._hand_off(wakeup, "slots_full", delay_s=delay_s)
         except ClaimRejectedError as rejected:
@@ -129,6 +137,28 @@ class WorkerService:
             return self._hand_off(wakeup, "store_unavailable", delay_s=self._rng.randint(low, high))
         self._telemetry.count("JobsClaimed")
         return self._run(job, remaining_ms)
+
+    def _slot_keys(self, wakeup: Wakeup) -> list[SlotKey] | None:
+        """The slots the job's claim takes: None for the per-user default (a kind that declares
+        nothing, or a job that is gone), else its kind's declared limits (F2). A job of a kind
+        with limits (or whose wake-up does not name its kind) is read first (one strongly
+        consistent GetItem); with no such kind registered nothing is read."""
+        if not self._limited:
+            return None
+        if wakeup.kind is not None:
+            named = concurrency_of(self._kinds.get(wakeup.kind))
+            if named is None:
+                return None  # the message names a kind that declares no limits
+            if all(limit.payload_field is None for limit in named):
+                # user, tenant and kind keys need only what the message says: nothing to read
+                return slot_keys(named, wakeup.kind, wakeup.owner, {}, wakeup.job_id)
+        job = self._jobs.get(wakeup.job_id)
+        if job is None:
+            return None
+        limits = concurrency_of(self._kinds.get(job.kind))
+        if limits is None:
+            return None
+        return slot_keys(limits, job.kind, job.owner, job.payload, job.job_id, strict=False)
 
     def _margin(self) -> int:
         return self._settings.lease.safety_margin_ms

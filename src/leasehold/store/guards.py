@@ -45,7 +45,12 @@ def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, A
         if due_indexed
         else [
             outbox_put(
-                job.job_id, job.owner, version=job.version, deliver_at=due_at, now=job.created_at
+                job.job_id,
+                job.owner,
+                version=job.version,
+                deliver_at=due_at,
+                now=job.created_at,
+                kind=job.kind,
             )
         ]
     )
@@ -88,12 +93,21 @@ def owned(expr: Expression, owner: Owner) -> Expression:
 
 
 def outbox_put(
-    job_id: str, owner: Owner, *, version: int, deliver_at: int, now: int
+    job_id: str,
+    owner: Owner,
+    *,
+    version: int,
+    deliver_at: int,
+    now: int,
+    kind: str | None = None,
 ) -> dict[str, Any]:
-    """A new wake-up, committed with the write that needs it (arch §3.1, §3.5)."""
+    """A new wake-up, committed with the write that needs it (arch §3.1, §3.5); `kind` (when
+    the writer knows it) rides on the message."""
     return {
         "Put": {
-            "Item": outbox_item(job_id, owner, version=version, deliver_at=deliver_at, now_ms=now),
+            "Item": outbox_item(
+                job_id, owner, version=version, deliver_at=deliver_at, now_ms=now, kind=kind
+            ),
             "ConditionExpression": "attribute_not_exists(pk)",
         }
     }

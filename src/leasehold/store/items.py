@@ -94,12 +94,18 @@ def _plain(value: Any) -> Any:
 
 
 def outbox_item(
-    job_id: str, owner: Owner, *, version: int, deliver_at: int, now_ms: int
+    job_id: str,
+    owner: Owner,
+    *,
+    version: int,
+    deliver_at: int,
+    now_ms: int,
+    kind: str | None = None,
 ) -> dict[str, Any]:
     """A wake-up waiting for the relay: the stream's INSERT of this item becomes one SQS message.
     It is never updated or deleted by code; TTL removes it (deletes by TTL are free). The sort
     key is the job's version after the write that dispatches, so each dispatch is a new item."""
-    return {
+    item = {
         "pk": {"S": f"{OUTBOX_PREFIX}{job_id}"},
         "sk": {"S": f"DISPATCH#{version:010d}"},
         "job_id": {"S": job_id},
@@ -108,6 +114,10 @@ def outbox_item(
         "deliver_at": {"N": str(deliver_at)},
         "expires_at": {"N": str(now_ms // 1000 + OUTBOX_TTL_SECONDS)},
     }
+    if kind is not None:
+        # the worker knows the job's concurrency limits without reading it (decision F2)
+        item["kind"] = {"S": kind}
+    return item
 
 
 def due_upto(until_ms: int) -> str:
@@ -186,6 +196,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         cancel_requested=bool(doc.get("cancel_requested", False)),
         lease_owner=doc.get("lease_owner"),
         slot_token=doc.get("slot_token"),
+        slots=doc.get("slots"),
+        waiting_for=doc.get("waiting_for"),
         lease_expires_at=doc.get("lease_expires_at"),
         approval=doc.get("approval"),
         result=json.loads(doc["result"]) if "result" in doc else None,

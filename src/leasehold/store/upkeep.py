@@ -55,9 +55,16 @@ class UpkeepStore:
         if target is JobState.QUEUED:
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
             extra.append(
-                outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
+                outbox_put(
+                    job.job_id,
+                    job.owner,
+                    version=job.version + 1,
+                    deliver_at=now,
+                    now=now,
+                    kind=job.kind,
+                )
             )
-        expr.remove("slot_token")
+        expr.remove("slot_token", "slots")
         related = list(also or [])
         extra.extend(related)
         self._apply(
@@ -97,7 +104,9 @@ class UpkeepStore:
             f" AND {expr.name('version')} = {expr.value(job.version)}"
         )
         expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
-        wakeup = outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
+        wakeup = outbox_put(
+            job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now, kind=job.kind
+        )
         self._apply(expr, job, [wakeup], stale_message="job changed meanwhile")
 
     def bring_due(self, job: Job, *, now: int) -> None:
@@ -112,7 +121,9 @@ class UpkeepStore:
           a job cancelled (or run by that wake-up) meanwhile is left as it is, and its stray
           wake-up is refused at claim; a claim moves a job out of the index itself."""
         due = max(now, job.next_attempt_at or now)
-        wakeup = outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=due, now=now)
+        wakeup = outbox_put(
+            job.job_id, job.owner, version=job.version + 1, deliver_at=due, now=now, kind=job.kind
+        )
         # A failed condition: this move's wake-up is already there (an earlier try, another
         # sweeper).
         with contextlib.suppress(ConditionFailed):
