@@ -38,8 +38,8 @@ def _t(key: str, title: str, run: TaskRun, *checks: str) -> tuple[Task, TaskRun]
 def phases() -> list[Phase]:
     return [
         Phase(
-            "phase 1: approval, budget, cancel, retry, dead, per-user limit, delays; the reading "
-            "list; the agent; a duplicate delivery",
+            "phase 1: approval, budget, cancel, retry, dead, per-user limit, delays, a concurrency "
+            "key; the reading list; the agent; a duplicate delivery",
             4,
             (
                 _t("T1", "approval", synthetic.t1_approval),
@@ -49,6 +49,7 @@ def phases() -> list[Phase]:
                 _t("T5", "attempts exhausted", synthetic.t5_dead),
                 _t("T7", "per-user limit", synthetic.t7_limit),
                 _t("D1", "delayed jobs", synthetic.d1_delayed),
+                _t("D2", "a concurrency key", synthetic.d2_concurrency),
                 _t("R1", "a bookmark, saved twice, edited", reading.r1_basics, "R1", "R2", "R8"),
                 _t("R3", "a page that never answers", reading.r3_dead_and_replay, "R3", "R4"),
                 _t("A1", "a supplier document", agent.a1_prepared),
@@ -148,6 +149,8 @@ DEMO_APPLICATIONS = (
     "leasehold_apps.doc_agent",
 )
 """The applications the demo's checks exercise: a `--kinds` list must keep them."""
+DEMO_KINDS = "leasehold_dev.demo.kinds"
+"""The demo's own kind, always added."""
 
 
 def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
@@ -165,13 +168,15 @@ def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     for old in [*workdir.glob("*.log"), *workdir.glob("provider-*")]:
         old.unlink()
+    # The demo's own kind (a concurrency key, D2) is registered beside the applications.
+    stack_kinds = f"{kinds or ','.join(DEMO_APPLICATIONS)},{DEMO_KINDS}"
     stack = LocalStack(
         template,
         port=port,
         state_path=workdir / "stack.json",
         handler_log=workdir / "functions.log",
         parameters=DEMO_PARAMETERS,
-        kinds=kinds,
+        kinds=stack_kinds,
     )
     session: Session | None = None
     started = time.monotonic()

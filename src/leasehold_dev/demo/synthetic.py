@@ -333,6 +333,57 @@ def d1_delayed(s: Session, task: Task) -> None:
     )
 
 
+def d2_concurrency(s: Session, task: Task) -> None:
+    """Six 1.5-s renders of one tenant, a kind limited to two running per tenant over two slot
+    items: at most two seen running at once (one query of the running index each sample), a
+    waiting one says what it waits for, all succeed with one attempt each."""
+    jobs = [
+        s.submit(
+            task,
+            f"render #{i + 1} (1.5 s)",
+            {"kind": "demo_render", "payload": {"ms": 1500}},
+            user="carol",
+        )  # fmt: skip
+        for i in range(6)
+    ]
+    most, waits = 0, set()
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal most
+        while not done.is_set():
+            answer = s.call("GET", "/ops/jobs?state=running&limit=100", user="ops")
+            if answer.status == 200:
+                running = [r for r in answer.body.get("jobs", []) if r["job_id"] in jobs]
+                most = max(most, len(running))
+            for job_id in jobs:
+                waiting = s.job(job_id, "carol").get("waiting_for")
+                if waiting and "concurrency" in waiting:
+                    waits.add(waiting["concurrency"])
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample, name="D2-sampler", daemon=True)
+    sampler.start()
+    try:
+        results = [s.wait_settled(j, "carol", timeout=60) for j in jobs]
+    finally:
+        done.set()
+        sampler.join(timeout=5)
+    states = {r.get("state") for r in results}
+    attempts = sorted(int(r.get("attempts") or 0) for r in results)
+    s.check(
+        task,
+        "D2",
+        "a kind limited to 2 running per tenant (2 shards) runs 2 of 6 at a time, the rest wait",
+        f"at most {most} of carol's 6 ran at once; waiting_for seen {sorted(waits)}; all "
+        f"{states}; attempts {attempts}",
+        most == 2
+        and waits == {"tenant:other-group"}
+        and states == {"succeeded"}
+        and attempts == [1] * 6,
+    )
+
+
 def iso_now() -> str:
     """Now as the API writes times (ISO 8601 UTC, milliseconds, `Z`): comparable as text."""
     return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

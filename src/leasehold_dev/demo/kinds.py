@@ -1,0 +1,35 @@
+"""The demo's own job kind, registered beside the applications by `leasehold demo`: a render
+limited to two running per tenant over two slot items (decision F2), for the check D2."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from leasehold import Kind, Limit, StepContext, StepInterruptedError
+
+MAX_RENDER_MS = 5000
+
+render = Kind(
+    "demo_render",
+    schema={
+        "type": "object",
+        "required": ["ms"],
+        "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": MAX_RENDER_MS}},
+        "additionalProperties": False,
+    },
+    concurrency=[Limit("tenant", max=2, shards=2)],
+)
+
+
+@render.step(timeout_seconds=10)
+def draw(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """Take `ms` milliseconds, heart-beating; stop early if asked to."""
+    ms, waited = int(payload["ms"]), 0
+    while waited < ms:
+        if not ctx.heartbeat():
+            raise StepInterruptedError("asked to stop")
+        step = min(100, ms - waited)
+        time.sleep(step / 1000)
+        waited += step
+    return {"drawn_ms": waited}
