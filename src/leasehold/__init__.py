@@ -27,7 +27,7 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.job import Owner
-from leasehold.domain.limits import Limit
+from leasehold.domain.limits import Limit, Rate
 from leasehold.sdk.apps import (
     ConditionFailed,
     Engine,
@@ -86,6 +86,7 @@ __all__ = [
     "Operation",
     "Outcome",
     "Owner",
+    "Rate",
     "RelatedChange",
     "Reply",
     "RetryableError",

@@ -80,6 +80,18 @@ class SlotsFullError(LeaseholdError):
         self.label = label
 
 
+class RateLimitedError(LeaseholdError):
+    """A kind's rate (`label`: `tenant:acme`) allows no start now; the next is due at
+    `due_at` (epoch ms)."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, label: str, due_at: int) -> None:
+        super().__init__(message)
+        self.label = label
+        self.due_at = due_at
+
+
 class StoreUnavailableError(LeaseholdError):
     """DynamoDB or SQS did not answer or throttled past retries: nothing is promised (HTTP 503)."""
 

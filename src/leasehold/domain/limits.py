@@ -160,3 +160,78 @@ def slot_keys(
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `limit` starts of this kind's jobs per `per_seconds` per value of `key` (the
+    keys of `Limit`): GCRA without a burst, so starts are at least `per_seconds / limit` apart
+    and no window of `per_seconds` holds more than `limit` (decision F3). A job over its rate
+    waits `queued` until the next start is due; it never fails for it."""
+
+    key: str
+    limit: int
+    per_seconds: int = 1
+
+    def __post_init__(self) -> None:
+        Limit(self.key, 1)  # the same keys
+        for name, value, high in (
+            ("limit", self.limit, 1000),
+            ("per_seconds", self.per_seconds, 86400),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"Rate {name} must be an integer 1 to {high}")
+
+    @property
+    def interval_ms(self) -> int:
+        """The least time between two starts (rounded up: never more than `limit`)."""
+        return -(-self.per_seconds * 1000 // self.limit)
+
+
+@dataclass(frozen=True)
+class RateKey:
+    """One rate as it applies to one job: its item and the label the view shows."""
+
+    label: str
+    name: str
+    interval_ms: int
+
+
+def check_rates(rates: Sequence[Rate]) -> tuple[Rate, ...]:
+    """A kind's rate declaration: Rates, each key once, at most four."""
+    out = tuple(rates)
+    if not all(isinstance(rate, Rate) for rate in out):
+        raise ValueError("rate must be a list of Rate(key=..., limit=..., per_seconds=...)")
+    if len(out) > MAX_LIMITS:
+        raise ValueError(f"at most {MAX_LIMITS} rates on one kind")
+    if len({rate.key for rate in out}) != len(out):
+        raise ValueError("each rate key once")
+    return out
+
+
+def rate_keys(
+    rates: Sequence[Rate],
+    kind: str,
+    owner: Owner,
+    payload: Mapping[str, Any],
+    *,
+    strict: bool = True,
+) -> list[RateKey]:
+    """The rate items a job of `kind` takes a start from, one per rate."""
+    out = []
+    for rate in rates:
+        limit = Limit(rate.key, 1)
+        value = key_value(limit, kind, owner, payload, strict=strict)
+        scope = {
+            "user": f"{owner.tenant}#{owner.user_id}",
+            "tenant": owner.tenant,
+            "kind": "*",
+        }.get(rate.key, f"{owner.tenant}#{value}")
+        out.append(
+            RateKey(
+                label=f"{rate.key}:{value}",
+                name=f"RATE#{kind}#{rate.key}#{scope}",
+                interval_ms=rate.interval_ms,
+            )
+        )
+    return out

@@ -61,7 +61,8 @@ def effect_view(job: Job) -> dict[str, Any] | None:
 def waiting_for(job: Job, now: int | None) -> dict[str, Any] | None:
     """Why a `queued` job is not running yet, when the item says (arch §15): `{"time": …}`
     until its `next_attempt_at` (a delay, or a retry's backoff); `{"concurrency": "tenant:acme"}`
-    when its last claim found that limit (or the per-user one, `user:alice`) full."""
+    when its last claim found that limit (or the per-user one, `user:alice`) full; `{"rate":
+    "tenant:acme"}` when its kind's rate had no start due (F3)."""
     if job.state is not JobState.QUEUED:
         return None
     if now is not None and job.next_attempt_at is not None and job.next_attempt_at > now:

@@ -10,13 +10,14 @@ from typing import Any
 from leasehold.domain.errors import (
     ClaimRejectedError,
     LeaseholdError,
+    RateLimitedError,
     RelatedItemChangedError,
     SlotsFullError,
     StaleEpochError,
     StoreUnavailableError,
 )
 from leasehold.domain.job import Checkpoint, Job, Owner
-from leasehold.domain.limits import SlotKey
+from leasehold.domain.limits import RateKey, SlotKey
 from leasehold.domain.states import JobState, is_terminal
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
@@ -28,6 +29,7 @@ from leasehold.store.guards import (
     state_change,
 )
 from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
+from leasehold.store.rates import RateStore
 from leasehold.store.slots import SlotStore, holds_declared_slot, new_token, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
 
@@ -94,6 +96,7 @@ class LeaseStore:
         self._table = table
         self._slots = slots
         self._declared = declared or slots or SlotStore(table, 0, 120_000)
+        self._rates = RateStore(table)
         """The slot items of kinds' declared limits (F2), whether or not the per-user one is on."""
 
     def claim(
@@ -105,6 +108,7 @@ class LeaseStore:
         now: int,
         lease_ms: int,
         keys: list[SlotKey] | None = None,
+        rates: list[RateKey] | None = None,
     ) -> Job:
         """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
         conditional write (arch §3.2). With a per-user limit, a slot is taken first (its own
@@ -112,10 +116,14 @@ class LeaseStore:
         ClaimRejectedError with the reason read from the failed item, or SlotsFullError.
 
         `keys` are the job's kind's declared limits (decision F2), taken instead of the
-        per-user slot; `[]` (a kind that declares none) takes no slot at all."""
+        per-user slot; `[]` (a kind that declares none) takes no slot at all. `rates` (F3): a
+        start is taken from each once the slots are held (a slot wait spends no start), and
+        RateLimitedError — the slots given back — when one has none due yet."""
+        rates = rates or []
         if keys is not None:
-            return self._claim_keyed(job_id, owner, worker_id, now, lease_ms, keys)
+            return self._claim_keyed(job_id, owner, worker_id, now, lease_ms, keys, rates)
         if self._slots is None:
+            self._take_rates(rates, now)
             return self._claim_once(job_id, owner, worker_id, now, lease_ms, None, None)
         slots = self._slots
         for _ in range(2):
@@ -127,6 +135,12 @@ class LeaseStore:
                 raise SlotsFullError(
                     f"per-user limit of {slots.limit} running jobs reached", f"user:{owner.user_id}"
                 )
+            try:
+                self._take_rates(rates, now)
+            except RateLimitedError:
+                if take.took:
+                    slots.release(owner, job_id, token)
+                raise
             try:
                 return self._claim_once(
                     job_id,
@@ -157,6 +171,7 @@ class LeaseStore:
         now: int,
         lease_ms: int,
         keys: list[SlotKey],
+        rates: list[RateKey],
     ) -> Job:
         """Take one entry of every key (each on one shard, single conditional writes, as the
         per-user slot), then claim recording them on the job (`slots`: item → token). A key
@@ -176,7 +191,8 @@ class LeaseStore:
                     held[name] = used
                     if used == token:
                         fresh.append(name)
-            except SlotsFullError:
+                self._take_rates(rates, now)
+            except (SlotsFullError, RateLimitedError):
                 for name in fresh:
                     store.release_at(slot_item_key(name), job_id, token)
                 raise
@@ -200,6 +216,16 @@ class LeaseStore:
                 for name, used in adopted.items():
                     store.release_at(slot_item_key(name), job_id, used)
         raise ClaimRejectedError(ClaimRejection.NOT_DUE)
+
+    def _take_rates(self, rates: list[RateKey], now: int) -> None:
+        """A start from each rate (one conditional write each), or RateLimitedError naming the
+        first with none due yet. A start taken from an earlier rate of the list is spent."""
+        for rate in rates:
+            due = self._rates.take(rate.name, rate.interval_ms, now)
+            if due is not None:
+                raise RateLimitedError(
+                    f"rate {rate.label}: the next start is due in {due - now} ms", rate.label, due
+                )
 
     def _take_key(
         self, store: SlotStore, key: SlotKey, job_id: str, token: str, now: int
