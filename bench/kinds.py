@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold import Kind, Limit, Owner, ValidationError
+from leasehold import Kind, Limit, Owner, Rate, ValidationError
 from leasehold_apps.synthetic import check_steps, plan_steps, synthetic_result
 
 MAX_PAD_BYTES = 15 * 1024
@@ -33,3 +33,11 @@ over four slot items, instead of the per-user limit."""
 keyed.planner(plan_steps)
 keyed.result(synthetic_result)
 keyed.check(check_steps)
+
+
+rated = Kind("rated", rate=[Rate("tenant", limit=1000, per_seconds=1)])
+"""The synthetic kind with one rate (decision F3), high enough that the benchmark's burst is
+never refused: the price of a start taken, not of waiting."""
+rated.planner(plan_steps)
+rated.result(synthetic_result)
+rated.check(check_steps)

@@ -36,7 +36,7 @@ class Scenario:
     delay_seconds: int | None = None
     """`delay_seconds` on every job (shape `delayed`)."""
     kind: str = "synthetic"
-    """`keyed`: the synthetic kind with one concurrency key (bench/kinds.py)."""
+    """`keyed` / `rated`: synthetic with one concurrency key / one rate (bench/kinds.py)."""
 
 
 @dataclass
@@ -447,6 +447,7 @@ SCENARIOS = [
         "1-step burst, ~200 B, key, delayed 1 h", 40, shape="delayed", delay_seconds=3600
     ),  # fmt: skip
     Scenario("1-step burst, ~200 B, key, one concurrency key", 100, kind="keyed"),
+    Scenario("1-step burst, ~200 B, key, one rate limit", 100, kind="rated"),
 ]
 HEADLINE = SCENARIOS[0].name
 NO_LIMIT = SCENARIOS[4].name

@@ -1,12 +1,13 @@
-"""The demo's own job kind, registered beside the applications by `leasehold demo`: a render
-limited to two running per tenant over two slot items (decision F2), for the check D2."""
+"""The demo's own job kinds, registered beside the applications by `leasehold demo`: a render
+limited to two running per tenant over two slot items (decision F2, check D2), and a ping
+limited to two starts a second per tenant (decision F3, check D3)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from leasehold import Kind, Limit, StepContext, StepInterruptedError
+from leasehold import Kind, Limit, Rate, StepContext, StepInterruptedError
 
 MAX_RENDER_MS = 5000
 
@@ -33,3 +34,12 @@ def draw(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
         time.sleep(step / 1000)
         waited += step
     return {"drawn_ms": waited}
+
+
+ping = Kind("demo_ping", schema={"type": "object"}, rate=[Rate("tenant", limit=2, per_seconds=1)])
+
+
+@ping.step()
+def stamp(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """When the job started (the engine's clock): the demo checks the spacing."""
+    return {"started_ms": ctx.now_ms()}

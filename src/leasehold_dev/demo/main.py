@@ -39,7 +39,7 @@ def phases() -> list[Phase]:
     return [
         Phase(
             "phase 1: approval, budget, cancel, retry, dead, per-user limit, delays, a concurrency "
-            "key; the reading list; the agent; a duplicate delivery",
+            "key, a rate; the reading list; the agent; a duplicate delivery",
             4,
             (
                 _t("T1", "approval", synthetic.t1_approval),
@@ -50,6 +50,7 @@ def phases() -> list[Phase]:
                 _t("T7", "per-user limit", synthetic.t7_limit),
                 _t("D1", "delayed jobs", synthetic.d1_delayed),
                 _t("D2", "a concurrency key", synthetic.d2_concurrency),
+                _t("D3", "a rate limit", synthetic.d3_rate),
                 _t("R1", "a bookmark, saved twice, edited", reading.r1_basics, "R1", "R2", "R8"),
                 _t("R3", "a page that never answers", reading.r3_dead_and_replay, "R3", "R4"),
                 _t("A1", "a supplier document", agent.a1_prepared),

@@ -384,6 +384,44 @@ def d2_concurrency(s: Session, task: Task) -> None:
     )
 
 
+def d3_rate(s: Session, task: Task) -> None:
+    """Six pings of one tenant, a kind limited to 2 starts a second: never 3 started in any
+    second (the steps' own clock readings), some waited saying so, all succeeded on their first
+    attempt."""
+    jobs = [
+        s.submit(task, f"ping #{i + 1}", {"kind": "demo_ping", "payload": {}}, user="carol")
+        for i in range(6)
+    ]
+    waits: set[str] = set()
+
+    def probe() -> bool | None:
+        views = [s.job(j, "carol") for j in jobs]
+        for view in views:
+            waiting = view.get("waiting_for") or {}
+            if "rate" in waiting:
+                waits.add(waiting["rate"])
+        return all(v.get("state") in TERMINAL for v in views) or None
+
+    s.wait(probe, timeout=40, every=0.1)
+    results = [s.job(j, "carol") for j in jobs]
+    started = sorted(int((r.get("result") or {}).get("started_ms") or 0) for r in results)
+    most = max(sum(1 for t in started if at <= t < at + 1000) for at in started)
+    gaps = [b - a for a, b in zip(started, started[1:], strict=False)]
+    s.check(
+        task,
+        "D3",
+        "a kind limited to 2 starts a second never starts 3 in a second; the others wait",
+        f"at most {most} of carol's 6 started in any second (gaps {gaps} ms); waiting_for seen "
+        f"{sorted(waits)}; all { ({r.get('state') for r in results}) }; attempts "
+        f"{sorted(int(r.get('attempts') or 0) for r in results)}",
+        most == 2
+        and min(gaps) >= 500
+        and waits == {"tenant:other-group"}
+        and {r.get("state") for r in results} == {"succeeded"}
+        and all(int(r.get("attempts") or 0) == 1 for r in results),
+    )
+
+
 def iso_now() -> str:
     """Now as the API writes times (ISO 8601 UTC, milliseconds, `Z`): comparable as text."""
     return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
