@@ -452,3 +452,4 @@ SCENARIOS = [
 HEADLINE = SCENARIOS[0].name
 NO_LIMIT = SCENARIOS[4].name
 THREE_STEP = SCENARIOS[6].name
+KEYED = "1-step burst, ~200 B, key, one concurrency key"

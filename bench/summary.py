@@ -15,7 +15,7 @@ from bench.pricing import (
     step_functions,
     usd_per_job,
 )
-from bench.scenarios import HEADLINE, NO_LIMIT, THREE_STEP, Measured
+from bench.scenarios import HEADLINE, KEYED, NO_LIMIT, THREE_STEP, Measured
 
 THREE_STEP_WCU_TARGET = 13
 JOB_PHASES = [
@@ -146,6 +146,15 @@ def targets(scenarios: dict[str, Any], comparison: dict[str, Any]) -> list[dict[
             8,
         ),
     ]
+    if KEYED in scenarios:  # issue 21, item 6
+        rows.append(
+            (
+                "1-step write units, one concurrency key",
+                scenarios[KEYED]["per_job"]["wcu"],
+                "<=",
+                11,
+            )
+        )
     out = []
     for name, value, op, limit in rows:
         met = value <= limit if op == "<=" else value >= limit
