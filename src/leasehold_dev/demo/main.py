@@ -171,7 +171,7 @@ def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     for old in [*workdir.glob("*.log"), *workdir.glob("provider-*")]:
         old.unlink()
-    # The demo's own kind (a concurrency key, D2) is registered beside the applications.
+    # The demo's own kinds (a concurrency key, a rate: D2, D3) are registered beside the apps.
     stack_kinds = f"{kinds or ','.join(DEMO_APPLICATIONS)},{DEMO_KINDS}"
     # The demo's own data directory, new each run: it never reads or writes `make up`'s.
     data = Path(tempfile.mkdtemp(prefix="leasehold-demo-data-"))
