@@ -148,7 +148,7 @@ def test_a_rate_of_5_per_second_never_gives_6_starts_in_any_second_with_8_worker
     assert len(starts) == 30 and sorted(runs) == sorted(job_ids)
     assert most_in_any_window(starts, 1000) == 5  # reached, and never passed
     assert min(b - a for a, b in zip(sorted(starts), sorted(starts)[1:], strict=False)) >= 200
-    assert harness.telemetry.counts["RateWaits"] > 0
+    assert harness.telemetry.counts["SlotWaits"] > 0  # waits at claim (for the rate here)
     for job_id in job_ids:  # a wait is not a try
         job = harness.store.get(job_id)
         assert job is not None and job.attempts == 1

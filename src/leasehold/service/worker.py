@@ -132,7 +132,7 @@ class WorkerService:
             return self._hand_off(wakeup, "slots_full", delay_s=delay_s)
         except RateLimitedError as limited:
             # Over its kind's rate: back when the next start is due (F3), saying so on the job.
-            self._telemetry.count("RateWaits")
+            self._telemetry.count("SlotWaits")  # a wait at claim; waiting_for says for what
             with contextlib.suppress(StoreUnavailableError):
                 self._leases.note_dispatch(
                     wakeup.job_id, now=now, waiting_for={"rate": limited.label}
