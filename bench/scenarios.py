@@ -32,8 +32,12 @@ class Scenario:
     limit: int | None = None
     """Per-user concurrency limit; None = the template's default, 0 = off."""
     shape: str = "plain"
-    """plain, retry-once, approval, title, busy-user or direct (`submit_direct`: no API
-    Gateway request, no API function invocation)."""
+    """plain, retry-once, approval, title, busy-user, delayed or direct (`submit_direct`: no
+    API Gateway request, no API function invocation)."""
+    delay_seconds: int | None = None
+    """`delay_seconds` on every job (shape `delayed`)."""
+    kind: str = "synthetic"
+    """`keyed` / `rated`: synthetic with one concurrency key / one rate (bench/kinds.py)."""
 
 
 @dataclass
@@ -78,7 +82,10 @@ def job_body(scenario: Scenario) -> dict[str, Any]:
     target = PAYLOAD_BYTES[scenario.payload]
     steps = step_list(scenario.steps, min(target, 200), **fields)
     if target <= 200:
-        return {"kind": "synthetic", "payload": {"steps": steps}}
+        body: dict[str, Any] = {"kind": scenario.kind, "payload": {"steps": steps}}
+        if scenario.delay_seconds is not None:
+            body["delay_seconds"] = scenario.delay_seconds
+        return body
     payload: dict[str, Any] = {"steps": steps, "pad": ""}
     pad = target - len(json.dumps(payload, separators=(",", ":")))
     payload["pad"] = "x" * max(0, pad)
@@ -207,6 +214,8 @@ class Runner:
             return self.title(scenario)
         if scenario.shape == "busy-user":
             return self.busy_user(scenario)
+        if scenario.shape == "delayed":
+            return self.delayed(scenario)
         _, limit = self._start(scenario)
         ids: list[str] = []
         if scenario.traffic == "trickle":
@@ -260,6 +269,31 @@ class Runner:
             )
         )
         return self._measured(scenario, ids, limit, titles_landed=landed)
+
+    def delayed(self, scenario: Scenario) -> Measured:
+        """Jobs delayed past SQS's 15 minutes: accepted into the due index, then the clock of
+        the functions (not moto's) jumps past their due time; one sweep (`due`: the move out of
+        the due index with a wake-up, priced as the job's) and the usual relay and delivery."""
+        from unittest import mock
+
+        assert scenario.delay_seconds is not None
+        _, limit = self._start(scenario)
+        ids = [self.submit(scenario, index) for index in range(scenario.jobs)]
+        accepted = [self.stack.job(j) or {} for j in ids]
+        in_due_index = sum(1 for job in accepted if job.get("gsi1pk") == "STATE#due")
+        ahead = scenario.delay_seconds + 1
+
+        class Later:
+            @staticmethod
+            def time() -> float:
+                return time.time() + ahead
+
+        with mock.patch("leasehold.domain.clock.time", Later):
+            report = self.stack.sweep(phase="due")
+            self.stack.drain(ids, self._done())
+        return self._measured(
+            scenario, ids, limit, accepted_into_due_index=in_due_index, due_sweep=report
+        )
 
     def busy_user(self, scenario: Scenario) -> Measured:
         """A user with 49 jobs running (claimed by other workers, mid-step) while the measured
@@ -431,9 +465,15 @@ SCENARIOS = [
         "1-step burst, ~200 B, key, a user with 50 jobs running", 30, limit=50, shape="busy-user"
     ),  # fmt: skip
     Scenario("1-step burst, ~200 B, key, enqueued directly (submit_direct)", 100, shape="direct"),
+    Scenario(
+        "1-step burst, ~200 B, key, delayed 1 h", 40, shape="delayed", delay_seconds=3600
+    ),  # fmt: skip
+    Scenario("1-step burst, ~200 B, key, one concurrency key", 100, kind="keyed"),
+    Scenario("1-step burst, ~200 B, key, one rate limit", 100, kind="rated"),
 ]
 HEADLINE = SCENARIOS[0].name
 NO_LIMIT = SCENARIOS[4].name
 THREE_STEP = SCENARIOS[6].name
 DIRECT = SCENARIOS[11].name
 """The headline job enqueued directly: compared with HEADLINE (the same job over HTTP)."""
+KEYED = "1-step burst, ~200 B, key, one concurrency key"

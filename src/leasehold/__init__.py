@@ -27,6 +27,7 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.job import Owner
+from leasehold.domain.limits import Limit, Rate
 from leasehold.sdk.apps import (
     ConditionFailed,
     Engine,
@@ -81,11 +82,13 @@ __all__ = [
     "KindDefinitionError",
     "KindLoadError",
     "LeaseholdError",
+    "Limit",
     "NewJob",
     "NotFoundError",
     "Operation",
     "Outcome",
     "Owner",
+    "Rate",
     "RelatedChange",
     "Reply",
     "RetryableError",

@@ -124,6 +124,17 @@ def test_submit_direct_commits_a_job_that_the_relay_and_a_worker_run(harness: Ha
     assert (view["tenant"], view["user_id"]) == (ALICE.tenant, ALICE.user_id)
 
 
+def test_submit_direct_takes_a_delay(harness: Harness) -> None:
+    """A delay beyond 15 minutes: the job alone, in the due index, not started before due."""
+    made = _direct(harness, {"text": "later"}, delay_seconds=3600)
+    assert sorted(_items(harness)) == ["JOB"]  # no wake-up until the sweeper gives it one
+    job = harness.store.get(made.job_id)
+    assert job is not None and job.next_attempt_at == harness.clock.now_ms() + 3_600_000
+    assert harness.raw(made.job_id)["gsi1pk"] == "STATE#due"
+    near = _direct(harness, {"text": "soon"}, run_at="2000-01-01T00:00:00Z")  # past: now
+    assert harness.store.get(near.job_id).next_attempt_at == harness.clock.now_ms()  # type: ignore[union-attr]
+
+
 def test_submit_direct_takes_the_engines_table_door_too(harness: Harness) -> None:
     made = _direct(harness, {"text": "x"}, BOB, table=harness.stores.table)
     assert harness.raw(made.job_id)["user_id"] == "bob"

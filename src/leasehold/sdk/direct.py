@@ -53,6 +53,8 @@ def submit_direct(
     deadline_seconds: int | None = None,
     max_attempts: int | None = None,
     now_ms: int | None = None,
+    run_at: str | None = None,
+    delay_seconds: int | None = None,
 ) -> Submitted:
     """Accept a job of `kind` for `owner` as `POST /jobs` does, over boto3: validate (the payload's
     size, the kind's schema and checks, 1–20 steps, budget, deadline, attempts; a kind that is not
@@ -65,7 +67,8 @@ def submit_direct(
     running engine registered. `idempotency_key`: as the header — the same key and request give
     the same job; the same key with another request is a ConflictError
     (`idempotency_key_reused`). `now_ms`: the time the job is made at, by default the system's
-    (a test passes its manual clock's).
+    (a test passes its manual clock's). `run_at` / `delay_seconds`: as on `POST /jobs`, the job
+    does not start before then (up to 365 days).
 
     Errors: ValidationError (400: the request can never be accepted as sent), ConflictError
     (409), StoreUnavailableError (503: nothing promised; retry with the same key), and a
@@ -88,6 +91,8 @@ def submit_direct(
         deadline_seconds=deadline_seconds,
         max_attempts=max_attempts,
         now_ms=now_ms,
+        run_at=run_at,
+        delay_seconds=delay_seconds,
     )
     try:
         door.transact(new.writes, token=new.token)

@@ -180,6 +180,21 @@ class Table:
             raise translate(exc) from exc
         return cast(dict[str, Any], answer.get("Attributes")) if return_new else None
 
+    def put(self, params: dict[str, Any]) -> None:
+        """One conditional PutItem (`Item`, `ConditionExpression`, …); raises ConditionFailed
+        with the old item."""
+        params = {k: v for k, v in params.items() if k != "ReturnValuesOnConditionCheckFailure"}
+        try:
+            self.client.put_item(
+                TableName=self.name, **params, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
+            raise translate(exc) from exc
+        except BotoCoreError as exc:
+            raise translate(exc) from exc
+
     def transact(self, items: list[dict[str, Any]], *, token: str | None = None) -> None:
         """One TransactWriteItems (each item a {"Put"|"Update"|"Delete"|"ConditionCheck": …}
         whose TableName defaults to this table). Raises ConditionFailed with the reasons when
