@@ -187,6 +187,26 @@ def test_documents_come_back_after_a_restart(serve: Any) -> None:
     assert (kept["ContentType"], kept["Metadata"]) == ("text/plain", {"owner": "alice"})
 
 
+def test_a_document_key_with_control_characters_comes_back_and_breaks_nothing(
+    serve: Any,
+) -> None:
+    """An S3 key may hold any character, the journal's own separators (RS, US) included: the
+    record keeps it whole, the records after it too, through a replay and a snapshot."""
+    keys = ["rs\x1ekey", "us\x1fkey", "tab\tkey", '"quoted"', '"half', "plain"]
+    first = serve()
+    s3 = client("s3", first.endpoint)
+    for name in keys:
+        s3.put_object(Bucket=first.buckets["DocumentsBucket"], Key=name, Body=name.encode())
+    for replay_or_snapshot in ("replayed", "snapshot"):
+        again = serve()
+        s3 = client("s3", again.endpoint)
+        bucket = again.buckets["DocumentsBucket"]
+        listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+        assert listed == sorted(keys), replay_or_snapshot
+        assert s3.get_object(Bucket=bucket, Key="rs\x1ekey")["Body"].read() == b"rs\x1ekey"
+        again.journal.close()  # the next start reads a snapshot alone
+
+
 def test_a_journal_that_cannot_sync_answers_503_from_then_on(
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,8 @@ record needs no condition and applying it twice changes nothing.
 Files in the data directory:
 - `journal-NNNNNNNN.log`: segments of records, one a line, `<crc32 hex> <entries>` with the
   entries separated by RS (0x1E) and each entry's four fields by US (0x1F); JSON never holds a
-  raw control character, so neither separator can occur inside a field;
+  raw control character, and a key that holds one (an S3 key may) or starts with a quote is
+  written as a JSON string, so neither separator nor a newline can occur inside a field;
 - `snapshot.jsonl`: a header line (`{"format", "journal_from", "entries"}`) and one entry a line:
   the whole state as of the start of segment `journal_from`;
 - `lock`: held (flock) by the one process that serves the directory.
@@ -107,12 +108,30 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def _encode(change: Change) -> str:
-    return _FIELD.join((change.space, change.resource, change.key, change.image or ""))
+    return _FIELD.join((change.space, change.resource, _key_field(change.key), change.image or ""))
 
 
 def _decode(text: str) -> Change:
     space, resource, key, image = text.split(_FIELD, 3)
-    return Change(space, resource, key, image or None)
+    return Change(space, resource, _key_from_field(key), image or None)
+
+
+def _key_field(key: str) -> str:
+    """A key as a record holds it: as it is, unless it holds a control character (an S3 key
+    may hold any, the separators and the newline included) or starts with a quote — then as a
+    JSON string, which holds none."""
+    if key.startswith('"') or any(ord(c) < 0x20 for c in key):
+        return json.dumps(key)
+    return key
+
+
+def _key_from_field(field: str) -> str:
+    if field.startswith('"'):
+        with contextlib.suppress(ValueError):
+            decoded = json.loads(field)
+            if isinstance(decoded, str):
+                return decoded
+    return field
 
 
 def record_line(changes: Iterable[Change]) -> bytes:
@@ -374,7 +393,7 @@ class Journal:
             with staged.open("wb") as out:
                 out.write(json.dumps(header).encode() + b"\n")
                 out.writelines(
-                    (_FIELD.join((*key, image)) + "\n").encode() for key, image in entries
+                    (_encode(Change(*key, image)) + "\n").encode() for key, image in entries
                 )
                 out.flush()
                 os.fsync(out.fileno())
