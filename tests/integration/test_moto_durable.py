@@ -207,6 +207,54 @@ def test_a_document_key_with_control_characters_comes_back_and_breaks_nothing(
         again.journal.close()  # the next start reads a snapshot alone
 
 
+def test_a_document_written_however_it_is_signed_or_addressed_comes_back(serve: Any) -> None:
+    """moto acknowledges an object write presigned (a query, no Authorization header), as a
+    form POST, unsigned, or to a virtual host `bucket.localhost`: each is journaled too."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    served = serve()
+    bucket = served.buckets["DocumentsBucket"]
+    s3 = client("s3", served.endpoint)
+    where = urlsplit(served.endpoint)
+
+    def send(method: str, url: str, body: bytes, headers: dict[str, str] | None = None) -> int:
+        target = urlsplit(url)
+        connection = http.client.HTTPConnection(where.hostname or "", where.port)
+        path = target.path + (f"?{target.query}" if target.query else "")
+        connection.request(method, path, body=body, headers=headers or {})
+        status = connection.getresponse().status
+        connection.close()
+        return status
+
+    presigned = s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "pre"})
+    assert send("PUT", presigned, b"presigned") == 200
+    form = s3.generate_presigned_post(bucket, "form")
+    boundary = "leasehold-boundary"
+    parts = [*form["fields"].items(), ("file", "posted")]
+    body = (
+        "".join(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"'
+            + ('; filename="form"' if name == "file" else "")
+            + f"\r\n\r\n{value}\r\n"
+            for name, value in parts
+        )
+        + f"--{boundary}--\r\n"
+    )
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    assert send("POST", form["url"], body.encode(), headers) in {200, 204}
+    assert send("PUT", f"{served.endpoint}/{bucket}/unsigned", b"unsigned") == 200
+    virtual = {"Host": f"{bucket}.localhost:{where.port}"}
+    assert send("PUT", f"{served.endpoint}/virtual", b"virtual", virtual) == 200
+    written = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert written == ["form", "pre", "unsigned", "virtual"]
+    again = serve()
+    s3 = client("s3", again.endpoint)
+    bucket = again.buckets["DocumentsBucket"]
+    assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]) == written
+    assert s3.get_object(Bucket=bucket, Key="form")["Body"].read() == b"posted"
+
+
 def test_a_journal_that_cannot_sync_answers_503_from_then_on(
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
