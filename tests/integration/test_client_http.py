@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from leasehold import ApiError, Client, JobHandle, WaitTimeout
+from tests.support.local_http import LocalServer
 from tests.support.scripted_api import DROP, Answer, Script, ScriptedApi, Seen, envelope
 
 pytestmark = pytest.mark.integration
@@ -328,6 +329,34 @@ def test_a_handle_reads_waits_and_cancels_its_own_job(api: ScriptedApi) -> None:
         "/jobs/j%2F1",
         "/jobs/j%2F1/cancel",
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "act"),
+    [
+        (200, b"<html>sign in to the Wi-Fi</html>", lambda c: c.get("j_1")),
+        (202, b"accepted, probably", lambda c: c.submit("synthetic", {})),
+        (202, b'{"state": "queued"}', lambda c: c.submit("synthetic", {})),
+        (200, b"[1, 2]", lambda c: c.ops.summary()),
+        (200, b"", lambda c: c.cancel("j_1")),
+        (200, b'{"next_cursor": null}', lambda c: list(c.list())),
+        (200, b"<html/>", lambda c: c.wait("j_1", timeout=5)),
+        (200, b"<html/>", lambda c: c.call("GET", "/bookmarks")),
+    ],
+)
+def test_a_success_answer_that_is_not_the_routes_json_is_an_api_error(
+    status: int, body: bytes, act: Any
+) -> None:
+    """A proxy's page or a cut body under a 2xx is `ApiError` `invalid_response`, never a
+    TypeError or KeyError from inside the client."""
+    server = LocalServer(lambda connection: connection.respond(status, body))
+    try:
+        client = Client(f"http://127.0.0.1:{server.port}", user="alice", timeout=2, retries=0)
+        with pytest.raises(ApiError) as raised:
+            act(client)
+        assert raised.value.code == "invalid_response"
+    finally:
+        server.close()
 
 
 # ----------------------------------------------------------------------- pages and acts

@@ -281,13 +281,23 @@ class Client:
         error = reply.error()
         if error is not None:
             raise error
+        if reply.raw.strip() and reply.body is None:
+            raise _invalid(reply.status, reply.raw, "is not JSON")
         return reply.body
+
+    def _object(self, method: str, path: str, body: Any = None, **options: Any) -> dict[str, Any]:
+        """`call` for a route that answers a JSON object: `ApiError` `invalid_response` when
+        the answer is anything else (a proxy's page, an empty body, a list)."""
+        answer = self.call(method, path, body, **options)
+        if not isinstance(answer, dict):
+            raise _invalid(200, json.dumps(answer).encode(), "is not a JSON object")
+        return answer
 
     # ------------------------------------------------------------------ jobs
 
     def health(self) -> dict[str, Any]:
         """`GET /health`: `{"status": "ok"}` when the API function answers."""
-        return dict(self.call("GET", "/health"))
+        return self._object("GET", "/health")
 
     def submit(
         self,
@@ -312,13 +322,15 @@ class Client:
         if max_attempts is not None:
             request["max_attempts"] = max_attempts
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
-        accepted = self.call("POST", "/jobs", request, headers=headers)
+        accepted = self._object("POST", "/jobs", request, headers=headers)
+        if not isinstance(accepted.get("job_id"), str):
+            raise _invalid(202, json.dumps(accepted).encode(), "names no job_id")
         return JobHandle(self, str(accepted["job_id"]), str(accepted.get("state", "queued")))
 
     def get(self, job_id: str) -> dict[str, Any]:
         """One of the caller's jobs (`GET /jobs/{job_id}`); `ApiError.NotFound` when it is
         unknown or not the caller's."""
-        return dict(self.call("GET", f"/jobs/{_segment(job_id)}"))
+        return self._object("GET", f"/jobs/{_segment(job_id)}")
 
     def wait(
         self,
@@ -348,6 +360,8 @@ class Client:
                 last_error = exc
             else:
                 error = reply.error()
+                if error is None and not isinstance(reply.body, dict):
+                    raise _invalid(reply.status, reply.raw, "is not a JSON object")
                 if error is None:
                     view = dict(reply.body)
                     if view.get("state") in SETTLED_STATES:
@@ -367,9 +381,7 @@ class Client:
         """Cancel one of the caller's jobs (`POST /jobs/{job_id}/cancel`): queued or waiting
         for approval it is cancelled at once, running it stops before its next step; the view
         the API answers. `ApiError.Conflict` when the job already ended."""
-        return dict(
-            self.call("POST", f"/jobs/{_segment(job_id)}/cancel", repeat_safe=True),
-        )
+        return self._object("POST", f"/jobs/{_segment(job_id)}/cancel", repeat_safe=True)
 
     def approve(self, job_id: str, version: int | None = None) -> dict[str, Any]:
         """Approve a job waiting for approval (`POST /jobs/{job_id}/approval`): it resumes at
@@ -387,7 +399,7 @@ class Client:
         if version is None:
             version = int(self.get(job_id)["version"])
         body = {"decision": decision, "version": version}
-        return dict(self.call("POST", f"/jobs/{_segment(job_id)}/approval", body, repeat_safe=True))
+        return self._object("POST", f"/jobs/{_segment(job_id)}/approval", body, repeat_safe=True)
 
     def list(
         self, *, state: str | None = None, page_size: int | None = None
@@ -409,7 +421,7 @@ class Ops:
     def summary(self) -> dict[str, Any]:
         """`GET /ops/summary`: counts by state, queue depths (`sqs.dead_letter` is the DLQ's),
         the oldest queued job, retry and budget totals."""
-        return dict(self._client.call("GET", "/ops/summary"))
+        return self._client._object("GET", "/ops/summary")
 
     def jobs(
         self,
@@ -430,7 +442,7 @@ class Ops:
 
     def show(self, job_id: str) -> dict[str, Any]:
         """`GET /ops/jobs/{job_id}`: one job, whole — view, owner, history, operations, lease."""
-        return dict(self._client.call("GET", f"/ops/jobs/{_segment(job_id)}"))
+        return self._client._object("GET", f"/ops/jobs/{_segment(job_id)}")
 
     def replay(
         self, job_id: str, *, note: str | None = None, checked_provider: bool = False
@@ -444,7 +456,7 @@ class Ops:
         if checked_provider:
             body["checked_provider"] = True
         path = f"/ops/jobs/{_segment(job_id)}/replay"
-        return dict(self._client.call("POST", path, body, repeat_safe=True))
+        return self._client._object("POST", path, body, repeat_safe=True)
 
     def resolve(
         self,
@@ -460,7 +472,7 @@ class Ops:
         if receipt is not None:
             body["receipt"] = receipt
         path = f"/ops/jobs/{_segment(job_id)}/resolve"
-        return dict(self._client.call("POST", path, body, repeat_safe=True))
+        return self._client._object("POST", path, body, repeat_safe=True)
 
     def dead_letters(self) -> int:
         """How many wake-ups wait in the dead-letter queue (the summary's `sqs.dead_letter`).
@@ -475,8 +487,17 @@ def _segment(job_id: str) -> str:
 def _pages(client: Client, path: str, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
     cursor: str | None = None
     while True:
-        page = client.call("GET", path, query={**query, "cursor": cursor})
+        page = client._object("GET", path, query={**query, "cursor": cursor})
+        if not isinstance(page.get("jobs"), list):
+            raise _invalid(200, json.dumps(page).encode(), "has no list of jobs")
         yield from page["jobs"]
         cursor = page.get("next_cursor")
         if not cursor:
             return
+
+
+def _invalid(status: int, raw: bytes, what: str) -> ApiError:
+    """A success answer that is not what the route promises (a proxy's login page, a cut
+    body): nothing the caller can use, so an error rather than a TypeError later."""
+    shown = raw[:200].decode(errors="replace").strip()
+    return ApiError(status, "invalid_response", f"the answer {what}: {shown!r}")
