@@ -384,6 +384,26 @@ def test_list_iterates_every_page_following_the_cursor(api: ScriptedApi) -> None
     assert {seen.query["limit"][0] for seen in api.seen} == {"3"}
 
 
+@pytest.mark.parametrize("cursors", [["same"], ["a", "b", "a"]])
+def test_a_cursor_that_comes_back_ends_the_listing_instead_of_looping(
+    api: ScriptedApi, cursors: list[str]
+) -> None:
+    """A server that answers a cursor already followed would page for ever: the iterator
+    raises `invalid_response` after the rows it had, one request per distinct cursor."""
+    answers = [
+        (200, {}, {"jobs": [{"job_id": f"j_{n}"}], "next_cursor": c}) for n, c in enumerate(cursors)
+    ]
+    api.answers = list(answers)
+    client, _ = _client(api)
+    listed: list[str] = []
+    with pytest.raises(ApiError) as raised:
+        for row in client.list():
+            listed.append(row["job_id"])
+    assert raised.value.code == "invalid_response"
+    assert len(api.seen) == len(set(cursors)) + 1  # the last answer repeats
+    assert listed == [f"j_{min(n, len(cursors) - 1)}" for n in range(len(api.seen))]
+
+
 def test_ops_jobs_pages_and_filters_kind_and_tenant_itself(api: ScriptedApi) -> None:
     rows = [
         {"job_id": "j_1", "kind": "title", "tenant": "a"},

@@ -486,6 +486,7 @@ def _segment(job_id: str) -> str:
 
 def _pages(client: Client, path: str, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
     cursor: str | None = None
+    followed: set[str] = set()
     while True:
         page = client._object("GET", path, query={**query, "cursor": cursor})
         if not isinstance(page.get("jobs"), list):
@@ -494,6 +495,9 @@ def _pages(client: Client, path: str, query: dict[str, Any]) -> Iterator[dict[st
         cursor = page.get("next_cursor")
         if not cursor:
             return
+        if cursor in followed:  # the same pages again, for ever: stop rather than loop
+            raise _invalid(200, str(cursor).encode(), "repeats a cursor already followed")
+        followed.add(str(cursor))
 
 
 def _invalid(status: int, raw: bytes, what: str) -> ApiError:
