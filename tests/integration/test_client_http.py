@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from leasehold import ApiError, Client, JobHandle, WaitTimeout
-from tests.support.local_http import LocalServer
+from leasehold.client.http import MAX_ANSWER_BYTES
+from tests.support.local_http import Connection, LocalServer
 from tests.support.scripted_api import DROP, Answer, Script, ScriptedApi, Seen, envelope
 
 pytestmark = pytest.mark.integration
@@ -357,6 +358,56 @@ def test_a_success_answer_that_is_not_the_routes_json_is_an_api_error(
         assert raised.value.code == "invalid_response"
     finally:
         server.close()
+
+
+def test_an_answer_dripped_byte_by_byte_is_given_up_within_the_timeout() -> None:
+    """Each byte comes well inside the read timeout, the whole body never: the client stops
+    at `timeout` seconds (plus one read), not when the server is done."""
+
+    def drip(connection: Connection) -> None:
+        head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n"
+        connection.send(head.encode())
+        for _ in range(40):
+            if connection.server.stop.is_set():
+                return
+            connection.send(b" ")
+            time.sleep(0.2)
+
+    server = LocalServer(drip)
+    try:
+        client = Client(f"http://127.0.0.1:{server.port}", user="alice", timeout=1, retries=0)
+        started = time.monotonic()
+        with pytest.raises(ApiError.Unreachable) as raised:
+            client.get("j_1")
+        assert time.monotonic() - started < 2.5
+        assert raised.value.sent
+    finally:
+        server.close()
+
+
+def test_an_answer_larger_than_any_the_api_sends_is_refused_not_read_whole() -> None:
+    sent_before_refusal: list[int] = []
+
+    def endless(connection: Connection) -> None:
+        size = 1 << 30
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {size}"
+        connection.send((head + "\r\n\r\n").encode())
+        chunk = b" " * (1 << 20)
+        try:
+            for _ in range(size >> 20):
+                connection.send(chunk)
+        except OSError:  # the client closed the connection
+            sent_before_refusal.append(connection.sent)
+
+    server = LocalServer(endless)
+    try:
+        client = Client(f"http://127.0.0.1:{server.port}", user="alice", timeout=5, retries=0)
+        with pytest.raises(ApiError) as raised:
+            client.request("GET", "/jobs/j_1")
+        assert raised.value.code == "invalid_response"
+    finally:
+        server.close()
+    assert sent_before_refusal and sent_before_refusal[0] < 64 * MAX_ANSWER_BYTES
 
 
 # ----------------------------------------------------------------------- pages and acts

@@ -40,6 +40,9 @@ RETRIED_STATUSES = frozenset({429, 503})
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 5.0
 USER_AGENT = "leasehold-client/1"
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The largest answer read (API Gateway's own limit is 10 MB): a longer one is an ApiError."""
+READ_CHUNK_BYTES = 64 * 1024
 
 TokenSource = Callable[[], str]
 """A function that answers a current bearer token (a login session refreshes it)."""
@@ -95,9 +98,10 @@ class JobHandle:
 class Client:
     """The leasehold HTTP API. Locally `Client(url, user="alice")` acts as one of the local
     gateway's demo users (`X-Demo-User`); deployed, `Client(url, token=id_token)` (or
-    `Client.from_login()`) sends `Authorization: Bearer`. `timeout` bounds connecting and
-    each read, in seconds; `retries` bounds the repeats of one request (module docstring).
-    Thread-safe: one client may serve many threads (urllib3's pool is)."""
+    `Client.from_login()`) sends `Authorization: Bearer`. `timeout` bounds connecting, the
+    wait for an answer and the reading of its body, each, in seconds; `retries` bounds the
+    repeats of one request (module docstring). Thread-safe: one client may serve many
+    threads (urllib3's pool is)."""
 
     def __init__(
         self,
@@ -237,7 +241,9 @@ class Client:
                 timeout=timeout,
                 retries=False,
                 redirect=False,
+                preload_content=False,
             )
+            raw = self._read_answer(answer)
         except (NewConnectionError, ConnectTimeoutError) as exc:
             raise Unreachable(f"cannot connect to {self.base_url}: {exc}", sent=False) from exc
         except urllib3.exceptions.HTTPError as exc:
@@ -246,12 +252,35 @@ class Client:
                 "reached it",
                 sent=True,
             ) from exc
-        raw = answer.data or b""
         try:
             parsed = json.loads(raw) if raw else None
         except ValueError:
             parsed = None
         return Reply(answer.status, dict(answer.headers.items()), parsed, raw)
+
+    def _read_answer(self, answer: urllib3.BaseHTTPResponse) -> bytes:
+        """The body, whole, read within `timeout` seconds and at most MAX_ANSWER_BYTES long: a
+        server that drips its answer or sends no end to it is refused, not waited for."""
+        deadline = time.monotonic() + self.timeout
+        body = bytearray()
+        complete = False
+        try:
+            while chunk := answer.read1(READ_CHUNK_BYTES):
+                body += chunk
+                if len(body) > MAX_ANSWER_BYTES:
+                    raise _invalid(answer.status, bytes(body[:200]), "is too large to read")
+                if time.monotonic() > deadline:
+                    raise Unreachable(
+                        f"the answer from {self.base_url} took more than {self.timeout:g} s to "
+                        "arrive; the request may have reached it",
+                        sent=True,
+                    )
+            complete = True
+        finally:
+            if not complete:  # the rest of it is never read: the connection cannot be reused
+                answer.close()
+            answer.release_conn()
+        return bytes(body)
 
     def _backoff(self, attempt: int) -> float:
         """Full jitter: uniform in [0, min(cap, base · 2^attempt)]."""
