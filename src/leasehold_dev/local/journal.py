@@ -12,8 +12,9 @@ Files in the data directory:
   entries separated by RS (0x1E) and each entry's four fields by US (0x1F); JSON never holds a
   raw control character, and a key that holds one (an S3 key may) or starts with a quote is
   written as a JSON string, so neither separator nor a newline can occur inside a field;
-- `snapshot.jsonl`: a header line (`{"format", "journal_from", "entries"}`) and one entry a line:
-  the whole state as of the start of segment `journal_from`;
+- `snapshot.jsonl`: a header line (`{"format", "journal_from", "entries"}`) and one entry a line,
+  framed and checksummed as a record is: the whole state as of the start of segment
+  `journal_from` (a damaged line stops the start, naming it, rather than serve a wrong item);
 - `lock`: held (flock) by the one process that serves the directory.
 
 `append` writes a record with one `write`; `wait_durable` makes it durable with `fdatasync`
@@ -44,7 +45,8 @@ from pathlib import Path
 
 from leasehold.domain.errors import LeaseholdError
 
-FORMAT = 1
+FORMAT = 2
+"""2: each snapshot line is framed and checked like a record; 1 (read still): bare lines."""
 SNAPSHOT = "snapshot.jsonl"
 LOCK = "lock"
 SEGMENT_PREFIX = "journal-"
@@ -234,14 +236,25 @@ class Journal:
         try:
             with path.open("rb") as snapshot:
                 header = json.loads(snapshot.readline())
-                if header.get("format") != FORMAT:
+                version = header.get("format")
+                if version not in {1, FORMAT}:
                     raise JournalError(
-                        f"{path} is format {header.get('format')}, not {FORMAT}: start with "
+                        f"{path} is format {version}, not {FORMAT}: start with "
                         "`--fresh` (the old state is kept aside) or another `--data DIR`"
                     )
                 entries = self.entries
-                for raw in snapshot:
-                    change = _decode(raw.decode()[:-1])
+                for number, raw in enumerate(snapshot, start=2):
+                    if version == 1:  # written before snapshot lines had a checksum
+                        change = _decode(raw.decode()[:-1])
+                    else:
+                        changes = parse_record(raw)
+                        if changes is None or len(changes) != 1 or changes[0].image is None:
+                            raise JournalError(
+                                f"{path}, line {number}, is damaged (a snapshot is written whole "
+                                "before it is used): move the data directory aside and start "
+                                "with `--fresh`"
+                            )
+                        change = changes[0]
                     entries[change.entry_key] = change.image or ""
         except (OSError, ValueError, KeyError) as exc:
             raise JournalError(f"cannot read the snapshot {path}: {exc}") from exc
@@ -392,9 +405,7 @@ class Journal:
         try:
             with staged.open("wb") as out:
                 out.write(json.dumps(header).encode() + b"\n")
-                out.writelines(
-                    (_encode(Change(*key, image)) + "\n").encode() for key, image in entries
-                )
+                out.writelines(record_line([Change(*key, image)]) for key, image in entries)
                 out.flush()
                 os.fsync(out.fileno())
             staged.replace(path)
