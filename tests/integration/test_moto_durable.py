@@ -360,3 +360,22 @@ def test_nobody_reads_a_write_before_it_is_on_disk(
     writer.join(timeout=10)
     reader.join(timeout=10)
     assert answers["get"]["Item"]["state"] == {"S": "queued"}
+
+
+def test_an_entry_moto_refuses_at_restore_is_named_not_an_html_page(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leasehold_dev.local import moto_durable
+    from leasehold_dev.local.stack import StackError
+
+    first = serve()
+    client("dynamodb", first.endpoint).put_item(
+        TableName=first.tables["JobsTable"], Item={**_key("j"), "v": {"S": "x"}}
+    )
+
+    def refused(value: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError("an attribute moto cannot take")
+
+    monkeypatch.setattr(moto_durable, "_binary_as_bytes", refused)
+    with pytest.raises(StackError, match=r"could not be loaded \(ValueError\('an attribute"):
+        serve()

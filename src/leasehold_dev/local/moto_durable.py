@@ -177,6 +177,13 @@ class Durability:
         except (JournalError, OSError) as exc:
             start_response("500 Internal Server Error", [("Content-Type", "application/json")])
             return [json.dumps({"error": str(exc)}).encode()]
+        except Exception as exc:  # an entry moto refuses: say which, not werkzeug's HTML page
+            start_response("500 Internal Server Error", [("Content-Type", "application/json")])
+            said = (
+                f"an entry of {self.journal.directory} could not be loaded ({exc!r}); move the "
+                "data directory aside (`--fresh` keeps it as DIR.previous) or report it"
+            )
+            return [json.dumps({"error": said}).encode()]
         start_response("200 OK", [("Content-Type", "application/json")])
         return [json.dumps(asdict(restored)).encode()]
 
