@@ -188,6 +188,27 @@ def test_an_item_near_the_size_limit_in_binary_comes_back_and_can_still_be_updat
     )
 
 
+def test_a_delete_in_a_bucket_made_versioned_is_journaled_not_a_journal_failure(
+    serve: Any,
+) -> None:
+    """A client may turn versioning on: a delete then leaves a delete marker, which is the
+    object's absence — not an image that cannot be read, failing every later write."""
+    first = serve()
+    s3 = client("s3", first.endpoint)
+    bucket = first.buckets["DocumentsBucket"]
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket=bucket, Key="gone", Body=b"1")
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"1")
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"2")
+    s3.delete_object(Bucket=bucket, Key="gone")
+    assert first.journal.failure is None
+    again = serve()
+    s3 = client("s3", again.endpoint)
+    bucket = again.buckets["DocumentsBucket"]
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["kept"]
+    assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == b"2"
+
+
 def test_documents_come_back_after_a_restart(serve: Any) -> None:
     first = serve()
     s3 = client("s3", first.endpoint)

@@ -335,7 +335,7 @@ class Durability:
         return {} if stored is None else dict(stored.keys.items())
 
     def _object_changes(self, bucket: str, keys: list[str]) -> list[Change]:
-        from moto.s3.models import s3_backends
+        from moto.s3.models import FakeDeleteMarker, s3_backends
 
         stored = s3_backends[ACCOUNT]["aws"].get_bucket(bucket)
         logical = self.buckets[bucket]
@@ -343,7 +343,9 @@ class Durability:
         for key in keys:
             found = stored.keys.get(key)
             image = None
-            if found is not None:
+            # In a bucket someone made versioned, a delete leaves a marker as the latest
+            # version: the object is gone (its older versions are not kept across a restart).
+            if found is not None and not isinstance(found, FakeDeleteMarker):
                 image = json.dumps(
                     {
                         "body": base64.b64encode(found.value).decode(),
