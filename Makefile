@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz crash-matrix
+.PHONY: setup demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz crash-matrix scaffold-template scaffold-check
 
 setup: $(STAMP)
 
@@ -120,6 +120,16 @@ mutants: setup
 # checked (in-process on moto, ~1 min); writes docs/crash-matrix.md. make test runs a quarter.
 crash-matrix: setup
 	$(BIN)/python scripts/crash_matrix.py
+
+# leasehold new's cookiecutter copies of template.yaml and src/requirements.txt, rewritten from
+# them (tests/integration/test_scaffold.py fails until this has run after either changes).
+scaffold-template: setup
+	$(BIN)/python -m leasehold_dev.scaffold
+
+# A project made by `leasehold new`, from nothing: its own venv, make test, sam validate --lint,
+# sam build, make up and a job of its kind (minutes; tests/e2e/test_scaffold.py is the short one).
+scaffold-check: setup
+	$(BIN)/python scripts/scaffold_check.py
 
 # A thousand jobs over HTTP while workers are killed and store faults are injected (local stack).
 soak: setup

@@ -32,7 +32,12 @@ class Scenario:
     limit: int | None = None
     """Per-user concurrency limit; None = the template's default, 0 = off."""
     shape: str = "plain"
-    """plain, retry-once, approval, title or busy-user."""
+    """plain, retry-once, approval, title, busy-user, delayed or direct (`submit_direct`: no
+    API Gateway request, no API function invocation)."""
+    delay_seconds: int | None = None
+    """`delay_seconds` on every job (shape `delayed`)."""
+    kind: str = "synthetic"
+    """`keyed` / `rated`: synthetic with one concurrency key / one rate (bench/kinds.py)."""
 
 
 @dataclass
@@ -77,7 +82,10 @@ def job_body(scenario: Scenario) -> dict[str, Any]:
     target = PAYLOAD_BYTES[scenario.payload]
     steps = step_list(scenario.steps, min(target, 200), **fields)
     if target <= 200:
-        return {"kind": "synthetic", "payload": {"steps": steps}}
+        body: dict[str, Any] = {"kind": scenario.kind, "payload": {"steps": steps}}
+        if scenario.delay_seconds is not None:
+            body["delay_seconds"] = scenario.delay_seconds
+        return body
     payload: dict[str, Any] = {"steps": steps, "pad": ""}
     pad = target - len(json.dumps(payload, separators=(",", ":")))
     payload["pad"] = "x" * max(0, pad)
@@ -124,6 +132,8 @@ class Runner:
     ) -> str:
         user = user or user_of(scenario)
         key = idempotency_key(user, phase, index) if scenario.key else None
+        if scenario.shape == "direct" and phase == "accept":
+            return self._submit_direct(scenario, user, key)
         if phase == "setup":
             # Not measured: the API function's service, without the HTTP routing around it; its
             # metrics are dropped, not left for the next measured invocation to print.
@@ -142,6 +152,24 @@ class Runner:
         if status != 202:
             raise RuntimeError(f"{scenario.name}: POST /jobs answered {status}: {body}")
         return str(body["job_id"])
+
+    def _submit_direct(self, scenario: Scenario, user: str, key: str | None) -> str:
+        """The job committed by the user's own code inside AWS (`leasehold.submit_direct`) over
+        the functions' metered DynamoDB client: the same transaction as POST /jobs, metered in
+        the `accept` phase, with no API request and no API invocation — the code that calls it
+        already runs (its own Lambda invocation is the caller's, not the job's)."""
+        from leasehold import Owner, submit_direct
+        from leasehold.handlers import wiring
+
+        body = job_body(scenario)
+        with self.stack.meter.during("accept"):
+            made = submit_direct(
+                wiring.runtime().stores.table, body["kind"], body["payload"],
+                Owner(TENANT, user), idempotency_key=key,
+            )  # fmt: skip
+        if made.state != "queued" or not made.created:
+            raise RuntimeError(f"{scenario.name}: submit_direct answered {made}")
+        return made.job_id
 
     def _measured(self, scenario: Scenario, ids: list[str], limit: int, **extra: Any) -> Measured:
         meter, stack = self.stack.meter, self.stack
@@ -186,6 +214,8 @@ class Runner:
             return self.title(scenario)
         if scenario.shape == "busy-user":
             return self.busy_user(scenario)
+        if scenario.shape == "delayed":
+            return self.delayed(scenario)
         _, limit = self._start(scenario)
         ids: list[str] = []
         if scenario.traffic == "trickle":
@@ -239,6 +269,31 @@ class Runner:
             )
         )
         return self._measured(scenario, ids, limit, titles_landed=landed)
+
+    def delayed(self, scenario: Scenario) -> Measured:
+        """Jobs delayed past SQS's 15 minutes: accepted into the due index, then the clock of
+        the functions (not moto's) jumps past their due time; one sweep (`due`: the move out of
+        the due index with a wake-up, priced as the job's) and the usual relay and delivery."""
+        from unittest import mock
+
+        assert scenario.delay_seconds is not None
+        _, limit = self._start(scenario)
+        ids = [self.submit(scenario, index) for index in range(scenario.jobs)]
+        accepted = [self.stack.job(j) or {} for j in ids]
+        in_due_index = sum(1 for job in accepted if job.get("gsi1pk") == "STATE#due")
+        ahead = scenario.delay_seconds + 1
+
+        class Later:
+            @staticmethod
+            def time() -> float:
+                return time.time() + ahead
+
+        with mock.patch("leasehold.domain.clock.time", Later):
+            report = self.stack.sweep(phase="due")
+            self.stack.drain(ids, self._done())
+        return self._measured(
+            scenario, ids, limit, accepted_into_due_index=in_due_index, due_sweep=report
+        )
 
     def busy_user(self, scenario: Scenario) -> Measured:
         """A user with 49 jobs running (claimed by other workers, mid-step) while the measured
@@ -409,7 +464,16 @@ SCENARIOS = [
     Scenario(
         "1-step burst, ~200 B, key, a user with 50 jobs running", 30, limit=50, shape="busy-user"
     ),  # fmt: skip
+    Scenario("1-step burst, ~200 B, key, enqueued directly (submit_direct)", 100, shape="direct"),
+    Scenario(
+        "1-step burst, ~200 B, key, delayed 1 h", 40, shape="delayed", delay_seconds=3600
+    ),  # fmt: skip
+    Scenario("1-step burst, ~200 B, key, one concurrency key", 100, kind="keyed"),
+    Scenario("1-step burst, ~200 B, key, one rate limit", 100, kind="rated"),
 ]
 HEADLINE = SCENARIOS[0].name
 NO_LIMIT = SCENARIOS[4].name
 THREE_STEP = SCENARIOS[6].name
+DIRECT = SCENARIOS[11].name
+"""The headline job enqueued directly: compared with HEADLINE (the same job over HTTP)."""
+KEYED = "1-step burst, ~200 B, key, one concurrency key"

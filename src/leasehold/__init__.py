@@ -27,6 +27,7 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.job import Owner
+from leasehold.domain.limits import Limit, Rate
 from leasehold.sdk.apps import (
     ConditionFailed,
     Engine,
@@ -43,6 +44,7 @@ from leasehold.sdk.apps import (
 )
 from leasehold.sdk.config import SettingError, at_cold_start, int_setting, setting
 from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
+from leasehold.sdk.direct import Submitted, submit_direct
 from leasehold.sdk.errors import FatalError, NotFoundError, RetryableError
 from leasehold.sdk.kind import (
     Effect,
@@ -79,11 +81,13 @@ __all__ = [
     "KindDefinitionError",
     "KindLoadError",
     "LeaseholdError",
+    "Limit",
     "NewJob",
     "NotFoundError",
     "Operation",
     "Outcome",
     "Owner",
+    "Rate",
     "RelatedChange",
     "Reply",
     "RetryableError",
@@ -95,6 +99,7 @@ __all__ = [
     "StepLogger",
     "StopJobError",
     "StoreUnavailableError",
+    "Submitted",
     "Table",
     "ValidationError",
     "WaitTimeout",
@@ -109,6 +114,7 @@ __all__ = [
     "respond",
     "setting",
     "step_operation",
+    "submit_direct",
     "transact_closing_job",
 ]
 

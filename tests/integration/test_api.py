@@ -77,6 +77,11 @@ def test_same_key_same_body_same_job_other_body_409(call: Call) -> None:
         ({**SUBMIT, "max_attempts": 11}, "invalid_request"),
         ({**SUBMIT, "max_attempts": True}, "invalid_request"),
         ({**SUBMIT, "deadline_seconds": 86401}, "invalid_request"),
+        ({**SUBMIT, "delay_seconds": 60, "run_at": "2030-01-01T00:00:00Z"}, "invalid_request"),
+        ({**SUBMIT, "delay_seconds": 365 * 86400 + 1}, "invalid_request"),
+        ({**SUBMIT, "run_at": "2030-01-01T00:00:00"}, "invalid_request"),
+        ({**SUBMIT, "run_at": "2999-01-01T00:00:00Z"}, "invalid_request"),
+        ({**SUBMIT, "run_at": "soon"}, "invalid_request"),
         ({**SUBMIT, "budget": {"max_cost": "ten"}}, "invalid_request"),
         ({**SUBMIT, "tenant": "other-group"}, "invalid_request"),
         (
@@ -92,6 +97,21 @@ def test_same_key_same_body_same_job_other_body_409(call: Call) -> None:
 def test_bad_submissions_are_400_with_a_code(call: Call, body: Any, code: str) -> None:
     status, answer, _ = call("api-submit-job.json", body=body)
     assert status == 400 and answer["error"]["code"] == code and answer["error"]["message"]
+
+
+def test_a_delayed_job_is_queued_with_next_attempt_at_and_waiting_for(call: Call) -> None:
+    """Over HTTP (and against docs/openapi.yaml): a delay beyond SQS's 15 minutes, and one
+    within, each `queued`, saying when it may start; cancel works before it is due."""
+    for delay in (3600, 60):
+        status, body, _ = call("api-submit-job.json", body={**SUBMIT, "delay_seconds": delay})
+        assert status == 202 and body["state"] == "queued"
+        _, view, _ = call("api-get-job.json", path_id=body["job_id"])
+        assert view["waiting_for"] == {"time": view["next_attempt_at"]}
+        due = view["next_attempt_at"]
+        assert due > view["created_at"] and view["deadline_at"] > due
+        status, cancelled, _ = call("api-cancel-job.json", path_id=body["job_id"])
+        assert status == 202 and cancelled["state"] == "cancelled"
+        assert "waiting_for" not in cancelled and "next_attempt_at" not in cancelled
 
 
 def test_malformed_json_oversized_body_and_bad_key_are_400(call: Call) -> None:

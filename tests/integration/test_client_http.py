@@ -222,6 +222,17 @@ def test_a_submission_with_a_key_is_repeated_with_the_same_key_and_body(
     }
 
 
+def test_submit_sends_a_delay_as_the_api_takes_it(api: ScriptedApi) -> None:
+    accepted = {"job_id": "j_9", "state": "queued", "status_url": "/jobs/j_9"}
+    api.answers = [(202, {}, accepted), (202, {}, accepted)]
+    client, _ = _client(api)
+    client.submit("synthetic", {"steps": [{"name": "a"}]}, delay_seconds=3600)
+    client.submit("synthetic", {"steps": [{"name": "a"}]}, run_at="2026-12-24T09:00:00+01:00")
+    assert api.seen[0].body["delay_seconds"] == 3600 and "run_at" not in api.seen[0].body
+    assert api.seen[1].body["run_at"] == "2026-12-24T09:00:00+01:00"
+    assert "delay_seconds" not in api.seen[1].body
+
+
 def test_a_broken_connection_after_an_unkeyed_submission_is_not_repeated(
     api: ScriptedApi,
 ) -> None:

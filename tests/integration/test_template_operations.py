@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.service.sweeper import REPORT_METRICS
 from leasehold_dev.local.stack import STACK_NAME, client, create_stack
 from leasehold_dev.local.template import translate
 from tests.support.resources import ROOT, TEMPLATE, template
@@ -219,8 +220,11 @@ def _counted_metric_names() -> set[str]:
                 continue
             argument = call.args[0]
             if isinstance(argument, ast.JoinedStr):
-                assert ast.unparse(argument) == "f'Sweeper{name.capitalize()}'", path
-                names |= {f"Sweeper{key.capitalize()}" for key in _sweeper_report_keys(tree)}
+                assert ast.unparse(argument) == "f'Sweeper{metric.capitalize()}'", path
+                names |= {
+                    f"Sweeper{REPORT_METRICS.get(key, key).capitalize()}"
+                    for key in _sweeper_report_keys(tree)
+                }
             else:
                 names |= _names_of(argument, dicts, path.name)
     return names

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold import Effect, Kind, StepContext
+from leasehold import Effect, Kind, Limit, StepContext
 from leasehold.testing import DEFAULT_OWNER, LeaseholdTestbed
 from leasehold_apps.doc_agent import doc_prep_kind
 from leasehold_apps.reading_list import routes
@@ -171,6 +171,39 @@ def _sdk_order() -> Scenario:
     return Scenario("sdk order (Effect idempotent_key)", build, start)
 
 
+def _keyed() -> Scenario:
+    """An SDK kind limited to one running job per provider account (a payload key: the worker
+    reads the job before its claim, then takes the key's entry): after any crash the job ends,
+    and the account's limit is not left taken for ever — a second job of the account runs."""
+
+    def build() -> tuple[list[Any], Side]:
+        sync = Kind("sync", concurrency=[Limit("payload.account", max=1)])
+
+        @sync.step()
+        def fetch(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+            return {"rows": 3}
+
+        @sync.step()
+        def store(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+            return {"stored": ctx.outputs["fetch"]["rows"]}
+
+        def after(tb: LeaseholdTestbed, job_id: str) -> list[str]:
+            second = tb.submit("sync", {"account": "acct-1", "n": 2})
+            try:
+                tb.drain(max_seconds=3600)
+            except Exception as stuck:  # noqa: BLE001 - said in the table
+                return [f"the account's next job is stuck: {stuck}"]
+            state = tb.state(second)
+            return [] if state == "succeeded" else [f"the account's next job ended {state}"]
+
+        return [sync], Side(after=after)
+
+    def start(tb: LeaseholdTestbed, side: Side) -> str:
+        return tb.submit("sync", {"account": "acct-1"})
+
+    return Scenario("sdk sync (concurrency key payload.account)", build, start)
+
+
 def scenarios() -> list[Scenario]:
     return [
         _synthetic("synthetic", {"name": "a"}, {"name": "b"}, {"name": "c"}),
@@ -187,4 +220,5 @@ def scenarios() -> list[Scenario]:
         _enrich("none"),
         _doc_prep(),
         _sdk_order(),
+        _keyed(),
     ]

@@ -153,6 +153,8 @@ class Side:
     charges: Callable[[], dict[str, int]] = dict
     visible: Callable[[LeaseholdTestbed, str], int] | None = None
     """How many results of the job a reader sees (default: 1 if it succeeded with one)."""
+    after: Callable[[LeaseholdTestbed, str], list[str]] = lambda tb, job_id: []
+    """A kind's own check once the job is at rest: what is wrong, if anything."""
 
 
 @dataclass
@@ -236,6 +238,7 @@ def _check(
         outcome.state = f"failed ({view.get('stop_reason')})"
     elif outcome.state not in {"succeeded", "unknown"}:
         problems.append(f"ended {outcome.state}")
+    problems.extend(side.after(tb, job_id))
     visible = side.visible(tb, job_id) if side.visible else int(view.get("result") is not None)
     if outcome.state == "succeeded" and visible != 1:
         problems.append(f"{visible} visible results")

@@ -337,13 +337,20 @@ class Client:
         budget: Mapping[str, Any] | None = None,
         deadline_seconds: int | None = None,
         max_attempts: int | None = None,
+        run_at: str | None = None,
+        delay_seconds: int | None = None,
     ) -> JobHandle:
         """Submit a job (`POST /jobs`) and return its handle once the API accepted it (202:
         the job and its wake-up are committed). With `idempotency_key` the same key and body
         answer the same job, so the client may repeat the request after a 503 or a broken
         connection; without one it never repeats it (an `Unavailable` or `Unreachable` then
-        means the job may or may not exist)."""
+        means the job may or may not exist). `run_at` (ISO 8601 with an offset) or
+        `delay_seconds` (up to 365 days): the job does not start before then."""
         request: dict[str, Any] = {"kind": kind, "payload": payload}
+        if run_at is not None:
+            request["run_at"] = run_at
+        if delay_seconds is not None:
+            request["delay_seconds"] = delay_seconds
         if budget is not None:
             request["budget"] = dict(budget)
         if deadline_seconds is not None:

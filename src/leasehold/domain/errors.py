@@ -70,9 +70,26 @@ class ClaimRejectedError(LeaseholdError):
 
 
 class SlotsFullError(LeaseholdError):
-    """The job's owner already runs as many jobs as the per-user limit allows."""
+    """The job's owner already runs as many jobs as the per-user limit allows, or one of its
+    kind's concurrency limits is reached (`label` names it: `tenant:acme`)."""
 
     code = "slots_full"
+
+    def __init__(self, message: str, label: str | None = None) -> None:
+        super().__init__(message)
+        self.label = label
+
+
+class RateLimitedError(LeaseholdError):
+    """A kind's rate (`label`: `tenant:acme`) allows no start now; the next is due at
+    `due_at` (epoch ms)."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, label: str, due_at: int) -> None:
+        super().__init__(message)
+        self.label = label
+        self.due_at = due_at
 
 
 class StoreUnavailableError(LeaseholdError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from leasehold.domain.errors import ValidationError
@@ -12,6 +13,7 @@ from leasehold.domain.policies import (
     DEFAULT_MAX_ATTEMPTS,
     MAX_ATTEMPTS_LIMIT,
     MAX_DEADLINE_SECONDS,
+    MAX_DELAY_SECONDS,
     MAX_PAYLOAD_BYTES,
 )
 from leasehold.domain.states import JobState
@@ -41,20 +43,39 @@ class JobSpec:
     budget: Budget
     deadline_seconds: int
     max_attempts: int
+    run_at_ms: int | None = None
+    """`run_at`, as epoch milliseconds: the job is not started before it (decision F1)."""
+    delay_seconds: int | None = None
+    """`delay_seconds`: the job is not started before accept time + this."""
 
     def fingerprint(self) -> str:
         """Canonical text of the request: the same key with another body is a conflict."""
-        return json.dumps(
-            {
-                "kind": self.kind,
-                "payload": self.payload,
-                "budget": [self.budget.max_cost, self.budget.max_steps],
-                "deadline_seconds": self.deadline_seconds,
-                "max_attempts": self.max_attempts,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        doc: dict[str, Any] = {
+            "kind": self.kind,
+            "payload": self.payload,
+            "budget": [self.budget.max_cost, self.budget.max_steps],
+            "deadline_seconds": self.deadline_seconds,
+            "max_attempts": self.max_attempts,
+        }
+        # Only a delayed request carries these: an undelayed one keeps the fingerprint it had
+        # before delays existed (a job accepted then and repeated now is still a repeat).
+        if self.run_at_ms is not None:
+            doc["run_at_ms"] = self.run_at_ms
+        if self.delay_seconds is not None:
+            doc["delay_seconds"] = self.delay_seconds
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+    def due_at(self, now: int) -> int:
+        """When a job of this request accepted at `now` may first start (never before `now`;
+        a `run_at` in the past means now). ValidationError past MAX_DELAY_SECONDS from now."""
+        due = now
+        if self.delay_seconds is not None:
+            due = now + self.delay_seconds * 1000
+        elif self.run_at_ms is not None:
+            due = max(now, self.run_at_ms)
+        if due - now > MAX_DELAY_SECONDS * 1000:
+            raise ValidationError(f"'run_at' is more than {MAX_DELAY_SECONDS // 86400} days ahead")
+        return due
 
 
 @dataclass
@@ -94,6 +115,10 @@ class Job:
     lease_owner: str | None = None
     slot_token: str | None = None
     """The per-user slot entry this job's claim holds (store/slots.py), while running."""
+    slots: dict[str, str] | None = None
+    """The declared limits' slot entries this job's claim holds: item name → token (F2)."""
+    waiting_for: dict[str, str] | None = None
+    """What the job last waited for at a claim (`{"concurrency": "tenant:acme"}`), while queued."""
     lease_expires_at: int | None = None
     approval: dict[str, Any] | None = None
     result: Any = None
@@ -136,6 +161,7 @@ def parse_job_request(
     if not isinstance(body, dict):
         raise ValidationError("the body must be a JSON object")
     allowed = {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
+    allowed |= {"run_at", "delay_seconds"}
     extra = sorted(set(body) - allowed)
     if extra:
         raise ValidationError(f"unknown field(s): {', '.join(extra)}")
@@ -173,9 +199,44 @@ def parse_job_request(
     deadline = _positive_int(deadline, "deadline_seconds", low=1, high=MAX_DEADLINE_SECONDS)
     attempts = body.get("max_attempts", default_max_attempts)
     attempts = _positive_int(attempts, "max_attempts", low=1, high=MAX_ATTEMPTS_LIMIT)
+    run_at_ms, delay_seconds = parse_delay(body)
     return JobSpec(
-        kind=kind, payload=payload, budget=budget, deadline_seconds=deadline, max_attempts=attempts
+        kind=kind,
+        payload=payload,
+        budget=budget,
+        deadline_seconds=deadline,
+        max_attempts=attempts,
+        run_at_ms=run_at_ms,
+        delay_seconds=delay_seconds,
     )
+
+
+def parse_delay(body: dict[str, Any]) -> tuple[int | None, int | None]:
+    """`run_at` (ISO 8601 with a UTC offset) or `delay_seconds` (0 to 365 days), not both
+    (arch §15). `run_at`'s own distance from now is checked at accept (JobSpec.due_at)."""
+    run_at, delay = body.get("run_at"), body.get("delay_seconds")
+    if run_at is not None and delay is not None:
+        raise ValidationError("give 'run_at' or 'delay_seconds', not both")
+    if delay is not None:
+        return None, _positive_int(delay, "delay_seconds", low=0, high=MAX_DELAY_SECONDS)
+    if run_at is None:
+        return None, None
+    if not isinstance(run_at, str) or not 10 <= len(run_at) <= 40:
+        raise ValidationError("'run_at' must be an ISO 8601 time with an offset")
+    try:
+        when = datetime.fromisoformat(run_at)
+    except ValueError as exc:
+        raise ValidationError(
+            "'run_at' must be an ISO 8601 time with an offset, e.g. 2026-12-01T09:30:00Z"
+        ) from exc
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValidationError(
+            "'run_at' needs a UTC offset (Z or ±hh:mm): a local time is ambiguous"
+        )
+    try:
+        return int(when.timestamp() * 1000), None
+    except (OverflowError, OSError, ValueError) as exc:
+        raise ValidationError("'run_at' is out of range") from exc
 
 
 def new_job(
@@ -189,8 +250,11 @@ def new_job(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
     budget: Budget | None = None,
+    due_at: int | None = None,
 ) -> Job:
-    """A job as accepted: queued, due now, no attempt made yet."""
+    """A job as accepted: queued, due now (or at `due_at`, a delayed job), no attempt made yet.
+    A delayed job's deadline counts from when it is due, not from when it was accepted."""
+    due = now if due_at is None else max(now, due_at)
     return Job(
         job_id=job_id,
         kind=kind,
@@ -203,8 +267,8 @@ def new_job(
         version=1,
         created_at=now,
         updated_at=now,
-        deadline_at=now + deadline_seconds * 1000,
-        next_attempt_at=now,
+        deadline_at=due + deadline_seconds * 1000,
+        next_attempt_at=due,
         budget=budget or Budget(),
         checkpoint=Checkpoint(),
         steps_total=steps_total,

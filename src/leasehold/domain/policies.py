@@ -13,6 +13,14 @@ MAX_DEADLINE_SECONDS = 24 * 3600
 DEFAULT_DEADLINE_SECONDS = 3600
 DEFAULT_MAX_ATTEMPTS = 3
 MAX_SQS_DELAY_SECONDS = 900
+MAX_DELAY_SECONDS = 365 * 24 * 3600
+"""`run_at` / `delay_seconds` at most this far ahead (arch §15)."""
+
+
+def in_due_index(created_at: int, due_at: int) -> bool:
+    """Whether a new job waits in the due index (decision F1): due further ahead than SQS can
+    hold a wake-up, it comes due through the sweeper instead of an outbox item."""
+    return due_at - created_at > MAX_SQS_DELAY_SECONDS * 1000
 
 
 @dataclass(frozen=True)

@@ -171,13 +171,18 @@ def job_writes(
     deadline_seconds: int | None = None,
     max_attempts: int | None = None,
     now_ms: int | None = None,
+    run_at: str | None = None,
+    delay_seconds: int | None = None,
 ) -> NewJob:
     """The entries that make a new job of `kind` (a `Kind`, or the name of a kind this function
     registered) for `owner`, after the same checks and limits as `POST /jobs`: the payload's
     size, the kind's schema and checks, 1 to 20 steps, `budget` (`max_cost`, `max_steps`),
     `deadline_seconds` (1 s to 24 h, default 1 h) and `max_attempts` (1–10; default the kind's,
-    else 3 — pass `Engine.max_attempts` for the deployment's). A kind that is not submittable is
-    allowed: this is the application's own path. ValidationError (400) names what is wrong.
+    else 3 — pass `Engine.max_attempts` for the deployment's), and `run_at` (ISO 8601 with an
+    offset) or `delay_seconds` (up to 365 days; the job does not start before). A kind that is
+    not submittable is allowed: this is the application's own path. ValidationError (400) names
+    what is wrong. A job due more than 15 minutes ahead makes one entry, not two (it has no
+    wake-up until the sweeper gives it one).
 
     `idempotency_key` (checked as the header is): the job's id is derived from the owner, the
     key and `scope` (the same key in another scope names another job), and the job keeps the
@@ -185,7 +190,7 @@ def job_writes(
     payload, budget, deadline, attempts) — so `NewJob.repeated` can tell a repeat from a reuse.
     Otherwise the job gets `job_id`, or a new time-ordered id. `now_ms`: the engine's clock,
     by default the system's."""
-    engine_kind = _engine_kind(kind)
+    engine_kind = known_kind(kind)
     if idempotency_key is not None and job_id is not None:
         raise ValueError("give a job_id or an idempotency_key, not both")
     check_idempotency_key(idempotency_key)
@@ -195,6 +200,8 @@ def job_writes(
         budget=budget,
         deadline_seconds=deadline_seconds,
         max_attempts=max_attempts,
+        run_at=run_at,
+        delay_seconds=delay_seconds,
     )
     spec, _ = job_spec(body, {engine_kind.name: engine_kind}, DEFAULT_MAX_ATTEMPTS)
     now = SystemClock().now_ms() if now_ms is None else now_ms
@@ -359,7 +366,9 @@ class _At:
         return self.ms
 
 
-def _engine_kind(kind: Kind | str) -> JobKind:
+def known_kind(kind: Kind | str) -> JobKind:
+    """`kind` as the engine runs it: a `Kind` as it is, a name as the running engine registered
+    it (ValidationError `unknown_kind` otherwise)."""
     if isinstance(kind, Kind):
         return EngineKind(kind)
     known = _running.kinds if _running is not None else {}

@@ -43,6 +43,10 @@ class EngineKind:
         self.submittable = kind.submittable
         self.default_max_attempts = kind.default_max_attempts
         self.operators_see_payload = kind.operators_see_payload
+        self.concurrency = kind.concurrency
+        self.rate = kind.rate
+        """The kind's declared rates (decision F3)."""
+        """The kind's declared concurrency limits (None: the per-user default, decision F2)."""
 
     def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
         self.kind.validate_for(payload, owner)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Owner
+from leasehold.domain.limits import Limit, Rate, check_limits, check_rates, key_value
 from leasehold.domain.policies import (
     MAX_ATTEMPTS_LIMIT,
     MAX_PAYLOAD_BYTES,
@@ -166,6 +167,14 @@ class Kind:
     - `max_payload_bytes`: the largest payload accepted (16 KiB by default).
     - `operators_see_payload`: show the payload in the operator view (off: a payload is the
       caller's content).
+    - `concurrency`: `[Limit(key="tenant", max=2), …]` — at most `max` of this kind's jobs
+      running per value of each key (`user`, `tenant`, `kind`, `payload.<field>`); a job over
+      a limit waits `queued` (`waiting_for: {"concurrency": "tenant:acme"}`), it does not
+      fail. Left out (None), the deployment's per-user limit applies, as to every kind that
+      declares nothing; `[]` runs the kind's jobs without any limit.
+    - `rate`: `[Rate(key="tenant", limit=5, per_seconds=1), …]` — at most `limit` starts of
+      this kind's jobs per `per_seconds` per key value; a job over it waits `queued`
+      (`waiting_for: {"rate": "tenant:acme"}`) until its next start is due.
 
     Unless a `result` hook says otherwise, the job's result is the last step's output."""
 
@@ -178,6 +187,8 @@ class Kind:
         submittable: bool = True,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         operators_see_payload: bool = False,
+        concurrency: Sequence[Limit] | None = None,
+        rate: Sequence[Rate] | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise KindDefinitionError(
@@ -203,6 +214,13 @@ class Kind:
             raise KindDefinitionError(
                 f"kind '{name}': max_payload_bytes must be an integer 1 to {MAX_PAYLOAD_LIMIT}"
             )
+        try:
+            self.concurrency: tuple[Limit, ...] | None = (
+                None if concurrency is None else check_limits(concurrency)
+            )
+            self.rate: tuple[Rate, ...] = check_rates(rate or ())
+        except (TypeError, ValueError) as exc:
+            raise KindDefinitionError(f"kind '{name}': {exc}") from exc
         self.submittable = submittable
         self.max_payload_bytes = max_payload_bytes
         self.operators_see_payload = operators_see_payload
@@ -345,6 +363,9 @@ class Kind:
         never run."""
         if self._validate_schema is not None:
             _check_schema(self._validate_schema, payload)
+        for limit in (*(self.concurrency or ()), *(Limit(r.key, 1) for r in self.rate)):
+            if limit.payload_field is not None:  # the field its limit is counted by
+                key_value(limit, self.name, owner, payload)
         for check in self._hooks.checks:
             check(payload, owner)
 

@@ -78,7 +78,8 @@ class JobService:
         return Accepted(job_id=outcome.job_id, created=False, state=state)
 
     def view(self, owner: Owner, job_id: str) -> dict[str, Any]:
-        return job_view(self._stores.jobs.get_owned(owner, job_id), self._kinds)
+        job = self._stores.jobs.get_owned(owner, job_id)
+        return job_view(job, self._kinds, self._clock.now_ms())
 
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
@@ -88,14 +89,18 @@ class JobService:
         jobs, next_cursor = self._stores.jobs.list_for_owner(
             owner, state=parsed_state, limit=parsed_limit, cursor=cursor
         )
-        return {"jobs": [job_view(job, self._kinds) for job in jobs], "next_cursor": next_cursor}
+        now = self._clock.now_ms()
+        return {
+            "jobs": [job_view(job, self._kinds, now) for job in jobs],
+            "next_cursor": next_cursor,
+        }
 
     def cancel(self, owner: Owner, job_id: str) -> dict[str, Any]:
         job = self._stores.controls.cancel(owner, job_id, now=self._clock.now_ms())
         self._telemetry.count(
             "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
         )
-        return job_view(job, self._kinds)
+        return job_view(job, self._kinds, self._clock.now_ms())
 
     def decide_approval(self, owner: Owner, job_id: str, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) - {"decision", "version"}:
@@ -124,6 +129,8 @@ def job_request(
     budget: Mapping[str, int] | None = None,
     deadline_seconds: int | None = None,
     max_attempts: int | None = None,
+    run_at: str | None = None,
+    delay_seconds: int | None = None,
 ) -> dict[str, Any]:
     """The `POST /jobs` body of these arguments (the fields left out take their defaults), for
     the callers that submit in code rather than over HTTP."""
@@ -134,6 +141,10 @@ def job_request(
         body["deadline_seconds"] = deadline_seconds
     if max_attempts is not None:
         body["max_attempts"] = max_attempts
+    if run_at is not None:
+        body["run_at"] = run_at
+    if delay_seconds is not None:
+        body["delay_seconds"] = delay_seconds
     return body
 
 
@@ -153,7 +164,9 @@ def job_spec(
 
 def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: int) -> Job:
     """The job a validated request makes, once its kind accepts the payload (its schema and
-    checks, for this owner) and plans 1 to 20 steps for it."""
+    checks, for this owner) and plans 1 to 20 steps for it; a delayed request's job is due
+    at its `run_at` / `delay_seconds` (decision F1)."""
+    due_at = spec.due_at(now)
     kind.validate_for(spec.payload, owner)
     plan = kind.plan(spec.payload)
     if not 1 <= len(plan) <= MAX_STEPS:
@@ -168,6 +181,7 @@ def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: in
         max_attempts=spec.max_attempts,
         deadline_seconds=spec.deadline_seconds,
         budget=spec.budget,
+        due_at=due_at,
     )
 
 

@@ -22,6 +22,7 @@ from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock
 from leasehold.domain.job import Checkpoint, Job
+from leasehold.domain.limits import Limit, Rate
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.leases import LedgerStore
 
@@ -40,6 +41,18 @@ class StepPlan:
     duration_ms: int
     needs_approval: bool
     has_effect: bool
+
+
+def concurrency_of(kind: object) -> tuple[Limit, ...] | None:
+    """A kind's declared concurrency limits (decision F2): None when it declares none (the
+    per-user default applies), () for a kind that declared it runs unlimited."""
+    limits = getattr(kind, "concurrency", None)
+    return tuple(limits) if limits is not None else None
+
+
+def rates_of(kind: object) -> tuple[Rate, ...]:
+    """A kind's declared rates (decision F3); () for none."""
+    return tuple(getattr(kind, "rate", None) or ())
 
 
 class JobKind(Protocol):

@@ -61,6 +61,11 @@ class OpsService:
     def summary(self) -> dict[str, Any]:
         now = self._clock.now_ms()
         counts = {state.value: self._store.count_by_state(state) for state in JobState}
+        # Jobs delayed beyond SQS's reach wait in the due index (decision F1): queued, not
+        # yet dispatched; the queue depth is what could run now or within 15 minutes.
+        delayed = self._store.count_due()
+        ready = counts[JobState.QUEUED.value] or 0
+        counts[JobState.QUEUED.value] = ready + delayed
         queued, _ = self._store.list_by_state(JobState.QUEUED, limit=100)
         oldest = _oldest(queued[0], now) if queued else None
         oldest_by_kind: dict[str, Any] = {}
@@ -75,8 +80,10 @@ class OpsService:
         return {
             "counts": counts,
             "counts_note": "succeeded and cancelled jobs leave the state index: not counted "
-            "(null); queued and running are told apart over the first 1,000 active jobs",
-            "queue_depth": counts[JobState.QUEUED.value] or 0,
+            "(null); queued and running are told apart over the first 1,000 active jobs; "
+            "queued includes `delayed` (due more than 15 minutes ahead, not in queue_depth)",
+            "queue_depth": ready,
+            "delayed": delayed,
             "oldest_queued": oldest,
             "oldest_queued_by_kind": oldest_by_kind,
             "sqs": {

@@ -39,6 +39,7 @@ def parse_stream_record(record: dict[str, Any], now: int) -> OutboxRecord | None
             owner=Owner(tenant=doc["tenant"], user_id=doc["user_id"]),
             dispatch_id=f"{doc['pk']}/{doc['sk']}",
             delay_seconds=sqs_delay_seconds(now, int(doc.get("deliver_at", now))),
+            kind=doc.get("kind") if isinstance(doc.get("kind"), str) else None,
         ),
     )
 

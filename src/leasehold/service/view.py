@@ -58,7 +58,23 @@ def effect_view(job: Job) -> dict[str, Any] | None:
     }
 
 
-def job_view(job: Job, kinds: Kinds = None) -> dict[str, Any]:
+def waiting_for(job: Job, now: int | None) -> dict[str, Any] | None:
+    """Why a `queued` job is not running yet, when the item says (arch §15): `{"time": …}`
+    until its `next_attempt_at` (a delay, or a retry's backoff); `{"concurrency": "tenant:acme"}`
+    when its last claim found that limit (or the per-user one, `user:alice`) full; `{"rate":
+    "tenant:acme"}` when its kind's rate had no start due (F3)."""
+    if job.state is not JobState.QUEUED:
+        return None
+    if now is not None and job.next_attempt_at is not None and job.next_attempt_at > now:
+        return {"time": iso(job.next_attempt_at)}
+    if job.waiting_for:
+        # what its last claim found full (F2): it waits for a running job of that key to end
+        return dict(job.waiting_for)
+    return None
+
+
+def job_view(job: Job, kinds: Kinds = None, now: int | None = None) -> dict[str, Any]:
+    """The caller's view of the job; with `now`, a queued job says what it waits for."""
     view: dict[str, Any] = {
         "job_id": job.job_id,
         "kind": job.kind,
@@ -82,6 +98,9 @@ def job_view(job: Job, kinds: Kinds = None) -> dict[str, Any]:
     }
     if job.next_attempt_at is not None and job.state is JobState.QUEUED:
         view["next_attempt_at"] = iso(job.next_attempt_at)
+    waits = waiting_for(job, now)
+    if waits is not None:
+        view["waiting_for"] = waits
     if job.approval:
         view["approval"] = {
             "step": job.approval.get("step"),
@@ -156,7 +175,7 @@ def lease_view(job: Job) -> dict[str, Any] | None:
 def operator_view(job: Job, now: int, kinds: Kinds = None) -> dict[str, Any]:
     """One job, whole, for an operator: the caller's view, whose it is, every attempt's end and
     every operator act (history), the operation ledger, the lease holder."""
-    view = job_view(job, kinds)
+    view = job_view(job, kinds, now)
     _, related, show_payload = _extras(job, kinds)
     view.update(
         {

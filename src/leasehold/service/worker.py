@@ -24,6 +24,7 @@ from leasehold.domain.errors import (
     ClaimRejectedError,
     FatalStepError,
     HandBackError,
+    RateLimitedError,
     SlotsFullError,
     StaleEpochError,
     StepError,
@@ -32,7 +33,8 @@ from leasehold.domain.errors import (
     StoreUnavailableError,
     TransientStepError,
 )
-from leasehold.domain.job import Checkpoint, Job
+from leasehold.domain.job import Checkpoint, Job, Owner
+from leasehold.domain.limits import PAYLOAD_PREFIX, Limit, Rate, rate_keys, slot_keys
 from leasehold.domain.policies import MAX_RESULT_BYTES, LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.kinds import (
@@ -44,6 +46,8 @@ from leasehold.service.kinds import (
     StepPlan,
     StepRuntime,
     WakeupResult,
+    concurrency_of,
+    rates_of,
 )
 from leasehold.service.outcomes import Outcomes, effect_uncertain_error
 from leasehold.service.telemetry import Telemetry
@@ -77,7 +81,13 @@ class WorkerService:
         rng: random.Random | None = None,
     ) -> None:
         self._leases = stores.leases
+        self._jobs = stores.jobs
         self._ledger = stores.ledger
+        self._limited = any(
+            concurrency_of(kind) is not None or rates_of(kind) for kind in kinds.values()
+        )
+        """Whether some kind declares its own concurrency limits: then a wake-up's job is read
+        before its claim, to know which slots it takes (decision F2)."""
         self._queue = queue
         self._kinds = kinds
         self._clock = clock
@@ -107,17 +117,28 @@ class WorkerService:
                 worker_id=self._settings.worker_id,
                 now=now,
                 lease_ms=lease_ms,
+                **self._flow(wakeup),
             )
-        except SlotsFullError:
+        except SlotsFullError as full:
             # Wait for a free slot without burning an attempt or spinning on this message; say
             # so on the job, or the sweeper would take the wait for a lost wake-up (D5).
             self._telemetry.count("SlotWaits")
             # (if even that fails, the re-sent wake-up still goes out; at worst the sweeper adds
             # a copy)
+            waiting = {"concurrency": full.label} if full.label else None
             with contextlib.suppress(StoreUnavailableError):
-                self._leases.note_dispatch(wakeup.job_id, now=now)
+                self._leases.note_dispatch(wakeup.job_id, now=now, waiting_for=waiting)
             delay_s = max(1, self._settings.slot_wait_ms // 1000)
             return self._hand_off(wakeup, "slots_full", delay_s=delay_s)
+        except RateLimitedError as limited:
+            # Over its kind's rate: back when the next start is due (F3), saying so on the job.
+            self._telemetry.count("SlotWaits")  # a wait at claim; waiting_for says for what
+            with contextlib.suppress(StoreUnavailableError):
+                self._leases.note_dispatch(
+                    wakeup.job_id, now=now, waiting_for={"rate": limited.label}
+                )
+            due_in_s = min(900, max(1, (limited.due_at - now + 999) // 1000))
+            return self._hand_off(wakeup, "rate_limited", delay_s=due_in_s)
         except ClaimRejectedError as rejected:
             return self._on_rejected_claim(wakeup, rejected, receipt_handle, now)
         except StoreUnavailableError as unavailable:
@@ -129,6 +150,31 @@ class WorkerService:
             return self._hand_off(wakeup, "store_unavailable", delay_s=self._rng.randint(low, high))
         self._telemetry.count("JobsClaimed")
         return self._run(job, remaining_ms)
+
+    def _flow(self, wakeup: Wakeup) -> dict[str, Any]:
+        """The slots and rates the job's claim takes (F2, F3): `keys` None for the per-user
+        default (a kind that declares no concurrency, or a job that is gone), else its kind's
+        declared limits; `rates` its kind's rates. A job of a kind that declares any (or whose
+        wake-up does not name its kind) is read first — one strongly consistent GetItem —
+        unless its keys need no payload field; with no such kind registered nothing is read."""
+        if not self._limited:
+            return {}
+        if wakeup.kind is not None:
+            kind = self._kinds.get(wakeup.kind)
+            limits, rates = concurrency_of(kind), rates_of(kind)
+            if limits is None and not rates:
+                return {}  # the message names a kind that declares nothing
+            keyed = [limit.key for limit in limits or ()] + [rate.key for rate in rates]
+            if not any(key.startswith(PAYLOAD_PREFIX) for key in keyed):
+                # user, tenant and kind keys need only what the message says: nothing to read
+                return _flow_of(limits, rates, wakeup.kind, wakeup.owner, {}, wakeup.job_id)
+        job = self._jobs.get(wakeup.job_id)
+        if job is None:
+            return {}
+        kind = self._kinds.get(job.kind)
+        return _flow_of(
+            concurrency_of(kind), rates_of(kind), job.kind, job.owner, job.payload, job.job_id
+        )
 
     def _margin(self) -> int:
         return self._settings.lease.safety_margin_ms
@@ -469,6 +515,22 @@ class WorkerService:
                 {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
             )
         return self._outcomes.succeed(attempt, result)
+
+
+def _flow_of(
+    limits: tuple[Limit, ...] | None,
+    rates: tuple[Rate, ...],
+    kind: str,
+    owner: Owner,
+    payload: dict[str, Any],
+    job_id: str,
+) -> dict[str, Any]:
+    flow: dict[str, Any] = {}
+    if limits is not None:
+        flow["keys"] = slot_keys(limits, kind, owner, payload, job_id, strict=False)
+    if rates:
+        flow["rates"] = rate_keys(rates, kind, owner, payload, strict=False)
+    return flow
 
 
 class _Unregistered:

@@ -33,7 +33,7 @@ class Stores:
         """`slot_limit`: the per-user concurrency limit (0 = none); `slot_grace_ms`: how old a
         slot entry nobody holds must be before it is freed (twice the lease)."""
         slots = SlotStore(table, slot_limit, slot_grace_ms) if slot_limit > 0 else None
-        leases = LeaseStore(table, slots)
+        leases = LeaseStore(table, slots, declared=SlotStore(table, 0, slot_grace_ms))
         return Stores(
             table=table,
             jobs=JobStore(table),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from leasehold.domain.job import Job, Owner
+from leasehold.domain.policies import in_due_index
 from leasehold.domain.states import JobState
 from leasehold.store.expressions import Expression
 from leasehold.store.history import appended
@@ -21,8 +22,14 @@ from leasehold.store.items import (
 def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
     """A new job and its first wake-up: the two Puts every creation commits together
     (arch §3.1), each conditional on not existing. A job made under an idempotency key keeps
-    the hash of its request (`fp`), and a failed condition returns the job as it is."""
-    item = new_job_item(job)
+    the hash of its request (`fp`), and a failed condition returns the job as it is.
+
+    A job due further ahead than SQS can hold a wake-up (15 minutes) has no wake-up yet: it
+    waits in the due index, and the sweeper gives it one when it comes within reach
+    (decision F1). A nearer delay is the wake-up's own `deliver_at` (SQS DelaySeconds)."""
+    due_at = job.next_attempt_at or job.created_at
+    due_indexed = in_due_index(job.created_at, due_at)
+    item = new_job_item(job, due_indexed=due_indexed)
     if fingerprint is not None:
         item["fp"] = {"S": fingerprint}
     return [
@@ -33,14 +40,20 @@ def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, A
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         },
-        outbox_put(
-            job.job_id,
-            job.owner,
-            version=job.version,
-            deliver_at=job.created_at,
-            now=job.created_at,
-        ),
-    ]
+    ] + (
+        []
+        if due_indexed
+        else [
+            outbox_put(
+                job.job_id,
+                job.owner,
+                version=job.version,
+                deliver_at=due_at,
+                now=job.created_at,
+                kind=job.kind,
+            )
+        ]
+    )
 
 
 def state_change(expr: Expression, target: JobState, *, from_active: bool) -> Expression:
@@ -80,12 +93,21 @@ def owned(expr: Expression, owner: Owner) -> Expression:
 
 
 def outbox_put(
-    job_id: str, owner: Owner, *, version: int, deliver_at: int, now: int
+    job_id: str,
+    owner: Owner,
+    *,
+    version: int,
+    deliver_at: int,
+    now: int,
+    kind: str | None = None,
 ) -> dict[str, Any]:
-    """A new wake-up, committed with the write that needs it (arch §3.1, §3.5)."""
+    """A new wake-up, committed with the write that needs it (arch §3.1, §3.5); `kind` (when
+    the writer knows it) rides on the message."""
     return {
         "Put": {
-            "Item": outbox_item(job_id, owner, version=version, deliver_at=deliver_at, now_ms=now),
+            "Item": outbox_item(
+                job_id, owner, version=version, deliver_at=deliver_at, now_ms=now, kind=kind
+            ),
             "ConditionExpression": "attribute_not_exists(pk)",
         }
     }

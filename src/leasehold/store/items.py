@@ -46,6 +46,10 @@ def idempotency_key(owner: Owner, key: str) -> dict[str, Any]:
 
 
 ACTIVE_PARTITION = "STATE#active"
+DUE_PARTITION = "STATE#due"
+"""The due index (decision F1): `queued` jobs due further ahead than SQS holds a wake-up wait
+here, sorted by when they are due, until the sweeper moves them to ACTIVE_PARTITION with a
+wake-up. Only those jobs ever have an entry in it."""
 ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.RUNNING})
 UNINDEXED_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED})
 
@@ -90,12 +94,18 @@ def _plain(value: Any) -> Any:
 
 
 def outbox_item(
-    job_id: str, owner: Owner, *, version: int, deliver_at: int, now_ms: int
+    job_id: str,
+    owner: Owner,
+    *,
+    version: int,
+    deliver_at: int,
+    now_ms: int,
+    kind: str | None = None,
 ) -> dict[str, Any]:
     """A wake-up waiting for the relay: the stream's INSERT of this item becomes one SQS message.
     It is never updated or deleted by code; TTL removes it (deletes by TTL are free). The sort
     key is the job's version after the write that dispatches, so each dispatch is a new item."""
-    return {
+    item = {
         "pk": {"S": f"{OUTBOX_PREFIX}{job_id}"},
         "sk": {"S": f"DISPATCH#{version:010d}"},
         "job_id": {"S": job_id},
@@ -104,14 +114,25 @@ def outbox_item(
         "deliver_at": {"N": str(deliver_at)},
         "expires_at": {"N": str(now_ms // 1000 + OUTBOX_TTL_SECONDS)},
     }
+    if kind is not None:
+        # the worker knows the job's concurrency limits without reading it (decision F2)
+        item["kind"] = {"S": kind}
+    return item
 
 
-def new_job_item(job: Job) -> dict[str, Any]:
+def due_upto(until_ms: int) -> str:
+    """The due index's sort key bound: every job due at or before `until_ms` sorts below it."""
+    return f"{until_ms:013d}~"
+
+
+def new_job_item(job: Job, *, due_indexed: bool = False) -> dict[str, Any]:
+    """The job's item; `due_indexed` puts it in the due index, sorted by when it is due."""
+    due_sort = time_sort_key(job.next_attempt_at or job.created_at, job.job_id)
     doc: dict[str, Any] = {
         "pk": f"JOB#{job.job_id}",
         "sk": JOB_SK,
-        "gsi1pk": state_partition(job.state),
-        "gsi1sk": time_sort_key(job.created_at, job.job_id),
+        "gsi1pk": DUE_PARTITION if due_indexed else state_partition(job.state),
+        "gsi1sk": due_sort if due_indexed else time_sort_key(job.created_at, job.job_id),
         "gsi2pk": owner_partition(job.owner),
         "gsi2sk": time_sort_key(job.created_at, job.job_id),
         "job_id": job.job_id,
@@ -175,6 +196,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         cancel_requested=bool(doc.get("cancel_requested", False)),
         lease_owner=doc.get("lease_owner"),
         slot_token=doc.get("slot_token"),
+        slots=doc.get("slots"),
+        waiting_for=doc.get("waiting_for"),
         lease_expires_at=doc.get("lease_expires_at"),
         approval=doc.get("approval"),
         result=json.loads(doc["result"]) if "result" in doc else None,

@@ -20,9 +20,11 @@ from leasehold.domain.states import JobState
 from leasehold.store.guards import new_job_writes
 from leasehold.store.items import (
     ACTIVE_PARTITION,
+    DUE_PARTITION,
     OWNER_INDEX,
     STATE_INDEX,
     deserialize_item,
+    due_upto,
     job_from_item,
     job_key,
     owner_partition,
@@ -65,7 +67,8 @@ def repeat_of(failed: ConditionFailed, index: int, fp_hash: str | None) -> bool:
     (`fp_hash` None) the job's own fresh id already exists: an earlier try of this very call
     committed and its answer was lost (the SDK retried it) — not a repeat. A key used with
     another request is IdempotencyConflictError; any other failure, LeaseholdError."""
-    if not failed.failed_at(index):
+    single = not failed.reasons and index == 0  # a lone Put, not a transaction
+    if not (single or failed.failed_at(index)):
         raise LeaseholdError("accept failed a condition it cannot explain") from failed
     if fp_hash is None:
         return False
@@ -138,7 +141,12 @@ class JobStore:
         items = new_job_writes(job, fp_hash if keyed else None)
         token = request_token(job.owner, idempotency, fp_hash) if idempotency else None
         try:
-            self._table.transact(items, token=token)
+            if len(items) == 1:
+                # A job in the due index has no wake-up yet (decision F1): its Put alone is
+                # the commit, at half a transaction's price.
+                self._table.put(items[0]["Put"])
+            else:
+                self._table.transact(items, token=token)
         except ConditionFailed as failed:
             repeat = repeat_of(failed, 0, fp_hash if keyed else None)
             return AcceptResult(job_id=job.job_id, created=not repeat)
@@ -223,15 +231,27 @@ class JobStore:
         )
         return jobs
 
-    def count_by_state(self, state: JobState, *, max_pages: int = 10) -> int | None:
-        """Jobs in a state, from the index (bounded: at most `max_pages` pages); None for the
-        states the index does not hold. `queued` and `running` are told apart by reading up to
-        1,000 of their items."""
-        partition = state_partition(state)
-        if partition is None:
-            return None
-        if partition == ACTIVE_PARTITION:
-            return sum(1 for job in self.list_active(limit=1000) if job.state is state)
+    def list_due(self, *, until: int, limit: int) -> list[Job]:
+        """Jobs in the due index (decision F1) due at or before `until`, soonest first."""
+        params: dict[str, Any] = {
+            "IndexName": STATE_INDEX,
+            "KeyConditionExpression": "gsi1pk = :p AND gsi1sk <= :u",
+            "ExpressionAttributeValues": {
+                ":p": {"S": DUE_PARTITION},
+                ":u": {"S": due_upto(until)},
+            },
+            "ScanIndexForward": True,
+        }
+        jobs, _ = self._query_jobs(
+            params, limit=limit, start=None, state=None, index_keys=("gsi1pk", "gsi1sk")
+        )
+        return jobs
+
+    def count_due(self, *, max_pages: int = 10) -> int:
+        """Jobs waiting in the due index (bounded: at most `max_pages` pages)."""
+        return self._count(DUE_PARTITION, max_pages)
+
+    def _count(self, partition: str, max_pages: int) -> int:
         params: dict[str, Any] = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": "gsi1pk = :p",
@@ -246,6 +266,17 @@ class JobStore:
                 break
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return total
+
+    def count_by_state(self, state: JobState, *, max_pages: int = 10) -> int | None:
+        """Jobs in a state, from the index (bounded: at most `max_pages` pages); None for the
+        states the index does not hold. `queued` and `running` are told apart by reading up to
+        1,000 of their items."""
+        partition = state_partition(state)
+        if partition is None:
+            return None
+        if partition == ACTIVE_PARTITION:
+            return sum(1 for job in self.list_active(limit=1000) if job.state is state)
+        return self._count(partition, max_pages)
 
     def _query_jobs(
         self,

@@ -10,12 +10,14 @@ from typing import Any
 from leasehold.domain.errors import (
     ClaimRejectedError,
     LeaseholdError,
+    RateLimitedError,
     RelatedItemChangedError,
     SlotsFullError,
     StaleEpochError,
     StoreUnavailableError,
 )
 from leasehold.domain.job import Checkpoint, Job, Owner
+from leasehold.domain.limits import RateKey, SlotKey
 from leasehold.domain.states import JobState, is_terminal
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
@@ -26,8 +28,9 @@ from leasehold.store.guards import (
     set_history,
     state_change,
 )
-from leasehold.store.items import job_from_item, job_key
-from leasehold.store.slots import SlotStore, new_token
+from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
+from leasehold.store.rates import RateStore
+from leasehold.store.slots import SlotStore, holds_declared_slot, new_token, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
 
 RECONCILABLE = ("idempotent_key", "status_lookup")
@@ -87,16 +90,40 @@ class LeaseStore:
     """The worker's writes. With `slots` (a per-user limit), a claim takes a slot first and
     every write that takes the job out of `running` gives it back afterwards (decision C5)."""
 
-    def __init__(self, table: Table, slots: SlotStore | None = None) -> None:
+    def __init__(
+        self, table: Table, slots: SlotStore | None = None, *, declared: SlotStore | None = None
+    ) -> None:
         self._table = table
         self._slots = slots
+        self._declared = declared or slots or SlotStore(table, 0, 120_000)
+        self._rates = RateStore(table)
+        """The slot items of kinds' declared limits (F2), whether or not the per-user one is on."""
 
-    def claim(self, job_id: str, owner: Owner, *, worker_id: str, now: int, lease_ms: int) -> Job:
+    def claim(
+        self,
+        job_id: str,
+        owner: Owner,
+        *,
+        worker_id: str,
+        now: int,
+        lease_ms: int,
+        keys: list[SlotKey] | None = None,
+        rates: list[RateKey] | None = None,
+    ) -> Job:
         """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
         conditional write (arch §3.2). With a per-user limit, a slot is taken first (its own
         single-item write, decision C5) and given back if the claim fails. Raises
-        ClaimRejectedError with the reason read from the failed item, or SlotsFullError."""
+        ClaimRejectedError with the reason read from the failed item, or SlotsFullError.
+
+        `keys` are the job's kind's declared limits (decision F2), taken instead of the
+        per-user slot; `[]` (a kind that declares none) takes no slot at all. `rates` (F3): a
+        start is taken from each once the slots are held (a slot wait spends no start), and
+        RateLimitedError — the slots given back — when one has none due yet."""
+        rates = rates or []
+        if keys is not None:
+            return self._claim_keyed(job_id, owner, worker_id, now, lease_ms, keys, rates)
         if self._slots is None:
+            self._take_rates(rates, now)
             return self._claim_once(job_id, owner, worker_id, now, lease_ms, None, None)
         slots = self._slots
         for _ in range(2):
@@ -105,7 +132,15 @@ class LeaseStore:
             if take.full_item is not None and slots.repair(owner, take.full_item, now):
                 take = slots.take(owner, job_id, token)
             if not take.took and take.held_token is None:
-                raise SlotsFullError(f"per-user limit of {slots.limit} running jobs reached")
+                raise SlotsFullError(
+                    f"per-user limit of {slots.limit} running jobs reached", f"user:{owner.user_id}"
+                )
+            try:
+                self._take_rates(rates, now)
+            except RateLimitedError:
+                if take.took:
+                    slots.release(owner, job_id, token)
+                raise
             try:
                 return self._claim_once(
                     job_id,
@@ -128,6 +163,95 @@ class LeaseStore:
                 slots.release(owner, job_id, take.held_token)
         raise ClaimRejectedError(ClaimRejection.NOT_DUE)
 
+    def _claim_keyed(
+        self,
+        job_id: str,
+        owner: Owner,
+        worker_id: str,
+        now: int,
+        lease_ms: int,
+        keys: list[SlotKey],
+        rates: list[RateKey],
+    ) -> Job:
+        """Take one entry of every key (each on one shard, single conditional writes, as the
+        per-user slot), then claim recording them on the job (`slots`: item → token). A key
+        with no free entry gives back what was taken and raises SlotsFullError naming it.
+
+        An entry the job already holds on an item (a lease that expired and is claimed again)
+        is adopted, conditional on the job still recording it; an entry left by a claim that is
+        gone is freed and the claim tried once more."""
+        store = self._declared
+        for _ in range(2):
+            token = new_token(now)
+            fresh: list[str] = []
+            held: dict[str, str] = {}
+            try:
+                for key in keys:
+                    name, used = self._take_key(store, key, job_id, token, now)
+                    held[name] = used
+                    if used == token:
+                        fresh.append(name)
+                self._take_rates(rates, now)
+            except (SlotsFullError, RateLimitedError):
+                for name in fresh:
+                    store.release_at(slot_item_key(name), job_id, token)
+                raise
+            adopted = {name: used for name, used in held.items() if used != token}
+            try:
+                return self._claim_once(
+                    job_id, owner, worker_id, now, lease_ms, None, None, slots=held, adopt=adopted
+                )
+            except StoreUnavailableError:
+                # The claim may or may not have been applied: an entry given back here that
+                # the job does hold would let one more job start, so it is left for the
+                # repair (which frees it only once no running job holds it).
+                raise
+            except ClaimRejectedError as rejected:
+                for name in fresh:
+                    store.release_at(slot_item_key(name), job_id, token)
+                old = rejected.job if isinstance(rejected.job, Job) else None
+                if not adopted or old is None or old.state is JobState.RUNNING:
+                    raise
+                # The job holds none of them any more: those entries are nobody's.
+                for name, used in adopted.items():
+                    store.release_at(slot_item_key(name), job_id, used)
+        raise ClaimRejectedError(ClaimRejection.NOT_DUE)
+
+    def _take_rates(self, rates: list[RateKey], now: int) -> None:
+        """A start from each rate (one conditional write each), or RateLimitedError naming the
+        first with none due yet. A start taken from an earlier rate of the list is spent."""
+        for rate in rates:
+            due = self._rates.take(rate.name, rate.interval_ms, now)
+            if due is not None:
+                raise RateLimitedError(
+                    f"rate {rate.label}: the next start is due in {due - now} ms", rate.label, due
+                )
+
+    def _take_key(
+        self, store: SlotStore, key: SlotKey, job_id: str, token: str, now: int
+    ) -> tuple[str, str]:
+        """One entry of `key`: (item name, the token it holds — `token` when taken now, an
+        earlier claim's when the job already held one there). Tries the job's own shard, then
+        the next ones; a full item is repaired once. SlotsFullError when none had room."""
+        for shard in key.shard_order():
+            name = key.item_name(shard)
+            item_key = slot_item_key(name)
+            capacity = key.limit.capacity(shard)
+            take = store.take_at(item_key, capacity, job_id, token)
+            if take.full_item is not None and store.repair_at(
+                item_key, take.full_item, now, holds_declared_slot
+            ):
+                take = store.take_at(item_key, capacity, job_id, token)
+            if take.took:
+                return name, token
+            if take.held_token is not None:
+                # Our own take whose answer was lost (the SDK's retry found it), or an earlier
+                # claim's entry to adopt.
+                return name, take.held_token
+        raise SlotsFullError(
+            f"concurrency limit {key.label} ({key.limit.max} running) reached", key.label
+        )
+
     def _claim_once(
         self,
         job_id: str,
@@ -137,6 +261,9 @@ class LeaseStore:
         lease_ms: int,
         took_token: str | None,
         held_token: str | None,
+        *,
+        slots: dict[str, str] | None = None,
+        adopt: dict[str, str] | None = None,
     ) -> Job:
         expr = owned(Expression(), owner)
         state, attempts = expr.name("state"), expr.name("attempts")
@@ -157,10 +284,19 @@ class LeaseStore:
             expr.condition(f"{expr.name('slot_token')} = {expr.value(held_token)}")
         if took_token is not None:
             expr.set("slot_token", took_token)
+        for name, token in (adopt or {}).items():
+            # Adopting an entry: only the claim lineage that recorded it may
+            expr.condition(f"{expr.name('slots')}.{expr.key(name)} = {expr.value(token)}")
+        if slots:
+            expr.set("slots", slots)
+        expr.remove("waiting_for")
         state_change(expr, JobState.RUNNING, from_active=True)
         expr.increment("epoch").increment("attempts")
         expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
         expr.set("updated_at", now)  # queued and running share a `by_state` entry: no move
+        # ...unless a stray wake-up found a delayed job due before the sweeper moved it out of
+        # the due index (decision F1): the same value costs no index write, a move heals it.
+        expr.set("gsi1pk", ACTIVE_PARTITION)
         expr.increment("version").remove("next_attempt_at")
         try:
             item = self._table.update(expr.update_params(job_key(job_id)))
@@ -171,12 +307,13 @@ class LeaseStore:
         return job_from_item(item)
 
     def release_slot(self, job: Job) -> None:
-        """After the job left `running` under this worker's epoch: give its slot back. A
+        """After the job left `running` under this worker's epoch: give its slots back. A
         failure here only delays it (the repair frees entries nobody holds)."""
-        if self._slots is None or not job.slot_token:
-            return
         with contextlib.suppress(StoreUnavailableError):
-            self._slots.release(job.owner, job.job_id, job.slot_token)
+            for name, token in (job.slots or {}).items():
+                self._declared.release_at(slot_item_key(name), job.job_id, token)
+            if job.slot_token and self._slots is not None:
+                self._slots.release(job.owner, job.job_id, job.slot_token)
 
     def _fenced_update(self, expr: Expression, job: Job, *, stale_message: str) -> Job:
         try:
@@ -263,7 +400,12 @@ class LeaseStore:
             extra.insert(
                 0,
                 outbox_put(
-                    job.job_id, job.owner, version=job.version + 1, deliver_at=retry_at, now=now
+                    job.job_id,
+                    job.owner,
+                    version=job.version + 1,
+                    deliver_at=retry_at,
+                    now=now,
+                    kind=job.kind,
                 ),
             )
             first_related = 2
@@ -293,16 +435,26 @@ class LeaseStore:
         expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
         set_history(expr, job, history)
         wakeup = outbox_put(
-            job.job_id, job.owner, version=job.version + 1, deliver_at=retry_at, now=now
+            job.job_id,
+            job.owner,
+            version=job.version + 1,
+            deliver_at=retry_at,
+            now=now,
+            kind=job.kind,
         )
         self._write(expr, job, [wakeup], stale_message="hand-back under a lost lease")
 
-    def note_dispatch(self, job_id: str, *, now: int) -> None:
+    def note_dispatch(
+        self, job_id: str, *, now: int, waiting_for: dict[str, str] | None = None
+    ) -> None:
         """Record that a wake-up for this queued job was just sent straight to SQS (a slot wait,
-        a hand-off), so the sweeper does not mistake it for lost and add another copy."""
+        a hand-off), so the sweeper does not mistake it for lost and add another copy; and what
+        it waits for, for the job view (its claim clears it)."""
         expr = Expression()
         expr.condition(f"{expr.name('state')} = {expr.value(JobState.QUEUED.value)}")
         expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
+        if waiting_for is not None:
+            expr.set("waiting_for", waiting_for)
         with contextlib.suppress(ConditionFailed):  # no longer queued: nothing to guard
             self._table.update(expr.update_params(job_key(job_id)), return_new=False)
 
@@ -319,7 +471,7 @@ class LeaseStore:
         """One UpdateItem when it alone gives the guarantee; a transaction when a wake-up or a
         kind's item must commit with it. The job leaves `running` here, so its slot token goes
         with it, and the slot is given back once the write is in (decision C5)."""
-        expr.remove("slot_token")
+        expr.remove("slot_token", "slots")
         update = expr.update_params(job_key(job.job_id))
         items = list(extra)
         try:

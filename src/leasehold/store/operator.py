@@ -95,7 +95,9 @@ class OperatorStore:
                     "note": note,
                 },
             )
-        wakeup = outbox_put(job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now)
+        wakeup = outbox_put(
+            job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now, kind=job.kind
+        )
         try:
             self._table.transact([{"Update": expr.update_params(job_key(job_id))}, wakeup])
         except ConditionFailed as failed:

@@ -29,17 +29,19 @@ class Wakeup:
     owner: Owner
     dispatch_id: str
     delay_seconds: int = 0
+    kind: str | None = None
+    """The job's kind, when the write that dispatched knew it (its concurrency limits, F2)."""
 
     def body(self) -> str:
-        return json.dumps(
-            {
-                "job_id": self.job_id,
-                "tenant": self.owner.tenant,
-                "user_id": self.owner.user_id,
-                "dispatch_id": self.dispatch_id,
-            },
-            separators=(",", ":"),
-        )
+        doc = {
+            "job_id": self.job_id,
+            "tenant": self.owner.tenant,
+            "user_id": self.owner.user_id,
+            "dispatch_id": self.dispatch_id,
+        }
+        if self.kind is not None:
+            doc["kind"] = self.kind
+        return json.dumps(doc, separators=(",", ":"))
 
     @staticmethod
     def parse(body: str) -> Wakeup:
@@ -54,10 +56,12 @@ class Wakeup:
         for name in ("job_id", "tenant", "user_id"):
             if not isinstance(doc.get(name), str) or not doc[name]:
                 raise ValueError(f"no {name} (a non-empty string)")
+        kind = doc.get("kind")
         return Wakeup(
             job_id=doc["job_id"],
             owner=Owner(tenant=doc["tenant"], user_id=doc["user_id"]),
             dispatch_id=str(doc.get("dispatch_id", "")),
+            kind=kind if isinstance(kind, str) and kind else None,
         )
 
 

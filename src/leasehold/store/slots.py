@@ -16,10 +16,11 @@ The limit holds because of the order and the tokens:
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.store.expressions import Expression
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
@@ -54,6 +55,23 @@ def holders_of(item: dict[str, Any] | None) -> dict[str, str]:
     return {name: value for name, value in doc.items() if name.startswith("j_")}
 
 
+def slot_item_key(name: str) -> dict[str, Any]:
+    """The key of a declared limit's slot item (decision F2)."""
+    return {"pk": {"S": name}, "sk": {"S": "SLOTS"}}
+
+
+Holds = Callable[[Job, str, str], bool]
+"""Whether a job holds an entry (job, item name, token): it runs under that token."""
+
+
+def holds_user_slot(job: Job, name: str, token: str) -> bool:
+    return job.state is JobState.RUNNING and job.slot_token == token
+
+
+def holds_declared_slot(job: Job, name: str, token: str) -> bool:
+    return job.state is JobState.RUNNING and (job.slots or {}).get(name) == token
+
+
 class SlotStore:
     def __init__(self, table: Table, limit: int, grace_ms: int) -> None:
         self._table = table
@@ -61,16 +79,21 @@ class SlotStore:
         self._grace_ms = grace_ms
 
     def take(self, owner: Owner, job_id: str, token: str) -> Take:
+        """A per-user slot (the default limit)."""
+        return self.take_at(slots_key(owner), self.limit, job_id, token)
+
+    def take_at(self, key: dict[str, Any], limit: int, job_id: str, token: str) -> Take:
+        """An entry on the slot item `key` holding at most `limit`: one conditional write."""
         expr = Expression()
         entry, count = expr.key(job_id), expr.name("n")
         expr.condition(
             f"attribute_not_exists({entry}) AND (attribute_not_exists({count})"
-            f" OR {count} < {expr.value(self.limit)})"
+            f" OR {count} < {expr.value(limit)})"
         )
         expr.set_raw("n", f"if_not_exists({{x}}, {expr.value(0)}) + {expr.value(1)}")
         expr.set_attribute(job_id, token)
         try:
-            self._table.update(expr.update_params(slots_key(owner)), return_new=False)
+            self._table.update(expr.update_params(key), return_new=False)
         except ConditionFailed as failed:
             held = holders_of(failed.item).get(job_id)
             if held is not None:
@@ -81,12 +104,15 @@ class SlotStore:
     def release(self, owner: Owner, job_id: str, token: str) -> bool:
         """Remove the job's entry if it is still `token`'s; False when it was not (already
         released, repaired, or another claim's)."""
+        return self.release_at(slots_key(owner), job_id, token)
+
+    def release_at(self, key: dict[str, Any], job_id: str, token: str) -> bool:
         expr = Expression()
         entry = expr.key(job_id)
         expr.condition(f"{entry} = {expr.value(token)}")
         expr.remove_attribute(job_id).set_raw("n", f"{{x}} - {expr.value(1)}")
         try:
-            self._table.update(expr.update_params(slots_key(owner)), return_new=False)
+            self._table.update(expr.update_params(key), return_new=False)
         except ConditionFailed:
             return False
         return True
@@ -94,6 +120,11 @@ class SlotStore:
     def repair(self, owner: Owner, item: dict[str, Any] | None, now: int) -> int:
         """Free the entries, older than the grace, of jobs that do not hold them (left by a
         worker that died between its outcome and its release). Returns how many were freed."""
+        return self.repair_at(slots_key(owner), item, now, holds_user_slot)
+
+    def repair_at(
+        self, key: dict[str, Any], item: dict[str, Any] | None, now: int, holds: Holds
+    ) -> int:
         stale = {
             job_id: token
             for job_id, token in holders_of(item).items()
@@ -105,12 +136,13 @@ class SlotStore:
             item["job_id"]["S"]: job_from_item(item)
             for item in self._table.batch_get([job_key(job_id) for job_id in stale])
         }
+        name = key["pk"]["S"]
         freed = 0
         for job_id, token in stale.items():
             job = jobs.get(job_id)
-            if job is not None and job.state is JobState.RUNNING and job.slot_token == token:
+            if job is not None and holds(job, name, token):
                 continue  # its job runs under it
-            freed += self.release(owner, job_id, token)
+            freed += self.release_at(key, job_id, token)
         return freed
 
     def holders(self, owner: Owner) -> dict[str, str]:

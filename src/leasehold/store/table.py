@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.domain.errors import LeaseholdError, StoreUnavailableError
@@ -29,6 +30,12 @@ from leasehold.store.errors import error_code, translate
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+
+CLIENT_CONFIG = Config(
+    connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"}
+)
+"""Every AWS client of leasehold's: bounded, so a dependency that does not answer gives a 503 in
+seconds, not a hung request; botocore's standard retries for throttles and internal errors."""
 
 RETRYABLE_CANCELLATIONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
@@ -172,6 +179,21 @@ class Table:
         except BotoCoreError as exc:
             raise translate(exc) from exc
         return cast(dict[str, Any], answer.get("Attributes")) if return_new else None
+
+    def put(self, params: dict[str, Any]) -> None:
+        """One conditional PutItem (`Item`, `ConditionExpression`, …); raises ConditionFailed
+        with the old item."""
+        params = {k: v for k, v in params.items() if k != "ReturnValuesOnConditionCheckFailure"}
+        try:
+            self.client.put_item(
+                TableName=self.name, **params, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
+            raise translate(exc) from exc
+        except BotoCoreError as exc:
+            raise translate(exc) from exc
 
     def transact(self, items: list[dict[str, Any]], *, token: str | None = None) -> None:
         """One TransactWriteItems (each item a {"Put"|"Update"|"Delete"|"ConditionCheck": …}

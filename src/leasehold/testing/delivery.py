@@ -144,15 +144,26 @@ def invocation_clock(clock: Clock, timeout_ms: int) -> Callable[[], int]:
 
 
 def next_event_ms(
-    active: list[Job], hidden: list[tuple[int, str]], *, now: int, grace_ms: int
+    active: list[Job],
+    hidden: list[tuple[int, str]],
+    *,
+    now: int,
+    grace_ms: int,
+    delayed: list[Job] | None = None,
+    due_window_ms: int = 0,
 ) -> int | None:
     """When something happens next with nobody acting, from the active (queued, running) jobs
     and the hidden messages (time visible, body) of the work queue: a message of an active
     job shows again; a running job's lease runs out (no worker runs between rounds); the
-    sweeper re-sends a queued job's wake-up after `grace_ms`. `now` when all of that is
-    overdue, None when no job is active."""
+    sweeper re-sends a queued job's wake-up after `grace_ms`; a `delayed` job (the due index)
+    gets its wake-up from the sweeper `due_window_ms` before it is due. `now` when all of that
+    is overdue, None when no job is active."""
     jobs = {job.job_id: job for job in active}
-    times: list[int] = []
+    times: list[int] = [
+        (job.next_attempt_at or now) - due_window_ms
+        for job in delayed or []
+        if job.state is JobState.QUEUED
+    ]
     for job in jobs.values():
         if job.state is JobState.RUNNING:
             times.append((job.lease_expires_at or now) + 1)

@@ -20,7 +20,7 @@ from leasehold.sdk.apps import Engine
 from leasehold.service.jobs import JobService, job_request
 from leasehold.service.kinds import JobKind
 from leasehold.service.ops import OpsService
-from leasehold.service.sweeper import sweep
+from leasehold.service.sweeper import DUE_WINDOW_MS, sweep
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.view import history_view, operations_view
 from leasehold.service.worker import Disposition, WorkerService
@@ -56,6 +56,8 @@ TABLE_NAME = "leasehold-jobs"
 """The jobs table's name on the testbed's moto."""
 QUEUE_PREFIX = "leasehold-"
 """The queues are `leasehold-work`, `leasehold-dlq` and `leasehold-relay-failures`."""
+MAX_DUE_MS = 9_999_999_999_999
+"""The latest time the due index sorts (13 digits of milliseconds)."""
 _OPEN: list[LeaseholdTestbed] = []  # moto's SQS follows one clock: one open testbed at a time
 
 
@@ -239,10 +241,14 @@ class LeaseholdTestbed:
         budget: Mapping[str, int] | None = None,
         deadline_seconds: int | None = None,
         max_attempts: int | None = None,
+        run_at: str | None = None,
+        delay_seconds: int | None = None,
     ) -> str:
         """`POST /jobs`: validated and committed as the API does (an invalid request raises
         the API's `ValidationError`); returns the job id (the same one again for a repeated
-        `idempotency_key`). The job is `queued`; nothing runs until `run_until_idle`."""
+        `idempotency_key`). The job is `queued`; nothing runs until `run_until_idle`. With
+        `run_at` (ISO 8601 with an offset) or `delay_seconds` it does not start before then:
+        `advance` (or `drain`) the clock to it."""
         self._ready()
         body = job_request(
             kind,
@@ -250,6 +256,8 @@ class LeaseholdTestbed:
             budget=budget,
             deadline_seconds=deadline_seconds,
             max_attempts=max_attempts,
+            run_at=run_at,
+            delay_seconds=delay_seconds,
         )
         return self._api.accept(owner or self.owner, body, idempotency_key).job_id
 
@@ -439,6 +447,8 @@ class LeaseholdTestbed:
             hidden_messages(self.queue_urls["work"]),
             now=self.clock.now_ms(),
             grace_ms=self.settings.lost_wakeup_grace_seconds * 1000,
+            delayed=self._reads.jobs.list_due(until=MAX_DUE_MS, limit=1),
+            due_window_ms=DUE_WINDOW_MS,
         )
 
     def drain(self, max_seconds: float = 24 * 3600, max_rounds: int = 100) -> RunReport:

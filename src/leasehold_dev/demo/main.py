@@ -40,8 +40,8 @@ def _t(key: str, title: str, run: TaskRun, *checks: str) -> tuple[Task, TaskRun]
 def phases() -> list[Phase]:
     return [
         Phase(
-            "phase 1: approval, budget, cancel, retry, dead, per-user limit; the reading list; "
-            "the agent; a duplicate delivery",
+            "phase 1: approval, budget, cancel, retry, dead, per-user limit, delays, a concurrency "
+            "key, a rate; the reading list; the agent; a duplicate delivery",
             4,
             (
                 _t("T1", "approval", synthetic.t1_approval),
@@ -50,6 +50,9 @@ def phases() -> list[Phase]:
                 _t("T4", "transient failure", synthetic.t4_transient),
                 _t("T5", "attempts exhausted", synthetic.t5_dead),
                 _t("T7", "per-user limit", synthetic.t7_limit),
+                _t("D1", "delayed jobs", synthetic.d1_delayed),
+                _t("D2", "a concurrency key", synthetic.d2_concurrency),
+                _t("D3", "a rate limit", synthetic.d3_rate),
                 _t("R1", "a bookmark, saved twice, edited", reading.r1_basics, "R1", "R2", "R8"),
                 _t("R3", "a page that never answers", reading.r3_dead_and_replay, "R3", "R4"),
                 _t("A1", "a supplier document", agent.a1_prepared),
@@ -149,6 +152,8 @@ DEMO_APPLICATIONS = (
     "leasehold_apps.doc_agent",
 )
 """The applications the demo's checks exercise: a `--kinds` list must keep them."""
+DEMO_KINDS = "leasehold_dev.demo.kinds"
+"""The demo's own kind, always added."""
 
 
 def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
@@ -166,6 +171,8 @@ def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     for old in [*workdir.glob("*.log"), *workdir.glob("provider-*")]:
         old.unlink()
+    # The demo's own kinds (a concurrency key, a rate: D2, D3) are registered beside the apps.
+    stack_kinds = f"{kinds or ','.join(DEMO_APPLICATIONS)},{DEMO_KINDS}"
     # The demo's own data directory, new each run: it never reads or writes `make up`'s.
     data = Path(tempfile.mkdtemp(prefix="leasehold-demo-data-"))
     stack = LocalStack(
@@ -174,7 +181,7 @@ def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
         state_path=workdir / "stack.json",
         handler_log=workdir / "functions.log",
         parameters=DEMO_PARAMETERS,
-        kinds=kinds,
+        kinds=stack_kinds,
         data_dir=data,
     )
     session: Session | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from leasehold_dev.demo.session import TERMINAL, Session, Task
@@ -287,3 +288,140 @@ def t8_restart(s: Session, task: Task) -> None:
         f"{done.get('state')}; steps ran {names}",
         done.get("state") == "succeeded" and names == ["collect", "send-invoice", "archive"],
     )
+
+
+def d1_delayed(s: Session, task: Task) -> None:
+    """A job delayed 3 s is `queued` with `waiting_for` until due and starts no earlier (polled
+    every 0.2 s); a job delayed 2 h waits in the due index (the operator summary's `delayed`) and
+    is cancelled before it is due."""
+    soon = s.submit(task, "a job delayed 3 s", _synthetic([{"name": "ping"}], delay_seconds=3))
+    late = s.submit(task, "a job delayed 2 h", _synthetic([{"name": "ping"}], delay_seconds=7200))
+    first = s.job(soon, "alice")
+    due = first.get("next_attempt_at") or ""
+    waits = first.get("waiting_for") == {"time": due} and first.get("state") == "queued"
+    early: list[str] = []  # a poll before due that saw it anything but queued
+    seen_started = ""
+
+    def probe() -> dict[str, Any] | None:
+        nonlocal seen_started
+        view = s.job(soon, "alice")
+        stamp = iso_now()
+        if view.get("state") != "queued" and not seen_started:
+            seen_started = stamp
+            if stamp < due:
+                early.append(f"{view.get('state')} at {stamp}")
+        return view if view.get("state") in TERMINAL else None
+
+    done = s.wait(probe, timeout=30) or {}
+    summary = s.call("GET", "/ops/summary", user="ops").body
+    delayed = int(summary.get("delayed") or 0) if isinstance(summary, dict) else 0
+    cancelled = s.call("POST", f"/jobs/{late}/cancel", user="alice").body
+    s.act(task, f"alice cancels the 2-h job → {cancelled.get('state')}")
+    s.check(
+        task,
+        "D1",
+        "a delayed job waits, starts no earlier than due; a long delay can be cancelled",
+        f"3-s job queued waiting_for {first.get('waiting_for')}, first seen out of queued at "
+        f"{seen_started or '–'} (due {due}), {done.get('state')}; 2-h job: /ops/summary "
+        f"delayed {delayed}, then {cancelled.get('state')}",
+        waits
+        and not early
+        and bool(seen_started)
+        and done.get("state") == "succeeded"
+        and delayed >= 1
+        and cancelled.get("state") == "cancelled",
+    )
+
+
+def d2_concurrency(s: Session, task: Task) -> None:
+    """Six 1.5-s renders of one tenant, a kind limited to two running per tenant over two slot
+    items: at most two seen running at once (one query of the running index each sample), a
+    waiting one says what it waits for, all succeed with one attempt each."""
+    jobs = [
+        s.submit(
+            task,
+            f"render #{i + 1} (1.5 s)",
+            {"kind": "demo_render", "payload": {"ms": 1500}},
+            user="carol",
+        )  # fmt: skip
+        for i in range(6)
+    ]
+    most, waits = 0, set()
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal most
+        while not done.is_set():
+            answer = s.call("GET", "/ops/jobs?state=running&limit=100", user="ops")
+            if answer.status == 200:
+                running = [r for r in answer.body.get("jobs", []) if r["job_id"] in jobs]
+                most = max(most, len(running))
+            for job_id in jobs:
+                waiting = s.job(job_id, "carol").get("waiting_for")
+                if waiting and "concurrency" in waiting:
+                    waits.add(waiting["concurrency"])
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample, name="D2-sampler", daemon=True)
+    sampler.start()
+    try:
+        results = [s.wait_settled(j, "carol", timeout=60) for j in jobs]
+    finally:
+        done.set()
+        sampler.join(timeout=5)
+    states = {r.get("state") for r in results}
+    attempts = sorted(int(r.get("attempts") or 0) for r in results)
+    s.check(
+        task,
+        "D2",
+        "a kind limited to 2 running per tenant (2 shards) runs 2 of 6 at a time, the rest wait",
+        f"at most {most} of carol's 6 ran at once; waiting_for seen {sorted(waits)}; all "
+        f"{states}; attempts {attempts}",
+        most == 2
+        and waits == {"tenant:other-group"}
+        and states == {"succeeded"}
+        and attempts == [1] * 6,
+    )
+
+
+def d3_rate(s: Session, task: Task) -> None:
+    """Six pings of one tenant, a kind limited to 2 starts a second: never 3 started in any
+    second (the steps' own clock readings), some waited saying so, all succeeded on their first
+    attempt."""
+    jobs = [
+        s.submit(task, f"ping #{i + 1}", {"kind": "demo_ping", "payload": {}}, user="carol")
+        for i in range(6)
+    ]
+    waits: set[str] = set()
+
+    def probe() -> bool | None:
+        views = [s.job(j, "carol") for j in jobs]
+        for view in views:
+            waiting = view.get("waiting_for") or {}
+            if "rate" in waiting:
+                waits.add(waiting["rate"])
+        return all(v.get("state") in TERMINAL for v in views) or None
+
+    s.wait(probe, timeout=40, every=0.1)
+    results = [s.job(j, "carol") for j in jobs]
+    started = sorted(int((r.get("result") or {}).get("started_ms") or 0) for r in results)
+    most = max(sum(1 for t in started if at <= t < at + 1000) for at in started)
+    gaps = [b - a for a, b in zip(started, started[1:], strict=False)]
+    s.check(
+        task,
+        "D3",
+        "a kind limited to 2 starts a second never starts 3 in a second; the others wait",
+        f"at most {most} of carol's 6 started in any second (gaps {gaps} ms); waiting_for seen "
+        f"{sorted(waits)}; all { ({r.get('state') for r in results}) }; attempts "
+        f"{sorted(int(r.get('attempts') or 0) for r in results)}",
+        most == 2
+        and min(gaps) >= 500
+        and waits == {"tenant:other-group"}
+        and {r.get("state") for r in results} == {"succeeded"}
+        and all(int(r.get("attempts") or 0) == 1 for r in results),
+    )
+
+
+def iso_now() -> str:
+    """Now as the API writes times (ISO 8601 UTC, milliseconds, `Z`): comparable as text."""
+    return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

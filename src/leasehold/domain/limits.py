@@ -1,0 +1,237 @@
+"""Concurrency limits a kind declares (arch §15, decision F2): at most `max` of the kind's jobs
+running per value of a key — the user, the tenant, a payload field, or the whole kind — each
+counted on slot items of its own, sharded when the key is busy."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from leasehold.domain.errors import ValidationError
+from leasehold.domain.job import Owner
+
+KEYS = ("user", "tenant", "kind")
+PAYLOAD_PREFIX = "payload."
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+MAX_LIMIT = 1000
+MAX_SHARDS = 16
+MAX_LIMITS = 4
+MAX_VALUE_CHARS = 100
+SHARD_TRIES = 4
+"""How many shards of a key one claim tries (from the job's own, in turn) before it waits."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """At most `max` jobs of this kind running at once per value of `key`:
+
+    - `"user"`: per caller (tenant and user), `"tenant"`: per tenant, `"kind"`: in all;
+    - `"payload.<field>"`: per value of that top-level payload field within the tenant (one
+      provider account, one customer): the field must be a string or an integer (≤ 100
+      characters) in every payload, or the job is a 400 at accept.
+
+    `shards` (1 to 16, at most `max`) spreads the key over that many slot items, each holding
+    its share of `max`, so that no single item is written by every claim of a busy key; a claim
+    tries its job's own shard first, then up to three others."""
+
+    key: str
+    max: int
+    shards: int = 1
+
+    def __post_init__(self) -> None:
+        field = self.key[len(PAYLOAD_PREFIX) :] if self.key.startswith(PAYLOAD_PREFIX) else None
+        if self.key not in KEYS and (field is None or not _FIELD.match(field)):
+            raise ValueError(
+                f"Limit key {self.key!r} must be 'user', 'tenant', 'kind' or 'payload.<field>'"
+            )
+        for name, value, high in (
+            ("max", self.max, MAX_LIMIT),
+            ("shards", self.shards, MAX_SHARDS),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"Limit {name} must be an integer 1 to {high}")
+        if self.shards > self.max:
+            raise ValueError(f"Limit shards ({self.shards}) cannot exceed max ({self.max})")
+
+    @property
+    def payload_field(self) -> str | None:
+        """The payload field this limit is keyed by (None for the other keys)."""
+        return self.key[len(PAYLOAD_PREFIX) :] if self.key.startswith(PAYLOAD_PREFIX) else None
+
+    def capacity(self, shard: int) -> int:
+        """Shard `shard`'s share of `max` (the shares add up to `max`)."""
+        return self.max // self.shards + (1 if shard < self.max % self.shards else 0)
+
+
+@dataclass(frozen=True)
+class SlotKey:
+    """One limit as it applies to one job: the slot items to take from and the label the job
+    view shows while the job waits for it (`tenant:acme`)."""
+
+    label: str
+    base: str
+    limit: Limit
+    start: int
+    """The job's own shard (from its id): where its claim tries first."""
+
+    def shard_order(self) -> list[int]:
+        """The shards a claim tries, in turn: its own, then the next ones (at most 4)."""
+        shards = self.limit.shards
+        return [(self.start + i) % shards for i in range(min(shards, SHARD_TRIES))]
+
+    def item_name(self, shard: int) -> str:
+        return f"{self.base}#{shard}"
+
+
+def check_limits(limits: Sequence[Limit]) -> tuple[Limit, ...]:
+    """A kind's declaration: Limits, each key once, at most four."""
+    out = tuple(limits)
+    if not all(isinstance(limit, Limit) for limit in out):
+        raise ValueError("concurrency must be a list of Limit(key=..., max=...)")
+    if len(out) > MAX_LIMITS:
+        raise ValueError(f"at most {MAX_LIMITS} concurrency limits on one kind")
+    if len({limit.key for limit in out}) != len(out):
+        raise ValueError("each concurrency key once")
+    return out
+
+
+NO_VALUE = "-"
+"""The value of a payload key a job's payload lacks (it was accepted before its kind declared
+the limit): such jobs share one bucket rather than run unlimited."""
+
+
+def key_value(
+    limit: Limit, kind: str, owner: Owner, payload: Mapping[str, Any], *, strict: bool = True
+) -> str:
+    """The value of the limit's key for a job (what the view names). `strict` (at accept): a
+    payload without a usable value is a ValidationError; otherwise it is NO_VALUE."""
+    if limit.key == "user":
+        return owner.user_id
+    if limit.key == "tenant":
+        return owner.tenant
+    if limit.key == "kind":
+        return kind
+    field = limit.payload_field
+    assert field is not None
+    value = payload.get(field)
+    usable = not isinstance(value, bool) and isinstance(value, str | int)
+    if not strict and not (usable and 1 <= len(str(value)) <= MAX_VALUE_CHARS):
+        return NO_VALUE
+    if not usable:
+        raise ValidationError(
+            f"'payload.{field}' is required (a string or an integer): the kind limits its "
+            "running jobs per value of it"
+        )
+    text = str(value)
+    if not 1 <= len(text) <= MAX_VALUE_CHARS:
+        raise ValidationError(f"'payload.{field}' must be 1 to {MAX_VALUE_CHARS} characters")
+    return text
+
+
+def slot_keys(
+    limits: Sequence[Limit],
+    kind: str,
+    owner: Owner,
+    payload: Mapping[str, Any],
+    job_id: str,
+    *,
+    strict: bool = True,
+) -> list[SlotKey]:
+    """The slot keys a job of `kind` takes before it runs, one per limit. A key's items are the
+    kind's own; every key but `kind` is scoped to the tenant."""
+    out = []
+    for limit in limits:
+        value = key_value(limit, kind, owner, payload, strict=strict)
+        scope = {
+            "user": f"{owner.tenant}#{owner.user_id}",
+            "tenant": owner.tenant,
+            "kind": "*",
+        }.get(limit.key, f"{owner.tenant}#{value}")
+        digest = hashlib.sha256(f"{job_id}|{limit.key}".encode()).digest()
+        out.append(
+            SlotKey(
+                label=f"{limit.key}:{value}",
+                base=f"SLOTS#K#{kind}#{limit.key}#{scope}",
+                limit=limit,
+                start=int.from_bytes(digest[:4], "big") % limit.shards,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `limit` starts of this kind's jobs per `per_seconds` per value of `key` (the
+    keys of `Limit`): GCRA without a burst, so starts are at least `per_seconds / limit` apart
+    and no window of `per_seconds` holds more than `limit` (decision F3). A job over its rate
+    waits `queued` until the next start is due; it never fails for it."""
+
+    key: str
+    limit: int
+    per_seconds: int = 1
+
+    def __post_init__(self) -> None:
+        Limit(self.key, 1)  # the same keys
+        for name, value, high in (
+            ("limit", self.limit, 1000),
+            ("per_seconds", self.per_seconds, 86400),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"Rate {name} must be an integer 1 to {high}")
+
+    @property
+    def interval_ms(self) -> int:
+        """The least time between two starts (rounded up: never more than `limit`)."""
+        return -(-self.per_seconds * 1000 // self.limit)
+
+
+@dataclass(frozen=True)
+class RateKey:
+    """One rate as it applies to one job: its item and the label the view shows."""
+
+    label: str
+    name: str
+    interval_ms: int
+
+
+def check_rates(rates: Sequence[Rate]) -> tuple[Rate, ...]:
+    """A kind's rate declaration: Rates, each key once, at most four."""
+    out = tuple(rates)
+    if not all(isinstance(rate, Rate) for rate in out):
+        raise ValueError("rate must be a list of Rate(key=..., limit=..., per_seconds=...)")
+    if len(out) > MAX_LIMITS:
+        raise ValueError(f"at most {MAX_LIMITS} rates on one kind")
+    if len({rate.key for rate in out}) != len(out):
+        raise ValueError("each rate key once")
+    return out
+
+
+def rate_keys(
+    rates: Sequence[Rate],
+    kind: str,
+    owner: Owner,
+    payload: Mapping[str, Any],
+    *,
+    strict: bool = True,
+) -> list[RateKey]:
+    """The rate items a job of `kind` takes a start from, one per rate."""
+    out = []
+    for rate in rates:
+        limit = Limit(rate.key, 1)
+        value = key_value(limit, kind, owner, payload, strict=strict)
+        scope = {
+            "user": f"{owner.tenant}#{owner.user_id}",
+            "tenant": owner.tenant,
+            "kind": "*",
+        }.get(rate.key, f"{owner.tenant}#{value}")
+        out.append(
+            RateKey(
+                label=f"{rate.key}:{value}",
+                name=f"RATE#{kind}#{rate.key}#{scope}",
+                interval_ms=rate.interval_ms,
+            )
+        )
+    return out

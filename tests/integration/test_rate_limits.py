@@ -1,0 +1,228 @@
+"""Rate limits (arch §15, decision F3): a kind declares `rate=[Rate(...)]`; a start is taken
+from the key's rate item (GCRA with no burst, one conditional write) just before the claim. A
+job over its rate waits `queued` until its next start is due — never failed, never spinning.
+Raced with worker threads against moto in-process while a driver thread moves the clock."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from leasehold import Kind, KindDefinitionError, Limit, Rate, StepContext, ValidationError
+from leasehold.domain.errors import LeaseholdError, RateLimitedError
+from leasehold.domain.limits import rate_keys
+from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.sdk.engine_kind import EngineKind
+from leasehold.service.jobs import JobService
+from leasehold.service.kinds import JobKind
+from leasehold.service.worker import WorkerService, WorkerSettings
+from leasehold.store.leases import LeaseStore
+from leasehold.store.rates import rate_item_key
+from tests.support.harness import ALICE, CAROL, LEASE_MS, Harness
+
+pytestmark = pytest.mark.integration
+
+starts: list[int] = []  # the clock of every claim that succeeded: a start
+starts_lock = threading.Lock()
+runs: list[str] = []
+
+five_a_second = Kind("five_a_second", rate=[Rate("kind", limit=5, per_seconds=1)])
+
+
+@five_a_second.step()
+def go(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    with starts_lock:
+        runs.append(ctx.job_id)
+    return {}
+
+
+both = Kind(
+    "both",
+    concurrency=[Limit("tenant", max=1)],
+    rate=[Rate("payload.account", limit=2, per_seconds=10)],
+)
+
+
+@both.step()
+def call(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+KINDS: dict[str, JobKind] = {k.name: EngineKind(k) for k in (five_a_second, both)}
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    starts.clear()
+    runs.clear()
+    original = LeaseStore._claim_once
+
+    def recorded(self: LeaseStore, job_id: str, owner: Any, worker_id: str, now: int,
+                 *args: Any, **kwargs: Any) -> Any:  # fmt: skip
+        job = original(self, job_id, owner, worker_id, now, *args, **kwargs)
+        with starts_lock:
+            starts.append(now)
+        return job
+
+    monkeypatch.setattr(LeaseStore, "_claim_once", recorded)
+    yield
+
+
+def submit(harness: Harness, kind: str, payload: dict[str, Any], owner: Any = ALICE) -> str:
+    service = JobService(harness.stores, KINDS, harness.clock, harness.new_id, harness.telemetry)
+    return service.accept(owner, {"kind": kind, "payload": payload}, None).job_id
+
+
+def worker(harness: Harness, name: str) -> WorkerService:
+    return WorkerService(
+        stores=harness.stores,
+        queue=harness.queue,
+        kinds=KINDS,
+        clock=harness.clock,
+        settings=WorkerSettings(
+            worker_id=name,
+            lease=LeasePolicy(lease_ms=LEASE_MS, safety_margin_ms=500),
+            retry=RetryPolicy(base_ms=0, cap_ms=0),
+            slot_wait_ms=1000,
+            heartbeat_every_ms=10**9,
+        ),
+        telemetry=harness.telemetry,
+        rng=random.Random(name),
+    )
+
+
+def most_in_any_window(times: list[int], window_ms: int) -> int:
+    """The most starts in any half-open window [t, t + window_ms)."""
+    ordered = sorted(times)
+    most, first = 0, 0
+    for last, at in enumerate(ordered):
+        while at - ordered[first] >= window_ms:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+def test_a_rate_of_5_per_second_never_gives_6_starts_in_any_second_with_8_workers(
+    harness: Harness,
+) -> None:
+    job_ids = [submit(harness, "five_a_second", {}) for _ in range(30)]
+    pending, lock, done = list(job_ids), threading.Lock(), threading.Event()
+    finished: set[str] = set()
+
+    def tick() -> None:  # time passes while the workers race: 5 ms of clock per tick
+        while not done.is_set():
+            harness.clock.advance(5)
+            done.wait(0.0005)
+
+    def work(index: int) -> None:
+        me = worker(harness, f"w{index}")
+        for _ in range(2000):
+            with lock:
+                if not pending:
+                    return
+                job_id = pending.pop(0)
+            with contextlib.suppress(LeaseholdError):
+                me.handle(harness.wakeup(job_id))
+            job = harness.store.get(job_id)
+            with lock:
+                if job is not None and job.state.value == "succeeded":
+                    finished.add(job_id)
+                else:
+                    pending.append(job_id)
+
+    clock = threading.Thread(target=tick)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    clock.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    done.set()
+    clock.join(timeout=5)
+    assert finished == set(job_ids)
+    assert len(starts) == 30 and sorted(runs) == sorted(job_ids)
+    assert most_in_any_window(starts, 1000) == 5  # reached, and never passed
+    assert min(b - a for a, b in zip(sorted(starts), sorted(starts)[1:], strict=False)) >= 200
+    assert harness.telemetry.counts["SlotWaits"] > 0  # waits at claim (for the rate here)
+    for job_id in job_ids:  # a wait is not a try
+        job = harness.store.get(job_id)
+        assert job is not None and job.attempts == 1
+
+
+def test_a_job_over_its_rate_waits_until_its_start_is_due_saying_so(harness: Harness) -> None:
+    first, second = submit(harness, "five_a_second", {}), submit(harness, "five_a_second", {})
+    me = worker(harness, "w")
+    assert me.handle(harness.wakeup(first)).outcome == "succeeded"
+    harness.clock.advance(50)
+    assert me.handle(harness.wakeup(second)).outcome == "rate_limited"
+    service = JobService(harness.stores, KINDS, harness.clock, harness.new_id, harness.telemetry)
+    view = service.view(ALICE, second)
+    assert view["state"] == "queued" and view["attempts"] == 0
+    assert view["waiting_for"] == {"rate": "kind:five_a_second"}
+    # Woken once, when the next start is due (150 ms away: SQS's least delay, 1 s), not polled.
+    messages = harness.receive_all(wait_for_delay=True)
+    assert len(messages) == 1
+    attrs = harness.sqs.get_queue_attributes(
+        QueueUrl=harness.queues["work"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )
+    assert attrs["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "0"
+    harness.clock.advance(150)
+    assert me.handle(harness.wakeup(second)).outcome == "succeeded"
+    assert "waiting_for" not in service.view(ALICE, second)
+
+
+def test_a_slot_wait_spends_no_start_and_a_rate_wait_gives_the_slot_back(
+    harness: Harness,
+) -> None:
+    """Per tenant one running, per account two starts in 10 s: the slot is taken first, so a
+    job that cannot run spends no start; a job refused by the rate leaves the slot free."""
+    a = submit(harness, "both", {"account": "x"})
+    b = submit(harness, "both", {"account": "x"})
+    c = submit(harness, "both", {"account": "x"})
+    now = harness.clock.now_ms()
+    keys = rate_keys(both.rate, "both", ALICE, {"account": "x"})
+    held = harness.leases.claim(a, ALICE, worker_id="a", now=now, lease_ms=LEASE_MS,
+                                keys=_keys(a), rates=keys)  # fmt: skip
+    me = worker(harness, "w")
+    assert me.handle(harness.wakeup(b)).outcome == "slots_full"
+    harness.complete(held, {})
+    harness.clock.advance(5000)
+    assert me.handle(harness.wakeup(b)).outcome == "succeeded"  # the second start in 10 s
+    assert me.handle(harness.wakeup(c)).outcome == "rate_limited"
+    with pytest.raises(RateLimitedError):  # and the slot c took was given back: free for d
+        harness.leases.claim(c, ALICE, worker_id="x", now=harness.clock.now_ms(),
+                             lease_ms=LEASE_MS, keys=_keys(c), rates=keys)  # fmt: skip
+    other = submit(harness, "both", {"account": "y"})
+    assert me.handle(harness.wakeup(other)).outcome == "succeeded"
+    carols = submit(harness, "both", {"account": "x"}, owner=CAROL)  # her tenant's own account
+    assert me.handle(harness.wakeup(carols)).outcome == "succeeded"
+    item = harness.dynamodb.get_item(TableName=harness.table, Key=rate_item_key(keys[0].name))[
+        "Item"
+    ]
+    assert int(item["tat"]["N"]) == now + 5000 + 5000  # the second start + 5 s
+
+
+def _keys(job_id: str) -> Any:
+    from leasehold.domain.limits import slot_keys
+
+    return slot_keys(both.concurrency or (), "both", ALICE, {"account": "x"}, job_id)
+
+
+def test_rates_are_declared_right() -> None:
+    assert Rate("tenant", 3).interval_ms == 334  # rounded up: never a fourth in a second
+    for args, message in (
+        (("owner", 1), "must be 'user'"),
+        (("tenant", 0), "limit must be"),
+        (("tenant", 5, 0), "per_seconds must be"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            Rate(*args)
+    with pytest.raises(KindDefinitionError, match="each rate key once"):
+        Kind("bad", rate=[Rate("tenant", 1), Rate("tenant", 2)])
+    with pytest.raises(ValidationError, match="payload.account"):
+        both.validate_for({}, ALICE)
