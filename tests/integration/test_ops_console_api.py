@@ -131,9 +131,7 @@ def test_ops_jobs_filter_by_kind_and_tenant(call: Call) -> None:
     carols = call("api-submit-job.json", body=QUEUED, user="carol")[1]["job_id"]
 
     def listed(**query: str) -> list[str]:
-        status, page, _ = call(
-            "api-ops-jobs.json", user="ops", query={"state": "queued", **query}
-        )
+        status, page, _ = call("api-ops-jobs.json", user="ops", query={"state": "queued", **query})
         assert status == 200, page
         return [row["job_id"] for row in page["jobs"]]
 
@@ -171,9 +169,7 @@ def test_the_operator_redrives_the_dlq_over_http_and_poison_is_kept(call: Call) 
     # Given a job whose wake-up sits in the DLQ, and a message that is no wake-up
     job_id = call("api-submit-job.json", body=QUEUED)[1]["job_id"]
     rt = wiring.runtime()
-    rt.queue.send_to_dead_letters(
-        Wakeup(job_id, Owner("study-group", "alice"), "dlq-test").body()
-    )
+    rt.queue.send_to_dead_letters(Wakeup(job_id, Owner("study-group", "alice"), "dlq-test").body())
     rt.queue.send_to_dead_letters("not a wake-up <script>")
     assert call("api-ops-redrive.json", body={"note": "n"}, user="alice")[0] == 403
     status, body, _ = call("api-ops-redrive.json", body={"note": "n", "max": 101}, user="ops")
