@@ -595,11 +595,15 @@
       item.appendChild(el("div", { class: "when", text: when(entry.at) }));
       item.appendChild(el("div", { class: "what", text: entry.state ? `${entry.event} → ${entry.state}` : entry.event }));
       const details = [];
-      if (entry.attempt) details.push(`attempt ${entry.attempt}`);
-      if (entry.epoch) details.push(`epoch ${entry.epoch}`);
-      if (entry.worker) details.push(`worker ${entry.worker}`);
-      if (entry.started) details.push(`started ${when(entry.started)}`);
-      if (entry.attempt) details.push(`ended ${when(entry.at)}`);
+      if (operatorAct) {
+        if (entry.attempt) details.push(`after attempt ${entry.attempt} (epoch ${entry.epoch})`);
+      } else {
+        if (entry.attempt) details.push(`attempt ${entry.attempt}`);
+        if (entry.epoch) details.push(`epoch ${entry.epoch}`);
+        if (entry.worker) details.push(`worker ${entry.worker}`);
+        if (entry.started) details.push(`started ${when(entry.started)}`);
+        if (entry.attempt) details.push(`ended ${when(entry.at)}`);
+      }
       if (entry.reason) details.push(`${operatorAct ? "reason" : "error"} ${entry.reason}`);
       if (entry.operation_id) details.push(`operation ${entry.operation_id}`);
       if (details.length) item.appendChild(el("div", { class: "details", text: details.join(" · ") }));
