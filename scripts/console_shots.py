@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -71,12 +72,12 @@ def _make_jobs(stack: LocalStackProcess) -> dict[str, str]:
     return made
 
 
-def _whole_page(driver: object, path: Path) -> None:
+def _whole_page(driver: Any, path: Path) -> None:
     """A screenshot of the whole page: the window grown to the document's height first."""
-    height = driver.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
-    driver.set_window_size(1280, int(height) + 140)  # type: ignore[attr-defined]
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, int(height) + 140)
     time.sleep(0.4)
-    driver.save_screenshot(str(path))  # type: ignore[attr-defined]
+    driver.save_screenshot(str(path))
 
 
 def main() -> int:
