@@ -196,3 +196,21 @@ def test_the_operator_redrives_the_dlq_over_http_and_poison_is_kept(call: Call) 
     sqs, work_queue = rt.queue._sqs, rt.queue._url
     messages = sqs.receive_message(QueueUrl=work_queue, MaxNumberOfMessages=10)["Messages"]
     assert [json.loads(m["Body"])["job_id"] for m in messages] == [job_id]
+
+
+def test_a_doc_prep_job_names_its_stored_document_for_operators(call: Call) -> None:
+    # Given a doc_prep job that reads a stored document and one sent inline
+    stored = {
+        "kind": "doc_prep",
+        "payload": {"document": {"s3_key": "tenants/study-group/documents/a.txt"}},
+    }
+    inline = {"kind": "doc_prep", "payload": {"document": {"text": "Supplier: ACME"}}}
+    stored_id = call("api-submit-job.json", body=stored)[1]["job_id"]
+    inline_id = call("api-submit-job.json", body=inline)[1]["job_id"]
+    # When the operator opens them
+    shown = call("api-ops-show-job.json", path_id=stored_id, user="ops")[1]
+    # Then the first names its document (the key, for the console's "belongs to") and the
+    # second names none; neither shows the payload
+    assert shown["document_key"] == "tenants/study-group/documents/a.txt"
+    assert shown["payload"] is None
+    assert "document_key" not in call("api-ops-show-job.json", path_id=inline_id, user="ops")[1]

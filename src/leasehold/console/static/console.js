@@ -543,9 +543,10 @@
       box.appendChild(el("b", { text: "Belongs to bookmark " }));
       box.appendChild(el("span", { class: "mono", id: "bookmark-id", text: job.bookmark_id }));
       box.appendChild(text(` (tenant ${job.tenant}: GET /bookmarks/${job.bookmark_id} as one of its members)`));
-    } else if (job.document || job.s3_key) {
+    } else if (job.document_key) {
       box.appendChild(el("b", { text: "Belongs to document " }));
-      box.appendChild(el("span", { class: "mono", id: "document-key", text: job.document || job.s3_key }));
+      box.appendChild(el("span", { class: "mono", id: "document-key", text: job.document_key }));
+      box.appendChild(text(" (a key in the stack's documents bucket)"));
     } else {
       box.appendChild(el("span", { class: "muted", text: "This job belongs to no bookmark or document." }));
     }
