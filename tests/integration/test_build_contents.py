@@ -93,13 +93,14 @@ def test_the_api_build_serves_the_console_from_its_own_files(build: Path) -> Non
     for name in console.ASSETS:
         assert (shipped / name).read_text(encoding="utf-8") == console.asset(name), name
     python = find_python313() or sys.executable
-    # Only the build and the standard library on the path (-I: no site-packages, no env)
+    # Only the build and the standard library on the path (-I: no site-packages, no env;
+    # -B: no __pycache__ left in the build, which the next test forbids)
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1]); from leasehold import console; "
         "print(console.asset('console.js').__len__())"
     )
     served = subprocess.run(
-        [python, "-I", "-c", probe, str(build / "ApiFunction")],
+        [python, "-I", "-B", "-c", probe, str(build / "ApiFunction")],
         capture_output=True,
         text=True,
         check=True,
