@@ -9,7 +9,6 @@ nothing here is an AWS measurement."""
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import statistics
@@ -22,7 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+
+from leasehold import ApiError, Client
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # transaction_cost.py, beside this file
@@ -118,43 +118,26 @@ class StackProcess:
             self.process.wait()
 
 
-class ApiClient:
-    """One keep-alive HTTP connection, as an ordinary client library keeps one."""
+def api_client(url: str, user: str) -> Client:
+    """A leasehold.Client of its own (its own keep-alive connection pool), as an ordinary
+    program keeps one; a read that loses its connection is tried again, a submission is not."""
+    return Client(url, user=user, timeout=60, retries=2)
 
-    def __init__(self, url: str, user: str) -> None:
-        parts = urlsplit(url)
-        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
-        self._user = user
-        self._connection: http.client.HTTPConnection | None = None
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"X-Demo-User": self._user, "Content-Type": "application/json"}
-        for attempt in range(2):
-            if self._connection is None:
-                self._connection = http.client.HTTPConnection(self._host, self._port, timeout=60)
-            try:
-                self._connection.request(method, path, body=data, headers=headers)
-                answer = self._connection.getresponse()
-                return answer.status, json.loads(answer.read() or b"null")
-            except (ConnectionError, http.client.HTTPException):
-                self._connection.close()
-                self._connection = None
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+def submit(client: Client) -> tuple[str, float]:
+    """POST /jobs (the one-step job) → its id and when the 202 arrived (the client's clock)."""
+    try:
+        handle = client.submit(JOB["kind"], JOB["payload"])
+    except ApiError as error:
+        raise BenchError(f"POST /jobs answered {error}") from error
+    return handle.job_id, time.time()
 
-    def submit(self) -> tuple[str, float]:
-        status, body = self.request("POST", "/jobs", JOB)
-        if status != 202:
-            raise BenchError(f"POST /jobs answered {status}: {body}")
-        return str(body["job_id"]), time.time()
 
-    def view(self, job_id: str) -> dict[str, Any]:
-        status, body = self.request("GET", f"/jobs/{job_id}")
-        if status != 200:
-            raise BenchError(f"GET /jobs/{job_id} answered {status}: {body}")
-        return dict(body)
+def view_of(client: Client, job_id: str) -> dict[str, Any]:
+    try:
+        return client.get(job_id)
+    except ApiError as error:
+        raise BenchError(f"GET /jobs/{job_id} answered {error}") from error
 
 
 def _epoch(iso: str) -> float:
@@ -196,14 +179,14 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def measure_idle(url: str, jobs: int, poll_seconds: float = 0.01) -> dict[str, Any]:
     """Single jobs one at a time on an otherwise idle stack, polled closely."""
-    client = ApiClient(url, USERS[0])
+    client = api_client(url, USERS[0])
     done: list[Completion] = []
     for _ in range(jobs):
         time.sleep(0.5)  # let the stack settle: nothing in flight
-        job_id, accepted = client.submit()
+        job_id, accepted = submit(client)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            view = client.view(job_id)
+            view = view_of(client, job_id)
             if view["state"] in TERMINAL:
                 done.append(_completion(job_id, view, accepted))
                 break
@@ -232,8 +215,8 @@ class Poster:
     def __init__(
         self, url: str, user: str, quota: int, in_flight: int, poll_seconds: float, stop_at: float
     ) -> None:
-        self.submitter = ApiClient(url, user)
-        self.poller = ApiClient(url, user)
+        self.submitter = api_client(url, user)
+        self.poller = api_client(url, user)
         self.quota, self.in_flight, self.poll_seconds = quota, in_flight, poll_seconds
         self.stop_at = stop_at
         self.done: list[Completion] = []
@@ -273,7 +256,7 @@ class Poster:
                         break
                 if self.error is not None or time.monotonic() >= self.stop_at:
                     break
-            job_id, accepted = self.submitter.submit()
+            job_id, accepted = submit(self.submitter)
             with self._changed:
                 self._outstanding[job_id] = (accepted, time.monotonic() + self.poll_seconds)
                 self.submitted += 1
@@ -300,7 +283,7 @@ class Poster:
             now = time.monotonic()
             if due > now:
                 time.sleep(due - now)
-            view = self.poller.view(job_id)
+            view = view_of(self.poller, job_id)
             with self._changed:
                 if view["state"] in TERMINAL:
                     self.done.append(_completion(job_id, view, accepted))
@@ -462,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
                     results["idle"] = measure_idle(stack.url, args.idle_jobs)
                 if args.title_bookmarks:
                     print(f"title latency ({args.title_bookmarks} bookmarks)", flush=True)
-                    titles = ApiClient(stack.url, USERS[0])
+                    titles = api_client(stack.url, USERS[0])
                     results["titles"] = measure_titles(titles, args.title_bookmarks)
                 if args.jobs:
                     print(f"throughput: {args.jobs} jobs, windows of {args.window}", flush=True)

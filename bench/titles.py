@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Protocol
+from typing import Any
 
-
-class _Client(Protocol):
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]: ...
+from leasehold import Client
 
 
 class TitleBenchError(RuntimeError):
@@ -31,21 +29,23 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))]
 
 
-def measure_titles(client: _Client, bookmarks: int, poll_seconds: float = 0.01) -> dict[str, Any]:
+def measure_titles(client: Client, bookmarks: int, poll_seconds: float = 0.01) -> dict[str, Any]:
     seen: list[float] = []
     by_job: list[float] = []
     for n in range(bookmarks):
         time.sleep(0.5)  # nothing in flight before each one
         sent = time.time()
-        status, body = client.request(
+        reply = client.request(
             "POST", "/bookmarks", {"url": f"https://example.org/bench/title-{n}-{sent:.0f}"}
         )
+        status, body = reply.status, reply.body
         if status != 201:
             raise TitleBenchError(f"POST /bookmarks answered {status}: {body}")
         bookmark_id, job_id = body["id"], body["title_job"]["job_id"]
         deadline = time.monotonic() + 30
         while True:
-            status, view = client.request("GET", f"/bookmarks/{bookmark_id}")
+            reply = client.request("GET", f"/bookmarks/{bookmark_id}")
+            status, view = reply.status, reply.body or {}
             if status == 200 and view.get("title_status") == "ready":
                 seen.append(time.time() - sent)
                 break
@@ -54,7 +54,8 @@ def measure_titles(client: _Client, bookmarks: int, poll_seconds: float = 0.01) 
             if time.monotonic() > deadline:
                 raise TitleBenchError(f"bookmark {bookmark_id}: no title after 30 s")
             time.sleep(poll_seconds)
-        status, job = client.request("GET", f"/jobs/{job_id}")
+        reply = client.request("GET", f"/jobs/{job_id}")
+        status, job = reply.status, reply.body or {}
         if status != 200 or job.get("state") != "succeeded":
             raise TitleBenchError(f"title job {job_id}: {status} {job}")
         by_job.append(_seconds(job["updated_at"]) - _seconds(job["created_at"]))

@@ -19,8 +19,6 @@ import statistics
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from leasehold import ApiError, Client  # noqa: E402
 from leasehold_dev.local.runner import LocalStack  # noqa: E402
 from leasehold_dev.local.stack import client  # noqa: E402
 
@@ -41,31 +40,29 @@ FAULTS = (
 )
 
 
-class Client:
+class SoakApi:
+    """The stack's API as each soak user: one leasehold.Client per user over one connection
+    pool, every request retried (bounded, honouring Retry-After) — a submission always carries
+    its key, and cancel and approval are conditional, so a repeat does nothing twice."""
+
     def __init__(self, url: str) -> None:
-        self.url = url
+        self._base = Client(url, timeout=20, retries=5, max_retry_after=5)
+        self._clients: dict[str, Client] = {}
 
     def call(
         self, method: str, path: str, body: Any = None, user: str = "alice", key: str | None = None
     ) -> tuple[int, Any]:
-        """One request; a 503 (nothing promised) is retried — with the same key, if any."""
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json", "X-Demo-User": user}
-        if key:
-            headers["Idempotency-Key"] = key
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        for attempt in range(6):
-            try:
-                with urllib.request.urlopen(request, timeout=20) as answer:
-                    return answer.status, json.loads(answer.read() or b"{}")
-            except urllib.error.HTTPError as error:
-                if error.code == 503 and attempt < 5:  # nothing promised: retry with the key
-                    time.sleep(0.5 * (attempt + 1))
-                    continue
-                return error.code, json.loads(error.read() or b"{}")
-            except (urllib.error.URLError, TimeoutError, ConnectionError):
-                time.sleep(0.5)
-        raise RuntimeError(f"{method} {path}: no answer")
+        """One request as `user` (with `key` as its Idempotency-Key): its status and body."""
+        if user not in self._clients:
+            self._clients[user] = self._base.with_identity(user=user)
+        headers = {"Idempotency-Key": key} if key else None
+        try:
+            reply = self._clients[user].request(
+                method, path, body, headers=headers, retry=True, repeat_safe=True
+            )
+        except ApiError as error:
+            raise RuntimeError(f"{method} {path}: no answer ({error.message})") from error
+        return reply.status, reply.body if reply.body is not None else {}
 
 
 def job_body(rng: random.Random) -> tuple[str, dict[str, Any]]:
@@ -110,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     )
     started = time.monotonic()
     stack.start()
-    api = Client(stack.url)
+    api = SoakApi(stack.url)
     workers: dict[str, Any] = {}
     counter = iter(range(1, 10**6))
     kills = 0

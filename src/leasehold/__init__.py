@@ -9,7 +9,13 @@ may change in any release; import from `leasehold` itself.
 
 An application that keeps items of its own beside its jobs (routes, a store) uses the toolkit
 of `leasehold.sdk.apps` through the same names: `Engine`, `Table`, `job_writes`, …
+
+Code that calls a stack over HTTP uses `Client` (with `JobHandle`, `Reply`, `ApiError` and its
+subclasses, `WaitTimeout`): those names are loaded on first use, so `import leasehold` in a
+Lambda handler does not import the client.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.errors import (
     ConflictError,
@@ -50,9 +56,16 @@ from leasehold.sdk.kind import (
 from leasehold.sdk.loading import KindLoadError
 from leasehold.sdk.routes import Routes, respond
 
+if TYPE_CHECKING:
+    from leasehold.client import ApiError, Client, JobHandle, Reply, WaitTimeout
+
+_CLIENT_NAMES = frozenset({"ApiError", "Client", "JobHandle", "Reply", "WaitTimeout"})
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApiError",
+    "Client",
     "ConditionFailed",
     "ConflictError",
     "Effect",
@@ -60,6 +73,7 @@ __all__ = [
     "FatalError",
     "Finished",
     "HandBackError",
+    "JobHandle",
     "JobInfo",
     "Kind",
     "KindDefinitionError",
@@ -71,6 +85,7 @@ __all__ = [
     "Outcome",
     "Owner",
     "RelatedChange",
+    "Reply",
     "RetryableError",
     "Routes",
     "SettingError",
@@ -82,6 +97,7 @@ __all__ = [
     "StoreUnavailableError",
     "Table",
     "ValidationError",
+    "WaitTimeout",
     "at_cold_start",
     "idempotency",
     "int_setting",
@@ -95,3 +111,12 @@ __all__ = [
     "step_operation",
     "transact_closing_job",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The client's names, imported when first asked for (PEP 562)."""
+    if name in _CLIENT_NAMES:
+        import leasehold.client
+
+        return getattr(leasehold.client, name)
+    raise AttributeError(f"module 'leasehold' has no attribute {name!r}")

@@ -1,6 +1,7 @@
 """The `leasehold` command: the local stack (up, down, status, a worker to attach), in-process
 invocation, a user's jobs (leasehold_dev.cli_jobs: submit, show), the operator's commands
-(leasehold_dev.cli_ops), documents, the provider, smoke, demo.
+(leasehold_dev.cli_ops), a deployed stack's sign-in (leasehold_dev.cli_login: login, logout),
+documents, the provider, smoke, demo. Every request to the API goes through leasehold.Client.
 
 Every command that needs a running stack finds it the same way (leasehold_dev.cli_target)."""
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from leasehold.domain.errors import LeaseholdError
 from leasehold_dev.cli_jobs import add_job_commands
+from leasehold_dev.cli_login import add_login_commands
 from leasehold_dev.cli_ops import add_ops_commands
 from leasehold_dev.cli_target import (
     CliError,
@@ -398,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     inv.set_defaults(run=_cmd_invoke)
     add_job_commands(commands, _demo_users())
     add_ops_commands(commands)
+    add_login_commands(commands)
     provider = commands.add_parser("provider", help="the local billable enrichment provider")
     provider_commands = provider.add_subparsers(dest="provider_command", required=True)
     serve = provider_commands.add_parser("serve", help="serve it on 127.0.0.1 until Ctrl-C")

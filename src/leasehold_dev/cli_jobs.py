@@ -1,6 +1,7 @@
 """`leasehold submit` and `leasehold show`: a job as its owner submits and sees it, against the
-running local stack (as one of the local gateway's demo users) or, with `--url` and `--token`,
-a deployed one — the same POST /jobs and GET /jobs/{job_id} any client calls."""
+running local stack (as one of the local gateway's demo users) or, with `--url` (and `--token`,
+or the session of `leasehold login`), a deployed one — through `leasehold.Client`, the same
+POST /jobs and GET /jobs/{job_id} any client calls."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from leasehold_dev.cli_target import CliError, add_state_option, add_url_options, api_request
+from leasehold_dev.cli_target import (
+    CliError,
+    add_state_option,
+    add_url_options,
+    answers_as_cli_errors,
+    api_client,
+    api_request,
+)
 
 DEFAULT_USER = "alice"
 MAX_REQUEST_BYTES = 64 * 1024
@@ -51,7 +58,9 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    view = api_request(args, "GET", f"/jobs/{quote(args.job_id, safe='')}", user=args.user)
+    client = api_client(args, user=args.user)
+    with answers_as_cli_errors(client.base_url):
+        view = client.get(args.job_id)
     print(json.dumps(view, indent=2))
     return 0
 

@@ -11,13 +11,13 @@ import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from leasehold_dev.cli_target import (
     CliError,
     add_state_option,
     add_url_options,
-    api_request,
+    answers_as_cli_errors,
+    api_client,
     local_stack,
 )
 
@@ -30,35 +30,29 @@ LOCAL_OPERATOR = "ops"
 """The local gateway's operator (X-Demo-User: ops): the identity the local stack records."""
 
 
-def _ops_request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
-    return api_request(args, method, path, body, user=LOCAL_OPERATOR)
-
-
 def _cmd_ops(args: argparse.Namespace) -> int:
     command = args.ops_command
-    if command == "summary":
-        result = _ops_request(args, "GET", "/ops/summary")
-    elif command in {"jobs", "list"}:
-        query = f"state={quote(args.state)}&limit={args.limit}"
-        result = _ops_request(args, "GET", f"/ops/jobs?{query}")
-    elif command == "show":
-        result = _ops_request(args, "GET", f"/ops/jobs/{quote(args.job_id)}")
-    elif command == "replay":
-        replay: dict[str, Any] = {}
-        if args.note:
-            replay["note"] = args.note
-        if args.checked_provider:
-            replay["checked_provider"] = True
-        result = _ops_request(args, "POST", f"/ops/jobs/{quote(args.job_id)}/replay", replay)
-    elif command == "resolve":
-        body = {"outcome": args.outcome, "note": args.note}
-        if args.receipt:
-            body["receipt"] = args.receipt
-        result = _ops_request(args, "POST", f"/ops/jobs/{quote(args.job_id)}/resolve", body)
-    elif command == "redrive":
-        result = _redrive(args)
-    else:
-        result = _dlq_send(args)
+    if command in {"redrive", "dlq-send"}:
+        result = _redrive(args) if command == "redrive" else _dlq_send(args)
+        print(json.dumps(result, indent=2))
+        return 0
+    client = api_client(args, user=LOCAL_OPERATOR)
+    with answers_as_cli_errors(client.base_url):
+        if command == "summary":
+            result = client.ops.summary()
+        elif command in {"jobs", "list"}:  # one page, as the API answers it (next_cursor)
+            query = {"state": args.state, "limit": args.limit, "cursor": args.cursor}
+            result = client.call("GET", "/ops/jobs", query=query)
+        elif command == "show":
+            result = client.ops.show(args.job_id)
+        elif command == "replay":
+            result = client.ops.replay(
+                args.job_id, note=args.note, checked_provider=args.checked_provider
+            )
+        else:
+            result = client.ops.resolve(
+                args.job_id, args.outcome, note=args.note, receipt=args.receipt
+            )
     print(json.dumps(result, indent=2))
     return 0
 
@@ -207,7 +201,8 @@ def add_ops_commands(commands: Any) -> None:
     command("summary", "counts by state, queue depths, oldest queued job")
     jobs = command("jobs", "jobs in one state, oldest first", aliases=("list",))
     jobs.add_argument("--state", required=True, help="the job state: dead, unknown, running…")
-    jobs.add_argument("--limit", type=int, default=50)
+    jobs.add_argument("--limit", type=int, default=50, help="rows on the page (≤ 100)")
+    jobs.add_argument("--cursor", help="the previous page's next_cursor: the page after it")
     show = command("show", "one job, whole: view, history, operations, lease holder")
     show.add_argument("job_id")
     replay = command("replay", "a dead, failed or unknown job back to queued")

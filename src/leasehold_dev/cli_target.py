@@ -9,8 +9,9 @@ file are accepted before and after an `ops` subcommand alike."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -18,9 +19,12 @@ from urllib.parse import urlsplit
 from leasehold.domain.errors import LeaseholdError
 
 if TYPE_CHECKING:
+    from leasehold.client import Client
     from leasehold_dev.local.stack import StackInfo
 
-DEPLOYED_HINT = "or pass --url URL (with --token TOKEN) for a deployed stack"
+DEPLOYED_HINT = (
+    "or pass --url URL (with --token TOKEN, or after `leasehold login`) for a deployed stack"
+)
 STATE_HELP = (
     "the local stack's state file (default: $LEASEHOLD_STATE, else .leasehold/local-stack.json "
     "in this directory or the nearest one above that has it)"
@@ -51,7 +55,8 @@ def add_url_options(parser: argparse.ArgumentParser, *, under: bool = False) -> 
     parser.add_argument(
         "--token",
         default=default,
-        help="an ID token (deployed; for /ops an operator's); locally X-Demo-User stands in",
+        help="an ID token (deployed; for /ops an operator's). Default with --url: the session "
+        "of `leasehold login` for that URL; locally X-Demo-User stands in",
     )
 
 
@@ -80,38 +85,61 @@ def api_url(args: argparse.Namespace) -> str:
     return info.api_url
 
 
-def api_request(
-    args: argparse.Namespace, method: str, path: str, body: Any = None, *, user: str
-) -> Any:
-    """One request to the stack's API, its JSON answer; a CliError for an error answer (its code
-    and message) or an unreachable stack. With `--token` it is the ID token's caller; without,
-    the local gateway's stand-in for a JWT names `user` (X-Demo-User)."""
-    import urllib.error
-    import urllib.request
+def api_client(args: argparse.Namespace, *, user: str) -> Client:
+    """The client of the stack the command talks to: with `--token`, that ID token's caller;
+    with `--url` and no `--token`, the `leasehold login` session of that URL if there is one;
+    otherwise the local gateway's stand-in for a JWT, `user` (X-Demo-User)."""
+    from leasehold.client import Client
 
     base = api_url(args)
-    headers = {"Content-Type": "application/json"}
     token = getattr(args, "token", None)
     if token:
-        headers["Authorization"] = f"Bearer {token}"
-    else:
-        headers["X-Demo-User"] = user
-    key = getattr(args, "idempotency_key", None)
-    if key:
-        headers["Idempotency-Key"] = key
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
+        return Client(base, token=token)
+    if getattr(args, "url", None):
+        from leasehold.client import ApiError
+        from leasehold.client.login import LoginSession, session_path
+
+        if session_path().exists():
+            try:
+                session = LoginSession.load()
+            except ApiError as exc:
+                raise CliError(exc.message) from None
+            if session.api_url == base:
+                return Client(base, token=session.fresh_id_token)
+    return Client(base, user=user)
+
+
+@contextmanager
+def answers_as_cli_errors(base: str = "") -> Iterator[None]:
+    """An error answer as one line (its status, code and message), a lost answer as "cannot
+    reach": what the command line prints (exit code 2)."""
+    from leasehold.client import ApiError
+
     try:
-        with urllib.request.urlopen(request, timeout=15) as answer:
-            return json.loads(answer.read() or b"{}")
-    except urllib.error.HTTPError as error:
-        try:
-            detail = json.loads(error.read() or b"{}").get("error", {})
-        except (ValueError, AttributeError):
-            detail = {}
-        hint = " (pass --token with an ID token)" if error.code == 401 else ""
-        raise CliError(
-            f"{error.code} {detail.get('code', '')}: {detail.get('message', '')}{hint}"
-        ) from error
-    except urllib.error.URLError as error:
-        raise CliError(f"cannot reach {base}: {error.reason}") from error
+        yield
+    except ApiError as error:
+        if error.status == 0:
+            raise CliError(f"cannot reach {base or 'the stack'}: {error.message}") from None
+        hint = ""
+        if error.status == 401 and error.code != "login_expired":
+            hint = " (pass --token with an ID token, or run `leasehold login`)"
+        raise CliError(f"{error.status} {error.code}: {error.message}{hint}") from None
+
+
+def api_request(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    user: str,
+    query: dict[str, Any] | None = None,
+) -> Any:
+    """One request to the stack's API through `leasehold.Client`, its JSON answer; a CliError
+    for an error answer (its code and message) or an unreachable stack. `--idempotency-key`
+    goes along as the `Idempotency-Key` header."""
+    client = api_client(args, user=user)
+    key = getattr(args, "idempotency_key", None)
+    headers = {"Idempotency-Key": key} if key else None
+    with answers_as_cli_errors(client.base_url):
+        return client.call(method, path, body, headers=headers, query=query)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from leasehold import ApiError, Client, WaitTimeout
 
 AT_REST = {"succeeded", "failed", "cancelled", "dead", "unknown"}
 
@@ -31,34 +32,40 @@ class Smoke:
     lines: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
-    def _headers(self, operator: bool) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        token = self.ops_token if operator else self.token
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        else:
-            headers["X-Demo-User"] = "ops" if operator else self.user  # the local gateway
-        return headers
+    @cached_property
+    def client(self) -> Client:
+        """The user's client: the token's caller, else the local gateway's demo user."""
+        if self.token:
+            return Client(self.url, token=self.token, timeout=20)
+        return Client(self.url, user=self.user, timeout=20)
+
+    @cached_property
+    def operator(self) -> Client:
+        """The operator's client (X-Demo-User: ops on the local gateway)."""
+        if self.ops_token:
+            return self.client.with_identity(token=self.ops_token)
+        return self.client.with_identity(user="ops")
 
     def call(
         self, method: str, path: str, body: Any = None, *, operator: bool = False
     ) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            self.url.rstrip("/") + path, data=data, method=method, headers=self._headers(operator)
-        )
+        """One request, its status and JSON body ({} when it had none) whatever the status."""
         try:
-            with urllib.request.urlopen(request, timeout=20) as answer:
-                raw = answer.read()
-                return answer.status, json.loads(raw) if raw else {}
-        except urllib.error.HTTPError as error:
-            raw = error.read()
-            try:
-                return error.code, json.loads(raw) if raw else {}
-            except ValueError:
-                return error.code, {"raw": raw[:200].decode(errors="replace")}
-        except urllib.error.URLError as error:
-            raise SmokeError(f"cannot reach {self.url}: {error.reason}") from error
+            reply = (self.operator if operator else self.client).request(method, path, body)
+        except ApiError as error:
+            raise SmokeError(f"cannot reach {self.url}: {error.message}") from error
+        if reply.body is None and reply.raw:
+            return reply.status, {"raw": reply.raw[:200].decode(errors="replace")}
+        return reply.status, reply.body if reply.body is not None else {}
+
+    def wait_job(self, job_id: str) -> dict[str, Any]:
+        """The job once settled (`Client.wait`), or the last view read when time ran out."""
+        try:
+            return self.client.wait(job_id, timeout=self.timeout_s, max_poll=1.0)
+        except WaitTimeout as timeout:
+            return timeout.view or {}
+        except ApiError as error:
+            return {"state": f"unreadable ({error})"}
 
     def say(self, text: str) -> None:
         self.lines.append(text)
@@ -100,7 +107,7 @@ class Smoke:
         self.expect("a job is accepted", status == 202, f"{status} {accepted.get('job_id')}")
         if status != 202:
             return
-        view = self.wait(accepted["status_url"], lambda v: v.get("state") in AT_REST)
+        view = self.wait_job(accepted["job_id"])
         self.expect(
             "it succeeds",
             view.get("state") == "succeeded",
@@ -109,7 +116,7 @@ class Smoke:
         )
         bad = {"kind": "synthetic", "payload": {"steps": [{"name": "broken", "fatal": True}]}}
         status, accepted = self.call("POST", "/jobs", bad)
-        failed = self.wait(accepted.get("status_url", "/"), lambda v: v.get("state") in AT_REST)
+        failed = self.wait_job(accepted.get("job_id", "-")) if status == 202 else accepted
         self.expect(
             "a job that fails for good is failed, not retried",
             failed.get("state") == "failed" and failed.get("attempts") == 1,
@@ -125,7 +132,7 @@ class Smoke:
             status == 202 and replayed.get("job_id") == job_id,
             f"{status} state {replayed.get('state')}, replays {replayed.get('replays')}",
         )
-        again = self.wait(f"/jobs/{job_id}", lambda v: v.get("state") in AT_REST)
+        again = self.wait_job(job_id)
         status, shown = self.call("GET", f"/ops/jobs/{job_id}", operator=True)
         events = [e.get("event") for e in shown.get("history", [])]
         self.expect(

@@ -10,12 +10,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlsplit
 
+from leasehold import Client
 from leasehold_dev.local.runner import spawn_worker_process
 from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import ROOT, TEMPLATE
@@ -57,6 +56,7 @@ class LocalStackProcess:
         self.log = workdir / "stack.log"
         self.workdir = workdir
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self._clients: dict[str | None, Client] = {}
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("LEASEHOLD_STATE", None)
         if python_path is not None:
@@ -99,21 +99,28 @@ class LocalStackProcess:
         self.workers[name].send_signal(signal.SIGKILL)
         self.workers[name].wait(timeout=10)
 
+    def client(self, user: str | None = "alice") -> Client:
+        """The stack's leasehold.Client as `user` (None: no identity), one pool for all."""
+        if user not in self._clients:
+            if self._clients:
+                self._clients[user] = next(iter(self._clients.values())).with_identity(user=user)
+            else:
+                self._clients[user] = Client(self.url, user=user, timeout=15)
+        return self._clients[user]
+
     def request(
         self, method: str, path: str, body: Any = None, user: str | None = "alice"
     ) -> tuple[int, Any]:
-        """One HTTP request; the answer is checked against docs/openapi.yaml before it is
-        returned (a response that breaks the document fails the test that received it)."""
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"}
-        if user:
-            headers["X-Demo-User"] = user
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=15) as answer:
-                status, answer_headers, raw = answer.status, dict(answer.headers), answer.read()
-        except urllib.error.HTTPError as error:
-            status, answer_headers, raw = error.code, dict(error.headers), error.read()
+        """One HTTP request through leasehold.Client, any status an answer; the answer is
+        checked against docs/openapi.yaml before it is returned (a response that breaks the
+        document fails the test that received it)."""
+        client = self.client(user)
+        reply = client.request(method, path, body)
+        headers = client.headers()
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
         parts = urlsplit(path)
         check_exchange(
             Exchange(
@@ -122,12 +129,12 @@ class LocalStackProcess:
                 query=dict(parse_qsl(parts.query, keep_blank_values=True)),
                 request_headers=headers,
                 request_body=data,
-                status=status,
-                response_headers=answer_headers,
-                response_body=raw,
+                status=reply.status,
+                response_headers=dict(reply.headers),
+                response_body=reply.raw,
             )
         )
-        return status, json.loads(raw or b"{}")
+        return reply.status, json.loads(reply.raw or b"{}")
 
     def wait_for(
         self, job_id: str, states: set[str], timeout: float = 60, user: str = "alice"

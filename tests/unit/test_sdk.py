@@ -380,3 +380,25 @@ def test_the_public_api_is_what_all_lists_and_every_name_is_documented() -> None
                 if attribute.startswith("_") or not callable(member):
                     continue
                 assert (member.__doc__ or "").strip(), f"leasehold.{name}.{attribute}"
+
+
+def test_the_client_is_loaded_only_when_used_never_by_a_handlers_cold_start() -> None:
+    """`leasehold.Client` and its names come through the package's `__getattr__`: importing
+    `leasehold` (every handler does) must not import the client."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, leasehold, leasehold.handlers.api, leasehold.handlers.worker, "
+        "leasehold.handlers.relay, leasehold.handlers.sweeper\n"
+        "assert 'leasehold.client' not in sys.modules, 'a handler imported the client'\n"
+        "from leasehold import ApiError, Client\n"
+        "assert Client.__module__ == 'leasehold.client.http'\n"
+        "assert issubclass(ApiError.NotFound, ApiError)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        leasehold.Nope  # noqa: B018

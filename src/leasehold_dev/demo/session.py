@@ -7,18 +7,18 @@ wait is bounded: a task that cannot see what it waits for records a failing chec
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import urllib3
+
+from leasehold import ApiError, Client
 from leasehold_dev.local.runner import LocalStack
 
 T = TypeVar("T")
@@ -77,6 +77,8 @@ class Session:
         self._worker_count = 0
         self._lock = threading.RLock()
         self.print_lock = threading.Lock()
+        self._clients: dict[tuple[str, str], Client] = {}
+        self._pool = urllib3.PoolManager(maxsize=16, retries=False)
 
     # ------------------------------------------------------------------ saying and recording
 
@@ -113,23 +115,21 @@ class Session:
         headers: dict[str, str] | None = None,
         base: str | None = None,
     ) -> Answer:
-        """One request as `user` (the local gateway's `X-Demo-User`); any HTTP status is an
-        answer. `base` sends it elsewhere (a local provider)."""
-        data = json.dumps(body).encode() if body is not None else None
-        sent = {"Content-Type": "application/json", "X-Demo-User": user, **(headers or {})}
-        request = urllib.request.Request(
-            (base or self.stack.url) + path, data=data, method=method, headers=sent
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=20) as answer:
-                raw, status, got = answer.read(), answer.status, dict(answer.headers)
-        except urllib.error.HTTPError as error:
-            raw, status, got = error.read(), error.code, dict(error.headers)
-        try:
-            parsed = json.loads(raw) if raw else {}
-        except ValueError:
-            parsed = {"raw": raw.decode(errors="replace")[:200]}
-        return Answer(status, parsed, got)
+        """One request as `user` (the local gateway's `X-Demo-User`) through leasehold.Client;
+        any HTTP status is an answer. `base` sends it elsewhere (a local provider)."""
+        reply = self.client(user, base).request(method, path, body, headers=headers)
+        parsed = reply.body
+        if parsed is None:
+            parsed = {"raw": reply.raw.decode(errors="replace")[:200]} if reply.raw else {}
+        return Answer(reply.status, parsed, dict(reply.headers))
+
+    def client(self, user: str, base: str | None = None) -> Client:
+        """The API's client as `user` (or `base`'s); every client shares one connection pool."""
+        key = (user, base or self.stack.url)
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = Client(key[1], user=user, timeout=20, pool=self._pool)
+            return self._clients[key]
 
     def job(self, job_id: str, user: str) -> dict[str, Any]:
         """The job as its owner sees it ({} when the API did not answer 200)."""
@@ -147,7 +147,7 @@ class Session:
         while True:
             try:
                 found = probe()
-            except OSError:
+            except (OSError, ApiError):  # no answer (yet): the probe is tried again
                 found = None
             if found:
                 return found

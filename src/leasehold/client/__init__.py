@@ -1,0 +1,9 @@
+"""The leasehold HTTP API from Python (docs/sdk.md, "The client"): `Client`, the `JobHandle`
+its `submit` returns, `Reply` (one raw answer), `ApiError` with a subclass per status, and
+`WaitTimeout`. Import these from `leasehold`; `leasehold` loads this package only when one of
+them is first used, so a Lambda handler's cold start never pays for it."""
+
+from leasehold.client.errors import ApiError, WaitTimeout
+from leasehold.client.http import Client, JobHandle, Reply
+
+__all__ = ["ApiError", "Client", "JobHandle", "Reply", "WaitTimeout"]
