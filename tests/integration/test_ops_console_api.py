@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from html.parser import HTMLParser
 from typing import Any
 
@@ -214,3 +215,35 @@ def test_a_doc_prep_job_names_its_stored_document_for_operators(call: Call) -> N
     assert shown["document_key"] == "tenants/study-group/documents/a.txt"
     assert shown["payload"] is None
     assert "document_key" not in call("api-ops-show-job.json", path_id=inline_id, user="ops")[1]
+
+
+def test_the_operators_token_reaches_no_log_line(call: Call) -> None:
+    # Given every record the leasehold loggers write, formatted as Powertools writes it
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    leasehold_logger = logging.getLogger("leasehold")
+    (powertools_handler,) = leasehold_logger.handlers
+    keep = Keep(logging.DEBUG)
+    leasehold_logger.addHandler(keep)
+    # And the console's requests, each carrying the operator's token as a header
+    token = "eyJhbGciOiJSUzI1NiJ9.console-secret-claims.signature"
+    headers = {"authorization": f"Bearer {token}"}
+    try:
+        job_id = call("api-submit-job.json", body=QUEUED)[1]["job_id"]
+        # When it reads and acts (a 400 and a 409 among them: warnings are logged too)
+        call("api-ops-summary.json", user="ops", headers=headers)
+        call("api-ops-show-job.json", path_id=job_id, user="ops", headers=headers)
+        call("api-ops-cancel.json", path_id=job_id, body={}, user="ops", headers=headers)
+        for _ in range(2):
+            call("api-ops-cancel.json", path_id=job_id, body={"note": "n"}, user="ops",
+                 headers=headers)  # fmt: skip
+    finally:
+        leasehold_logger.removeHandler(keep)
+    lines = [powertools_handler.format(record) for record in records]
+    # Then the API logged what it did, and never the token
+    assert any('"operator cancel"' in line for line in lines), lines
+    assert not [line for line in lines if "console-secret-claims" in line]
