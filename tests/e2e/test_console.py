@@ -178,3 +178,23 @@ def test_job_strings_show_as_text_never_as_markup(stack: LocalStackProcess, brow
     # And the page's link to the bookmark's page is that URL, nothing else
     link = browser.find_element(By.ID, "job-url")
     assert link.tag_name == "a" and link.get_attribute("rel") == "noopener noreferrer"
+
+
+def test_a_refused_token_goes_back_to_sign_in_and_never_into_the_url(
+    stack: LocalStackProcess, browser: Any
+) -> None:
+    # Given an ID token pasted into the sign-in box (the local gateway knows no JWT: a 401)
+    token = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJtYWxsb3J5In0.sig"
+    browser.get(f"{stack.url}/console")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{stack.url}/console#/overview")
+    wait_until(lambda: _by_css(browser, "#signin-token"), what="the sign-in box")
+    _by_css(browser, "#signin-token").send_keys(token)
+    _by_css(browser, "#signin-go").click()
+    # Then the console says the API refused it, forgets it, and no URL ever held it
+    message = wait_until(lambda: text_of(browser, "#signin-message"), what="the 401")
+    assert "401" in message
+    assert browser.execute_script("return sessionStorage.length") == 0
+    assert token not in browser.current_url
+    history = browser.execute_script("return performance.getEntries().map(e => e.name)")
+    assert history and not [name for name in history if token in name]
