@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup browser demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz crash-matrix console-shots
+.PHONY: setup browser demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 
 setup: $(STAMP) browser
 
@@ -41,8 +41,10 @@ demo: setup
 	$(BIN)/leasehold demo
 
 # KINDS=myjobs.kinds (importable modules, comma-separated) replaces the template's Kinds list.
+# State lives in .leasehold/data (DATA=DIR for another); FRESH=1 starts empty (the old state is
+# moved to DIR.previous); UP_ARGS passes any other `leasehold local up` option (e.g. --in-memory).
 up: setup
-	$(BIN)/leasehold local up --port $${PORT:-8080} --workers $${WORKERS:-2} $(if $(KINDS),--kinds $(KINDS))
+	$(BIN)/leasehold local up --port $${PORT:-8080} --workers $${WORKERS:-2} $(if $(KINDS),--kinds $(KINDS)) $(if $(DATA),--data $(DATA)) $(if $(FRESH),--fresh) $(UP_ARGS)
 
 down: setup
 	$(BIN)/leasehold local down
@@ -118,12 +120,16 @@ delete: setup
 bench: setup
 	$(BIN)/python -m bench.run_bench
 
-# Local throughput (the embedded stack, not AWS): BENCH_ARGS="--jobs 500 --window 100" for a short run.
+# Local throughput (the embedded stack, not AWS), the journal against --in-memory, and the time to
+# restart with 10,000 jobs in the data directory: BENCH_ARGS="--jobs 500 --window 100
+# --compare-jobs 500 --restart-jobs 1000" for a short run.
 bench-local: setup
 	$(BIN)/python bench/run_local.py $(BENCH_ARGS)
 
+# Keeps .leasehold/data (and data.previous): the local stack's state is not a build artefact.
 clean:
-	rm -rf .aws-sam .leasehold .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	if [ -d .leasehold ]; then find .leasehold -mindepth 1 -maxdepth 1 ! -name data ! -name data.previous -exec rm -rf {} +; fi
 
 # Break each guarantee once in a temporary copy and run the suite: every mutant must be killed.
 mutants: setup
@@ -138,6 +144,16 @@ crash-matrix: setup
 # stack of its own, in headless Chromium: docs/console/*.png, shown in the README (~1.5 min).
 console-shots: setup
 	$(BIN)/python scripts/console_shots.py
+
+# leasehold new's cookiecutter copies of template.yaml and src/requirements.txt, rewritten from
+# them (tests/integration/test_scaffold.py fails until this has run after either changes).
+scaffold-template: setup
+	$(BIN)/python -m leasehold_dev.scaffold
+
+# A project made by `leasehold new`, from nothing: its own venv, make test, sam validate --lint,
+# sam build, make up and a job of its kind (minutes; tests/e2e/test_scaffold.py is the short one).
+scaffold-check: setup
+	$(BIN)/python scripts/scaffold_check.py
 
 # A thousand jobs over HTTP while workers are killed and store faults are injected (local stack).
 soak: setup

@@ -51,6 +51,28 @@ def markdown(results: dict[str, Any]) -> str:
             f"{w['workers_cpu_ms_per_job']} |"
             for w in run["windows"]
         ]
+    if "journal_cost" in results:
+        cost = results["journal_cost"]
+        lines += [
+            "",
+            f"The journal's cost (decision L15): {cost['jobs']} jobs on an `--in-memory` stack "
+            f"{cost['in_memory_jobs_per_s']} jobs/s, against the journaled run's first "
+            f"{cost['jobs']} {cost['journaled_jobs_per_s']} jobs/s: **{cost['ratio']}×** "
+            f"(target ≥ 0.8×); moto CPU {cost['in_memory_moto_ms_per_job']} → "
+            f"{cost['journaled_moto_ms_per_job']} ms per job.",
+        ]
+    if "restart" in results:
+        restart = results["restart"]
+        lines += [
+            "",
+            f"Restart with {restart['jobs_in_data']:,} jobs in the data directory (the last "
+            f"{restart['topped_up_jobs']:,} submitted just before, many still in flight): "
+            f"after `kill -9` of the whole group (journal {restart['journal_bytes_at_kill']:,} "
+            f"bytes, snapshot {restart['snapshot_bytes_at_kill']:,} bytes) ready in "
+            f"**{restart['after_sigkill']['ready_s']} s** (target ≤ 30 s) — "
+            f"`{restart['after_sigkill']['said']}`; after a clean stop ready in "
+            f"**{restart['after_sigterm']['ready_s']} s** — `{restart['after_sigterm']['said']}`.",
+        ]
     if "transaction_cost" in results:
         lines += [
             "",

@@ -25,7 +25,39 @@ PRICES: dict[str, Any] = {
     "step_functions_standard_transition": 0.025 / 1000,
     "step_functions_express_request": 1.00 / 1e6,
     "step_functions_express_gb_second": 0.00001667,  # $0.06 per GB-hour, first 1,000 GB-hours
+    # Lambda durable functions: see DURABLE_PRICE_SOURCES — one price found, two not.
+    "lambda_durable_operation": 8.00 / 1e6,
+    "lambda_durable_data_written_gb": None,
+    "lambda_durable_data_retained_gb_month": None,
 }
+
+LAMBDA_PRICING_PAGE = "https://aws.amazon.com/lambda/pricing/"
+
+DURABLE_PRICE_SOURCES: dict[str, str] = {
+    "lambda_durable_operation": (
+        "$8.00 per million durable operations: AWS's own page (" + LAMBDA_PRICING_PAGE + ") was "
+        "not readable here — the stored copies of it hold no durable-functions section (its rates "
+        "are rendered client-side) — so this is a third party's transcription of that page, "
+        "api-evangelist/aws-lambda plans/aws-lambda-plans-pricing.yml ('Durable Functions "
+        "operations (example rate) $8.00/M', read from " + LAMBDA_PRICING_PAGE + " on "
+        "2026-09-20), taken from the page's worked example: unverified against AWS"
+    ),
+    "lambda_durable_data_written_gb": (
+        "not found: no stored copy of " + LAMBDA_PRICING_PAGE + " or of any page quoting it "
+        "gives the price per GB of durable data written; not priced (left out of the total)"
+    ),
+    "lambda_durable_data_retained_gb_month": (
+        "not found: likewise for the price per GB-month of durable data retained; not priced "
+        "(left out of the total)"
+    ),
+    "lambda_request": LAMBDA_PRICING_PAGE + " ($0.20 per million requests, x86 and Arm)",
+    "lambda_arm64_gb_second": LAMBDA_PRICING_PAGE + " (Arm, first tier)",
+    "retention": (
+        "https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/"
+        "sam-property-function-durableconfig.html (RetentionPeriodInDays: 1 to 90, default 14)"
+    ),
+}
+"""Where each price of the durable-functions rows comes from (or that it was not found)."""
 
 GIB = 1024**3
 
@@ -48,6 +80,11 @@ class LambdaAssumptions:
     """A Step Functions Task's Lambda doing the same (empty) step: no store writes of its own."""
     express_overhead_ms_per_state: int = 30
     express_memory_mb: int = 64
+    durable_checkpoint_ms_per_step: int = 10
+    """A durable step's own checkpoint call (the SDK's CheckpointDurableExecution) inside the
+    function's billed duration, beside the step's work (`step_lambda_ms`)."""
+    durable_retention_days: int = 14
+    """DurableConfig RetentionPeriodInDays, at its default."""
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -178,3 +215,62 @@ def step_functions(
         "logs": logs_usd,
     }
     return {"model": model, "usd_per_million": per_million(usd)}
+
+
+# ------------------------------------------------------------------ Lambda durable functions model
+
+
+def durable_functions(
+    steps: int,
+    *,
+    input_bytes: int,
+    output_bytes: list[int],
+    count_start: bool = False,
+    lam: LambdaAssumptions = LAMBDA,
+) -> dict[str, Any]:
+    """The same job as one Lambda durable function whose handler runs `steps` durable steps
+    (`context.step`), each doing the same (empty) work as a Step Functions Task's Lambda, with
+    the same Lambda model as the Step Functions rows: 256 MB arm64, `step_lambda_ms` per step,
+    plus `durable_checkpoint_ms_per_step` for each step's checkpoint. No wait and no callback,
+    so one invocation runs it through: no suspension, no replay. Started from the same HTTP API
+    (one request; its Lambda integration invokes synchronously, so unlike the Step Functions
+    rows' direct integration the caller waits for the job).
+
+    Durable operations: one per step; `count_start` adds the execution's start as one more (a
+    sensitivity: how AWS counts it was not found). Data written: the checkpointed input and each
+    step's result (`input_bytes`, `output_bytes`); retained for `durable_retention_days`. Those
+    two are reported in GB but not priced: their prices were not found (DURABLE_PRICE_SOURCES)."""
+    gb = lam.memory_mb / 1024
+    duration_ms = steps * (lam.step_lambda_ms + lam.durable_checkpoint_ms_per_step)
+    operations = steps + (1 if count_start else 0)
+    written_bytes = input_bytes + sum(output_bytes)
+    written_gb = written_bytes / GIB
+    retained_gb_month = written_gb * lam.durable_retention_days / 30
+    usd = {
+        "durable_operations": operations * PRICES["lambda_durable_operation"],
+        "lambda": PRICES["lambda_request"]
+        + duration_ms / 1000 * gb * PRICES["lambda_arm64_gb_second"],
+        "api_gateway": PRICES["http_api_request"],
+        "logs": PLATFORM_LOG_BYTES / GIB * PRICES["cloudwatch_logs_ingested_gb"],
+    }
+    unpriced = {
+        "data_written_gb": PRICES["lambda_durable_data_written_gb"],
+        "data_retained_gb_month": PRICES["lambda_durable_data_retained_gb_month"],
+    }
+    return {
+        "model": {
+            "durable_operations": operations,
+            "lambda_invocations": 1,
+            "billed_duration_ms": duration_ms,
+            "data_written_bytes": written_bytes,
+            "data_written_gb": written_gb,
+            "data_retained_gb_month": retained_gb_month,
+            "retention_days": lam.durable_retention_days,
+        },
+        "usd_per_million": per_million(usd),
+        "not_priced": [name for name, price in unpriced.items() if price is None],
+        "total_is": "a lower bound: data written and retained are not priced"
+        if any(price is None for price in unpriced.values())
+        else "all-in",
+        "sources": DURABLE_PRICE_SOURCES,
+    }

@@ -15,6 +15,7 @@ SOURCES = {
     "global secondary index writes": "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.ThroughputConsiderations.Writes",
     "a ConditionCheck in a transaction is billed as a write (measured on DynamoDB, third party)": "https://martinhicks.dev/articles/what-a-conditional-dynamodb-transaction-costs",
     "Step Functions pricing": "https://aws.amazon.com/step-functions/pricing/",
+    "Lambda pricing (requests, duration; durable functions: see below)": "https://aws.amazon.com/lambda/pricing/",
 }
 
 USD = "$"
@@ -111,7 +112,19 @@ def comparison_lines(results: dict[str, Any]) -> list[str]:
             f"{c['express_over_leasehold']:g}",
         ],
     ]
+    durable, with_start = c["durable"], c["durable_counting_the_start"]
+    rows.append(
+        [
+            "Lambda durable functions",
+            f"{durable['model']['durable_operations']} durable operations + 1 Lambda invocation of "
+            f"{durable['model']['billed_duration_ms']} ms + {durable['model']['data_written_bytes']} B "
+            f"written, kept {durable['model']['retention_days']} days (not priced)",
+            f"≥ {_usd(c['durable_functions_usd_per_million'])}",
+            f"≥ {c['durable_over_leasehold']:g}",
+        ]
+    )
     lines = markdown_table(["the same 3-step job", "model", "all-in $/M jobs", "× leasehold"], rows)
+    lines += ["", *durable_lines(durable, with_start)]
     ends = c["standard_counting_start_and_end"]["usd_per_million"]["total"]
     target = c["leasehold_at_wcu_target"]
     lines += [
@@ -125,6 +138,76 @@ def comparison_lines(results: dict[str, Any]) -> list[str]:
         "with 5 — so the 8× target also needs fewer log bytes (or the 5-transition count).",
     ]
     return lines
+
+
+def durable_lines(durable: dict[str, Any], with_start: dict[str, Any]) -> list[str]:
+    """How the durable-functions row is made, each price with its source — or that it was not
+    found."""
+    usd, model, sources = durable["usd_per_million"], durable["model"], durable["sources"]
+    return [
+        "**Lambda durable functions** (one function whose handler runs the 3 steps with "
+        "`context.step`; the same Lambda model as the Step Functions rows; no wait, so one "
+        "invocation, no replay; started from the same HTTP API, whose Lambda integration invokes "
+        f"synchronously). Per million jobs: durable operations {USD}{_usd(usd['durable_operations'])}, "
+        f"Lambda {USD}{_usd(usd['lambda'])}, API Gateway {USD}{_usd(usd['api_gateway'])}, logs "
+        f"{USD}{_usd(usd['logs'])}. The total is **{durable['total_is']}**: a job writes "
+        f"{model['data_written_bytes']} B of checkpoints ({model['data_written_gb'] * 1e6:.4f} GB "
+        f"per million jobs) and keeps them {model['retention_days']} days "
+        f"({model['data_retained_gb_month'] * 1e6:.4f} GB-months per million jobs), whose prices "
+        "were not found. Counting the execution's start as a fourth operation: "
+        f"{USD}{_usd(with_start['usd_per_million']['total'])}. Sources:",
+        "",
+        *[f"- `{name}`: {text}" for name, text in sources.items()],
+    ]
+
+
+def enqueue_lines(results: dict[str, Any]) -> list[str]:
+    paths = results["enqueue_paths"]
+    scenarios = results["scenarios"]
+    rows = []
+    for label, name in (
+        ("over HTTP (POST /jobs)", paths["http"]),
+        ("directly (submit_direct)", paths["direct"]),
+    ):
+        s = scenarios[name]
+        accept = s["phases"].get("accept", {})
+        usd = s["usd_per_million_jobs"]
+        rows.append(
+            [
+                label,
+                f"{s['per_job']['api_requests']:g}",
+                f"{s['per_job']['lambda_invocations'].get('api', 0):g}",
+                f"{accept.get('wcu', 0):g}",
+                f"{s['per_job']['wcu']:g}",
+                _usd(usd["api_gateway"]),
+                _usd(usd["lambda"]),
+                _usd(usd["logs"]),
+                f"**{_usd(usd['total'])}**",
+            ]
+        )
+    saved = paths["saved_usd_per_million"]
+    return [
+        *markdown_table(
+            [
+                "the 1-step job, enqueued",
+                "API GW req/job",
+                "API inv/job",
+                "accept WCU/job",
+                "WCU/job",
+                "API GW",
+                "Lambda",
+                "Logs",
+                "total $/M jobs",
+            ],
+            rows,
+        ),  # fmt: skip
+        "",
+        f"Enqueued directly the job saves {USD}{_usd(saved['total'])} per million: API Gateway "
+        f"{USD}{_usd(saved['api_gateway'])}, Lambda {USD}{_usd(saved['lambda'])}, logs "
+        f"{USD}{_usd(saved['logs'])}; the transaction, the relay, the queue and the worker are "
+        "the same: the user's code calls `submit_direct` from inside AWS, and its own invocation "
+        "runs whether or not it enqueues a job, so it is counted to neither row.",
+    ]
 
 
 def what_if_lines(results: dict[str, Any], name: str) -> list[str]:
@@ -268,6 +351,10 @@ def write_readme(results: dict[str, Any], path: Path, *, chart_name: str | None)
         "",
         *comparison_lines(results),
         "",
+        "## Enqueued over HTTP or directly (the same 1-step job)",
+        "",
+        *enqueue_lines(results),
+        "",
         f"## Where the write units go: {HEADLINE}",
         "",
         *phase_lines(results, HEADLINE),
@@ -361,7 +448,10 @@ def write_readme(results: dict[str, Any], path: Path, *, chart_name: str | None)
         f"{USD}{prices['cloudwatch_logs_ingested_gb']:g} per GB ingested; Step Functions Standard "
         f"{USD}{prices['step_functions_standard_transition'] * 1000:g} per 1,000 state "
         f"transitions, Express {USD}{prices['step_functions_express_request'] * 1e6:g} per "
-        f"million requests + {USD}{prices['step_functions_express_gb_second']} per GB-second.",
+        f"million requests + {USD}{prices['step_functions_express_gb_second']} per GB-second; "
+        f"Lambda durable functions {USD}{prices['lambda_durable_operation'] * 1e6:g} per million "
+        "durable operations (unverified; see its source above), data written and retained not "
+        "priced (not found).",
         "",
         f"Lambda (assumed, {lam['memory_mb']} MB as the template sets): Api {lam['api_ms']} ms "
         f"per request, Relay {lam['relay_ms_per_invocation']} ms per invocation, Worker "
@@ -370,7 +460,8 @@ def write_readme(results: dict[str, Any], path: Path, *, chart_name: str | None)
         f"Functions: each Task's Lambda {lam['step_lambda_ms']} ms; Express adds "
         f"{lam['express_overhead_ms_per_state']} ms per state, billed in 100 ms at "
         f"{lam['express_memory_mb']} MB; started by the HTTP API's direct integration; execution "
-        "logging off.",
+        f"logging off. Durable functions: each step {lam['step_lambda_ms']} ms + "
+        f"{lam['durable_checkpoint_ms_per_step']} ms for its checkpoint, at {lam['memory_mb']} MB.",
         "",
         "Full figures — per phase, per operation, what-ifs, the sweeper — are in `results.json`. "
         "Capacity on paper (rates, hot keys, concurrency, the monthly bill at 1×, 10×, 100×): "
@@ -400,6 +491,7 @@ def write_chart(results: dict[str, Any], path: Path) -> Path | None:
     sfn = {
         "Step Functions Standard (3-step)": c["standard"]["usd_per_million"],
         "Step Functions Express (3-step)": c["express"]["usd_per_million"],
+        "Lambda durable functions (3-step, lower bound)": c["durable"]["usd_per_million"],
     }
     labels = names + list(sfn)
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(labels) + 1.6))
@@ -410,8 +502,10 @@ def write_chart(results: dict[str, Any], path: Path) -> Path | None:
         values = [r.get(service, 0.0) for r in rows] + [s.get(service, 0.0) for s in sfn.values()]
         ax.barh(positions, values, left=left, color=colour, label=service)
         left = [a + b for a, b in zip(left, values, strict=True)]
-    orchestration = [0.0] * len(names) + [s.get("step_functions", 0.0) for s in sfn.values()]
-    ax.barh(positions, orchestration, left=left, color=colours[-1], label="step functions")
+    orchestration = [0.0] * len(names) + [
+        s.get("step_functions", 0.0) + s.get("durable_operations", 0.0) for s in sfn.values()
+    ]
+    ax.barh(positions, orchestration, left=left, color=colours[-1], label="orchestration")
     totals = [a + b for a, b in zip(left, orchestration, strict=True)]
     for y, total in zip(positions, totals, strict=True):
         ax.text(total + max(totals) * 0.01, y, f"${total:,.1f}", va="center", fontsize=8)
@@ -440,7 +534,14 @@ def print_report(results: dict[str, Any], out: Path) -> None:
         f"\n3-step, all-in $/M jobs: leasehold {c['leasehold_usd_per_million']:.2f}, "
         f"Step Functions Standard {c['step_functions_standard_usd_per_million']:.2f} "
         f"({c['standard_over_leasehold']:g}x), Express "
-        f"{c['step_functions_express_usd_per_million']:.2f} ({c['express_over_leasehold']:g}x)"
+        f"{c['step_functions_express_usd_per_million']:.2f} ({c['express_over_leasehold']:g}x), "
+        f"Lambda durable functions >= {c['durable_functions_usd_per_million']:.2f} "
+        f"({c['durable_over_leasehold']:g}x, data written and retained not priced)"
+    )
+    paths = results["enqueue_paths"]
+    print(
+        f"1-step, all-in $/M jobs: over HTTP {paths['http_usd_per_million']:.2f}, directly "
+        f"{paths['direct_usd_per_million']:.2f} (saves {paths['saved_usd_per_million']['total']:.2f})"
     )
     print("\ntargets (issue 12, item 3):")
     for t in results["targets"]:

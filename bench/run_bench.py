@@ -22,6 +22,7 @@ from bench.stack import Stack, quiet_warnings, set_credentials
 from bench.summary import (
     JOB_PHASES,
     comparison,
+    enqueue_paths,
     lambda_assumptions,
     moto_comparison,
     summarise,
@@ -77,6 +78,7 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
             "scenarios": scenarios,
             "sweeper": sweeper,
             "comparison": compared,
+            "enqueue_paths": enqueue_paths(scenarios),
             "targets": targets(scenarios, compared),
             "what_if": {
                 name: what_if(

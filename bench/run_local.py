@@ -3,14 +3,18 @@ embedded local stack (`leasehold local up`, moto) with worker processes, submitt
 concurrent clients that poll `GET /jobs/{id}` (arch §8), measured in windows as the table
 grows; the accept → succeeded latency of single jobs on an idle stack; and the in-process cost of
 a 2-item transaction against a PutItem as the table grows, with and without
-leasehold_dev.local.moto_transactions. Every figure is the local stack or moto on this machine —
-nothing here is an AWS measurement."""
+leasehold_dev.local.moto_transactions. The stack keeps its state in a data directory of the
+benchmark's own (decision L15); the same run first times an `--in-memory` stack over
+`--compare-jobs` jobs, and ends by killing the stack's process group with `--restart-jobs` jobs in
+its data directory and timing the restart. Every figure is the local stack or moto on this
+machine — nothing here is an AWS measurement."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,11 +52,15 @@ class StackProcess:
     """`leasehold local up --port 0` in its own process (its own interpreter lock, as a user
     would run it), its output in a log file; stopped with SIGTERM, then killed if it hangs."""
 
-    def __init__(self, workdir: Path, workers: int) -> None:
-        self.log = workdir / "stack.log"
+    def __init__(self, workdir: Path, workers: int, data: Path | None, name: str = "stack") -> None:
+        """`data`: the data directory (`--data`); None: `--in-memory`. In a process group of
+        its own (with its moto server and workers), so `kill_group` ends all of it at once."""
+        self.log = workdir / f"{name}.log"
         command = [sys.executable, "-m", "leasehold_dev.cli", "local", "up", "--port", "0"]
-        command += ["--workers", str(workers), "--state", str(workdir / "stack.json")]
+        command += ["--workers", str(workers), "--state", str(workdir / f"{name}.json")]
         command += ["--template", str(ROOT / "template.yaml")]
+        command += ["--data", str(data)] if data is not None else ["--in-memory"]
+        started = time.monotonic()
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command,
@@ -60,8 +68,23 @@ class StackProcess:
                 stderr=subprocess.STDOUT,
                 cwd=workdir,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
             )
         self.url = self._wait_ready(timeout=120)
+        self.ready_seconds = time.monotonic() - started
+        """From the start of `local up` until its ready line was seen (polled every 0.05 s)."""
+
+    def restored_line(self) -> str:
+        """What `local up` said it restored (the line, stripped), or ""."""
+        for line in self.log.read_text(errors="replace").splitlines():
+            if "restored " in line or "nothing to restore" in line:
+                return line.strip()
+        return ""
+
+    def kill_group(self) -> None:
+        """SIGKILL `local up`, its moto server and its workers at once (kill -9 -PGID)."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=20)
 
     def _wait_ready(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
@@ -71,7 +94,7 @@ class StackProcess:
                     return line.split("ready at ")[1].split()[0]
             if self.process.poll() is not None:
                 raise BenchError(f"the local stack exited: {self.log.read_text()[-2000:]}")
-            time.sleep(0.2)
+            time.sleep(0.05)
         self.stop()
         raise BenchError("the local stack did not become ready in time")
 
@@ -378,6 +401,98 @@ def _cpu_share(
     }
 
 
+def _throughput(stack: StackProcess, args: argparse.Namespace, jobs: int) -> dict[str, Any]:
+    return measure_throughput(
+        stack,
+        jobs=jobs,
+        window=args.window,
+        in_flight=args.in_flight,
+        poll_seconds=args.poll,
+        max_seconds=args.max_seconds,
+    )
+
+
+def journal_cost(results: dict[str, Any], jobs: int) -> dict[str, Any]:
+    """The in-memory run against the journaled run's first `jobs` completions (the same table
+    sizes, minutes apart on the same machine)."""
+    memory = results["in_memory"]
+    journaled = results["throughput"]
+    first = [w for w in journaled["windows"] if int(w["jobs"].split("-")[1]) <= jobs]
+    seconds = sum(w["seconds"] for w in first)
+    done = sum(int(w["jobs"].split("-")[1]) - int(w["jobs"].split("-")[0]) + 1 for w in first)
+    rate = round(done / seconds, 2) if seconds else 0.0
+    moto = [w["moto_cpu_ms_per_job"] for w in first]
+    return {
+        "jobs": done,
+        "in_memory_jobs_per_s": memory["jobs_per_s"],
+        "journaled_jobs_per_s": rate,
+        "ratio": round(rate / memory["jobs_per_s"], 3) if memory["jobs_per_s"] else None,
+        "in_memory_moto_ms_per_job": round(
+            statistics.mean(w["moto_cpu_ms_per_job"] for w in memory["windows"]), 1
+        ),
+        "journaled_moto_ms_per_job": round(statistics.mean(moto), 1) if moto else None,
+    }
+
+
+def submit_only(url: str, count: int, clients: int = 2) -> float:
+    """`count` more jobs accepted (not waited for), from `clients` connections; seconds taken."""
+    started = time.monotonic()
+    errors: list[BaseException] = []
+
+    def post(share: int, user: str) -> None:
+        client = api_client(url, user)
+        try:
+            for _ in range(share):
+                submit(client)
+        except (BenchError, ApiError, OSError) as exc:
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=post, args=(count // clients + (i < count % clients), user))
+        for i, user in enumerate(USERS[:clients])
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=3600)
+    if errors:
+        raise BenchError(f"submitting the restart's jobs failed: {errors[0]!r}")
+    return time.monotonic() - started
+
+
+def measure_restart(
+    stack: StackProcess, args: argparse.Namespace, workdir: Path, data: Path
+) -> dict[str, Any]:
+    """With `args.restart_jobs` jobs in the data directory (the throughput run's, topped up by
+    submissions, the last of them still in flight): SIGKILL the stack's whole process group and
+    time a restart until its ready line (the journal replayed, then compacted), then stop it with
+    SIGTERM and time a start from the snapshot alone."""
+    extra = max(0, args.restart_jobs - args.jobs)
+    print(f"restart: {extra} more jobs submitted, then kill -9 of the group", flush=True)
+    topped = submit_only(stack.url, extra) if extra else 0.0
+    submitted = args.jobs + extra
+    stack.kill_group()
+    journal = sum(p.stat().st_size for p in data.glob("journal-*.log"))
+    snapshot = (data / "snapshot.jsonl").stat().st_size if (data / "snapshot.jsonl").exists() else 0
+    after_kill = StackProcess(workdir, args.workers, data, name="after-kill")
+    killed = {"ready_s": round(after_kill.ready_seconds, 2), "said": after_kill.restored_line()}
+    after_kill.stop()
+    after_stop = StackProcess(workdir, args.workers, data, name="after-stop")
+    return {
+        "jobs_in_data": submitted + args.idle_jobs + 2 * args.title_bookmarks,
+        "topped_up_jobs": extra,
+        "topped_up_seconds": round(topped, 1),
+        "journal_bytes_at_kill": journal,
+        "snapshot_bytes_at_kill": snapshot,
+        "after_sigkill": killed,
+        "after_sigterm": {
+            "ready_s": round(after_stop.ready_seconds, 2),
+            "said": after_stop.restored_line(),
+        },
+        "stack": after_stop,
+    }
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
@@ -409,6 +524,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-seconds", type=float, default=2700, help="bound on the throughput run"
     )
+    parser.add_argument(
+        "--compare-jobs",
+        type=int,
+        default=2_000,
+        help="jobs on an --in-memory stack first, against the journaled run's first as many "
+        "(0: no comparison)",
+    )
+    parser.add_argument(
+        "--restart-jobs",
+        type=int,
+        default=10_000,
+        help="jobs in the data directory when the restart is timed: the throughput run's, "
+        "topped up by submissions (0: no restart)",
+    )
     parser.add_argument("--idle-jobs", type=int, default=20)
     parser.add_argument("--title-bookmarks", type=int, default=20)
     parser.add_argument("--tx-sizes", type=_sizes, default=[1_000, 10_000, 50_000])
@@ -436,7 +565,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.skip_stack:
         with tempfile.TemporaryDirectory(prefix="leasehold-bench-") as workdir:
-            stack = StackProcess(Path(workdir), args.workers)
+            if args.compare_jobs:
+                print(f"in memory: {args.compare_jobs} jobs", flush=True)
+                memory = StackProcess(Path(workdir), args.workers, None, name="in-memory")
+                try:
+                    results["in_memory"] = _throughput(memory, args, args.compare_jobs)
+                finally:
+                    memory.stop()
+            data = Path(workdir) / "data"  # the benchmark's own, never the checkout's
+            stack = StackProcess(Path(workdir), args.workers, data)
             try:
                 print(
                     f"local stack at {stack.url}; idle latency ({args.idle_jobs} jobs)", flush=True
@@ -449,19 +586,17 @@ def main(argv: list[str] | None = None) -> int:
                     results["titles"] = measure_titles(titles, args.title_bookmarks)
                 if args.jobs:
                     print(f"throughput: {args.jobs} jobs, windows of {args.window}", flush=True)
-                    results["throughput"] = run = measure_throughput(
-                        stack,
-                        jobs=args.jobs,
-                        window=args.window,
-                        in_flight=args.in_flight,
-                        poll_seconds=args.poll,
-                        max_seconds=args.max_seconds,
-                    )
+                    results["throughput"] = run = _throughput(stack, args, args.jobs)
                     if run["errors"]:
                         tail = stack.log.read_text(errors="replace").splitlines()[-40:]
                         print("the stack's log ends:\n" + "\n".join(tail), file=sys.stderr)
+                if args.restart_jobs:
+                    results["restart"] = measure_restart(stack, args, Path(workdir), data)
+                    stack = results["restart"].pop("stack")
             finally:
                 stack.stop()
+            if "in_memory" in results and "throughput" in results:
+                results["journal_cost"] = journal_cost(results, args.compare_jobs)
     if not args.skip_transactions:
         print("in-process transaction cost", flush=True)
         results["transaction_cost"] = measure_transactions(

@@ -32,7 +32,8 @@ class Scenario:
     limit: int | None = None
     """Per-user concurrency limit; None = the template's default, 0 = off."""
     shape: str = "plain"
-    """plain, retry-once, approval, title or busy-user."""
+    """plain, retry-once, approval, title, busy-user or direct (`submit_direct`: no API
+    Gateway request, no API function invocation)."""
 
 
 @dataclass
@@ -124,6 +125,8 @@ class Runner:
     ) -> str:
         user = user or user_of(scenario)
         key = idempotency_key(user, phase, index) if scenario.key else None
+        if scenario.shape == "direct" and phase == "accept":
+            return self._submit_direct(scenario, user, key)
         if phase == "setup":
             # Not measured: the API function's service, without the HTTP routing around it; its
             # metrics are dropped, not left for the next measured invocation to print.
@@ -142,6 +145,24 @@ class Runner:
         if status != 202:
             raise RuntimeError(f"{scenario.name}: POST /jobs answered {status}: {body}")
         return str(body["job_id"])
+
+    def _submit_direct(self, scenario: Scenario, user: str, key: str | None) -> str:
+        """The job committed by the user's own code inside AWS (`leasehold.submit_direct`) over
+        the functions' metered DynamoDB client: the same transaction as POST /jobs, metered in
+        the `accept` phase, with no API request and no API invocation — the code that calls it
+        already runs (its own Lambda invocation is the caller's, not the job's)."""
+        from leasehold import Owner, submit_direct
+        from leasehold.handlers import wiring
+
+        body = job_body(scenario)
+        with self.stack.meter.during("accept"):
+            made = submit_direct(
+                wiring.runtime().stores.table, body["kind"], body["payload"],
+                Owner(TENANT, user), idempotency_key=key,
+            )  # fmt: skip
+        if made.state != "queued" or not made.created:
+            raise RuntimeError(f"{scenario.name}: submit_direct answered {made}")
+        return made.job_id
 
     def _measured(self, scenario: Scenario, ids: list[str], limit: int, **extra: Any) -> Measured:
         meter, stack = self.stack.meter, self.stack
@@ -409,7 +430,10 @@ SCENARIOS = [
     Scenario(
         "1-step burst, ~200 B, key, a user with 50 jobs running", 30, limit=50, shape="busy-user"
     ),  # fmt: skip
+    Scenario("1-step burst, ~200 B, key, enqueued directly (submit_direct)", 100, shape="direct"),
 ]
 HEADLINE = SCENARIOS[0].name
 NO_LIMIT = SCENARIOS[4].name
 THREE_STEP = SCENARIOS[6].name
+DIRECT = SCENARIOS[11].name
+"""The headline job enqueued directly: compared with HEADLINE (the same job over HTTP)."""

@@ -11,11 +11,12 @@ from bench.pricing import (
     PLATFORM_LOG_BYTES,
     PRICES,
     JobProfile,
+    durable_functions,
     per_million,
     step_functions,
     usd_per_job,
 )
-from bench.scenarios import HEADLINE, NO_LIMIT, THREE_STEP, Measured
+from bench.scenarios import DIRECT, HEADLINE, NO_LIMIT, SCENARIOS, THREE_STEP, Measured, job_body
 
 THREE_STEP_WCU_TARGET = 13
 JOB_PHASES = ["accept", "approve", "relay", "delivery", "worker", "claim", "steps", "outcome"]
@@ -157,6 +158,8 @@ def comparison(scenarios: dict[str, Any]) -> dict[str, Any]:
     standard = step_functions(steps, express=False)
     express = step_functions(steps, express=True)
     with_ends = step_functions(steps, express=False, extra_transitions=2)
+    durable = durable_functions(steps, **_checkpointed(three))
+    durable_with_start = durable_functions(steps, count_start=True, **_checkpointed(three))
     # What the 3-step job would cost at its write-unit target, all else as measured.
     at_target = leasehold - max(0.0, three["per_job"]["wcu"] - THREE_STEP_WCU_TARGET) * (
         PRICES["dynamodb_write_request_unit"] * 1e6
@@ -171,6 +174,10 @@ def comparison(scenarios: dict[str, Any]) -> dict[str, Any]:
         "standard": standard,
         "express": express,
         "standard_counting_start_and_end": with_ends,
+        "durable_functions_usd_per_million": durable["usd_per_million"]["total"],
+        "durable_over_leasehold": round(durable["usd_per_million"]["total"] / leasehold, 2),
+        "durable": durable,
+        "durable_counting_the_start": durable_with_start,
         "leasehold_at_wcu_target": {
             "wcu": THREE_STEP_WCU_TARGET,
             "usd_per_million": round(at_target, 3),
@@ -182,6 +189,40 @@ def comparison(scenarios: dict[str, Any]) -> dict[str, Any]:
         "note": "all-in = orchestration + Lambda (requests and assumed duration) + API Gateway "
         "+ CloudWatch Logs; status reads excluded on both sides; the steps' own work excluded "
         "on both sides",
+    }
+
+
+def _checkpointed(three: dict[str, Any]) -> dict[str, Any]:
+    """What a durable function of the 3-step job would checkpoint: its input (the measured
+    payload) and each step's result (the synthetic step's output for these steps)."""
+    import json
+
+    scenario = next(s for s in SCENARIOS if s.name == THREE_STEP)
+    outputs = [
+        len(json.dumps({"step": step["name"], "cost": step["cost"]}, separators=(",", ":")))
+        for step in job_body(scenario)["payload"]["steps"]
+    ]
+    return {"input_bytes": int(three["payload_bytes"]), "output_bytes": outputs}
+
+
+def enqueue_paths(scenarios: dict[str, Any]) -> dict[str, Any]:
+    """The same 1-step job enqueued over HTTP (POST /jobs: API Gateway + the API function) and
+    directly (`submit_direct` from code already running in AWS), both measured by the meter."""
+    http, direct = scenarios[HEADLINE], scenarios[DIRECT]
+    a, b = http["usd_per_million_jobs"], direct["usd_per_million_jobs"]
+    return {
+        "http": HEADLINE,
+        "direct": DIRECT,
+        "http_usd_per_million": a["total"],
+        "direct_usd_per_million": b["total"],
+        "saved_usd_per_million": {name: round(a[name] - b[name], 3) for name in a},
+        "accept_phase": {
+            "http": http["phases"].get("accept", {}),
+            "direct": direct["phases"].get("accept", {}),
+        },
+        "note": "direct = the user's code calls submit_direct inside AWS: no API Gateway request "
+        "and no API function invocation (the caller's own invocation is not the job's); the same "
+        "transaction, relay, queue and worker as over HTTP",
     }
 
 

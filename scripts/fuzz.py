@@ -46,6 +46,7 @@ def local_stack(workers: int) -> Iterator[tuple[str, Path]]:
         command = [sys.executable, "-m", "leasehold_dev.cli", "local", "up", "--port", "0"]
         command += ["--workers", str(workers), "--state", str(state)]
         command += ["--template", str(ROOT / "template.yaml")]
+        command += ["--data", str(Path(workdir) / "data")]  # its own, never `make up`'s
         with log_path.open("wb") as log:
             process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=workdir)
             try:

@@ -84,6 +84,18 @@ MUTANTS = [
         'return WakeupResult(Disposition.KEEP, "store_unavailable")\n\n    def _run_steps',
         'return WakeupResult(Disposition.ACK, "store_unavailable")\n\n    def _run_steps',
     ),
+    Mutant(
+        "the local journal skips UpdateItem",
+        "src/leasehold_dev/local/moto_durable.py",
+        'if operation in WRITES and held.status.startswith("200"):',
+        'if operation in WRITES - {"UpdateItem"} and held.status.startswith("200"):',
+    ),
+    Mutant(
+        "the local stack answers before its journal is synced",
+        "src/leasehold_dev/local/moto_durable.py",
+        "self._item_changes(operation, json.loads(body)))\n            self.journal.wait_durable(sequence)",
+        "self._item_changes(operation, json.loads(body)))",
+    ),
 ]
 
 

@@ -104,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         state_path=workdir / "stack.json",
         handler_log=workdir / "functions.log",
         faults=args.faults,
+        data_dir=workdir / "data",  # the soak's own, new each run (never `make up`'s)
+        fresh=True,
     )
     started = time.monotonic()
     stack.start()

@@ -43,6 +43,7 @@ from leasehold.sdk.apps import (
 )
 from leasehold.sdk.config import SettingError, at_cold_start, int_setting, setting
 from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
+from leasehold.sdk.direct import Submitted, submit_direct
 from leasehold.sdk.errors import FatalError, NotFoundError, RetryableError
 from leasehold.sdk.kind import (
     Effect,
@@ -95,6 +96,7 @@ __all__ = [
     "StepLogger",
     "StopJobError",
     "StoreUnavailableError",
+    "Submitted",
     "Table",
     "ValidationError",
     "WaitTimeout",
@@ -109,6 +111,7 @@ __all__ = [
     "respond",
     "setting",
     "step_operation",
+    "submit_direct",
     "transact_closing_job",
 ]
 

@@ -1,7 +1,8 @@
-"""The `leasehold` command: the local stack (up, down, status, a worker to attach), in-process
-invocation, a user's jobs (leasehold_dev.cli_jobs: submit, show), the operator's commands
-(leasehold_dev.cli_ops), a deployed stack's sign-in (leasehold_dev.cli_login: login, logout),
-documents, the provider, smoke, demo. Every request to the API goes through leasehold.Client.
+"""The `leasehold` command: a project of one's own (new, template), the local stack (up, down,
+status, a worker to attach), in-process invocation, a user's jobs (leasehold_dev.cli_jobs:
+submit, show), the operator's commands (leasehold_dev.cli_ops), a deployed stack's sign-in
+(leasehold_dev.cli_login: login, logout), documents, the provider, smoke, demo. Every request to
+the API goes through leasehold.Client.
 
 Every command that needs a running stack finds it the same way (leasehold_dev.cli_target)."""
 
@@ -57,7 +58,7 @@ def importable_from(directory: Path) -> None:
 
 def _cmd_local_up(args: argparse.Namespace) -> int:
     from leasehold.store.faults import FaultPlan, FaultSpecError
-    from leasehold_dev.local.locate import state_path_for_up, template_for_up
+    from leasehold_dev.local.locate import data_path_for_up, state_path_for_up, template_for_up
     from leasehold_dev.local.runner import LocalStack
     from leasehold_dev.local.stack import PortBusyError, StackError
     from leasehold_dev.local.template import TemplateError
@@ -70,6 +71,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         FaultPlan.parse(args.faults)
     except FaultSpecError as exc:
         raise CliError(f"--faults: {exc}") from exc
+    if args.in_memory and (args.fresh or args.data):
+        raise CliError("--in-memory keeps nothing: it goes with neither --data nor --fresh")
     cwd = Path.cwd()
     importable_from(cwd)
     state = state_path_for_up(args.state_file, cwd, os.environ)
@@ -81,6 +84,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         faults=args.faults,
         handler_log=functions_log,
         kinds=args.kinds,
+        data_dir=None if args.in_memory else data_path_for_up(args.data, cwd),
+        fresh=args.fresh,
     )
     stopped = threading.Event()
 
@@ -102,8 +107,15 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         for index in range(args.workers):
             stack.spawn_worker(f"worker-{index + 1}", logs)
         faults = f"; faults {args.faults}" if args.faults else ""
+        if stack.restored is not None:
+            for line in stack.restored.lines():
+                print(line, flush=True)
+            if stack.restored.set_aside_to is not None:
+                print(f"leasehold: {stack.restored.lines()[0].strip()}", file=sys.stderr)
+        kept = f"state in {stack.data_dir}" if stack.data_dir else "IN MEMORY: nothing is kept"
         print(
-            f"leasehold local stack ready at {stack.url} (moto; {args.workers} workers{faults})",
+            f"leasehold local stack ready at {stack.url} "
+            f"(moto; {args.workers} workers; {kept}{faults})",
             flush=True,
         )
         print(f"  kinds: {', '.join(stack.kind_names())}", flush=True)
@@ -200,6 +212,7 @@ def _cmd_local_status(args: argparse.Namespace) -> int:
         "state_file": str(path),
         "workers": [{"name": name, "pid": ref.pid} for ref, name in workers.items()],
         "worker_logs": str(path.parent / "logs"),
+        "data": info.data_dir or None,
         "providers": json.loads(info.local_environment.get("LEASEHOLD_LOCAL_PROVIDERS", "{}")),
     }
     print(json.dumps(status, indent=2))
@@ -338,6 +351,52 @@ def _cmd_provider_charges(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_new(args: argparse.Namespace) -> int:
+    from leasehold_dev.scaffold import Project, write_project
+
+    directory = Path(args.directory)
+    project = Project.named(
+        directory.resolve(), package=args.package, leasehold_requirement=args.leasehold
+    )
+    written = write_project(directory, project)
+    print(
+        f"wrote {len(written)} files to {directory}/ (package {project.package_name}, kind greet)"
+    )
+    print(f"leasehold for its .venv: {project.leasehold_requirement}")
+    print(f"next:  cd {directory} && make test && make up")
+    return 0
+
+
+def _cmd_template(args: argparse.Namespace) -> int:
+    from leasehold.sdk.loading import KindLoadError, module_names
+    from leasehold_dev.scaffold import drifted, engine_files
+
+    try:
+        module_names(args.kinds)
+    except KindLoadError as exc:
+        raise CliError(str(exc)) from exc
+    files = engine_files(args.kinds)
+    if args.check:
+        stale = drifted(Path(args.check), args.kinds)
+        if stale:
+            print(
+                f"leasehold template: {', '.join(stale)} in {args.check} differ from what the "
+                "leasehold installed makes: run `make template` (leasehold template --write)",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    if args.write:
+        for name, text in files.items():
+            path = Path(args.write) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path}")
+        return 0
+    sys.stdout.write(files["template.yaml"])
+    return 0
+
+
 def _demo_users() -> list[str]:
     from leasehold_dev.local.gateway import DEMO_USERS
 
@@ -357,6 +416,22 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workers", type=int, default=2)
     up.add_argument("--template", help="default: template.yaml of the checkout (here or above)")
     add_state_option(up)
+    up.add_argument(
+        "--data",
+        metavar="DIR",
+        help="the data directory: tables, documents and charges survive a stop, Ctrl-C or "
+        "kill -9 (default: .leasehold/data of the checkout)",
+    )
+    up.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start EMPTY: the data directory's state is moved aside to DIR.previous",
+    )
+    up.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep nothing on disk (everything is gone when the stack stops; for comparisons)",
+    )
     up.add_argument(
         "--functions-log",
         metavar="FILE",
@@ -432,6 +507,37 @@ def build_parser() -> argparse.ArgumentParser:
     put.add_argument("--name", help="the document's name in the bucket (default: FILE's name)")
     add_state_option(put)
     put.set_defaults(run=_cmd_docs_put)
+    new = commands.add_parser(
+        "new",
+        help="write a project of your own: a kind, its tests, template.yaml, Makefile, events",
+    )
+    new.add_argument("directory", help="the project's directory (new or empty); names the project")
+    new.add_argument(
+        "--package", help="the Python package (default: the directory's name, _ for -)"
+    )
+    new.add_argument(
+        "--leasehold",
+        metavar="REQUIREMENT",
+        help="how the project's .venv installs leasehold (default: this checkout's path when run "
+        "from one, else this release from a package index)",
+    )
+    new.set_defaults(run=_cmd_new)
+    template = commands.add_parser(
+        "template",
+        help="leasehold's template.yaml with your kinds as the Kinds default (a project's "
+        "generated files)",
+    )
+    template.add_argument(
+        "--kinds", required=True, help="LEASEHOLD_KINDS: modules, comma-separated"
+    )
+    where = template.add_mutually_exclusive_group()
+    where.add_argument(
+        "--write", metavar="DIR", help="write template.yaml and src/leasehold-requirements.txt"
+    )
+    where.add_argument(
+        "--check", metavar="DIR", help="exit 1 when DIR's generated files differ from these"
+    )
+    template.set_defaults(run=_cmd_template)
     demo = commands.add_parser(
         "demo",
         help="the 26-check demo on the local stack (jobs, reading list, effects, agent, faults)",

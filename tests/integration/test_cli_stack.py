@@ -18,7 +18,12 @@ from typing import Any
 
 import pytest
 
-from leasehold_dev.local.locate import find_state, running_stack, state_path_for_up
+from leasehold_dev.local.locate import (
+    data_path_for_up,
+    find_state,
+    running_stack,
+    state_path_for_up,
+)
 from leasehold_dev.local.processes import ProcessRef, WorkerRegistry
 from leasehold_dev.local.stack import StackError, StackInfo
 from tests.support.cli import run_cli
@@ -134,6 +139,22 @@ def test_local_up_writes_its_state_at_the_checkout_root_from_a_subdirectory(
     deep.mkdir(parents=True)
     assert state_path_for_up(None, deep, {}) == tmp_path / ".leasehold" / "local-stack.json"
     assert state_path_for_up(None, deep, {"LEASEHOLD_STATE": "/s.json"}) == Path("/s.json")
+
+
+def test_local_up_keeps_its_data_at_the_checkout_root_from_a_subdirectory(tmp_path: Path) -> None:
+    (tmp_path / "template.yaml").write_text("Resources: {}\n")
+    deep = tmp_path / "docs" / "more"
+    deep.mkdir(parents=True)
+    assert data_path_for_up(None, deep) == tmp_path / ".leasehold" / "data"
+    assert data_path_for_up("/elsewhere", deep) == Path("/elsewhere")
+
+
+def test_in_memory_goes_with_neither_data_nor_fresh(tmp_path: Path) -> None:
+    for other in (["--fresh"], ["--data", str(tmp_path / "d")]):
+        out = _cli("local", "up", "--in-memory", *other, "--state", str(tmp_path / "s.json"),
+                   cwd=tmp_path)  # fmt: skip
+        assert "--in-memory keeps nothing" in _one_line_error(out)
+        assert not (tmp_path / "d").exists()
 
 
 def test_a_state_file_whose_stack_is_gone_is_stale(tmp_path: Path) -> None:

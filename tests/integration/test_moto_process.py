@@ -68,3 +68,17 @@ def test_a_server_that_cannot_start_is_reported(monkeypatch: object) -> None:
         patch.setattr(moto_process.sys, "executable", "/bin/false")
         with pytest.raises(moto_process.MotoProcessError, match="did not start"):
             moto_process.spawn(timeout=5)
+
+
+def test_a_data_directory_in_use_stops_a_second_server_with_its_reason(tmp_path: Path) -> None:
+    import pytest
+
+    from leasehold_dev.local.journal import Journal
+
+    holder = Journal(tmp_path / "data")
+    holder.lock(owner=4321)
+    try:
+        with pytest.raises(moto_process.MotoProcessError, match=r"in use .* \(pid 4321\)"):
+            moto_process.spawn(data=tmp_path / "data")
+    finally:
+        holder.close()

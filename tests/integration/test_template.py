@@ -361,3 +361,31 @@ def test_env_json_sets_every_variable_for_every_function_as_sam_local_applies_it
             monkeypatch.setenv(var, value)
         AgentSettings.from_env()
         reading_list.check()
+
+
+def test_every_table_and_bucket_of_the_template_is_kept_in_the_data_directory(
+    moto: None, tmp_path: Path
+) -> None:
+    # Given the template with one more table (as a schedules table would be added)
+    import yaml
+
+    from leasehold_dev.local.stack import durable_resources
+
+    doc = template()
+    doc["Resources"]["SchedulesTable"] = {
+        "Type": "AWS::DynamoDB::Table",
+        "Properties": {
+            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        },
+    }
+    extended = tmp_path / "template.yaml"
+    extended.write_text(yaml.safe_dump(doc))
+    # When the stack is made from it
+    info = create_stack("", extended)
+    kept = durable_resources("", extended)
+    # Then the journal keeps the new table too, by its logical id, with nothing else to change
+    assert set(kept["tables"]) == {"JobsTable", "SchedulesTable"}
+    assert kept["tables"]["JobsTable"] == info.outputs["JobsTable"]
+    assert kept["buckets"] == {"DocumentsBucket": info.outputs["DocumentsBucket"]}

@@ -20,8 +20,17 @@ from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import ROOT, TEMPLATE
 
 
-def local_up_command(state: Path, *, workers: int = 0, kinds: str | None = None) -> list[str]:
-    """`leasehold local up` on any free port with this checkout's template, as a user runs it."""
+def local_up_command(
+    state: Path,
+    *,
+    workers: int = 0,
+    kinds: str | None = None,
+    data: Path | None = None,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """`leasehold local up` on any free port with this checkout's template, as a user runs it,
+    keeping its state in `data` (default: `data` beside the state file — never the
+    checkout's own `.leasehold/data`)."""
     return [
         sys.executable,
         "-m",
@@ -36,7 +45,10 @@ def local_up_command(state: Path, *, workers: int = 0, kinds: str | None = None)
         str(state),
         "--template",
         str(TEMPLATE),
+        "--data",
+        str(data or state.parent / "data"),
         *(["--kinds", kinds] if kinds is not None else []),
+        *extra,
     ]
 
 
@@ -49,10 +61,16 @@ class LocalStackProcess:
         *,
         kinds: str | None = None,
         python_path: Path | None = None,
+        data: Path | None = None,
+        extra: tuple[str, ...] = (),
     ) -> None:
         """`kinds`: `--kinds` (LEASEHOLD_KINDS); `python_path`: a directory the stack and its
-        workers import the user's kind modules from (put first on PYTHONPATH)."""
+        workers import the user's kind modules from (put first on PYTHONPATH); `data`: its data
+        directory (default `<workdir>/data`); `extra`: more `local up` options. The stack runs
+        in a process group of its own (with its workers and its moto server), so a test can
+        kill all of it at once (`kill_group`)."""
         self.state = state or workdir / "stack.json"
+        self.data = data or self.state.parent / "data"
         self.log = workdir / "stack.log"
         self.workdir = workdir
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
@@ -64,12 +82,15 @@ class LocalStackProcess:
                 part for part in (str(python_path), env.get("PYTHONPATH", "")) if part
             )
         self.env = env
+        self.startup: list[str] = []
+        """What `local up` printed before its ready line (what it restored, --fresh)."""
         self.process = subprocess.Popen(
-            local_up_command(self.state, workers=workers, kinds=kinds),
+            local_up_command(self.state, workers=workers, kinds=kinds, data=self.data, extra=extra),
             stdout=subprocess.PIPE,
-            stderr=self.log.open("wb"),
+            stderr=self.log.open("ab"),
             cwd=workdir,
             env=env,
+            start_new_session=True,
         )
         self.url = self._wait_ready()
 
@@ -82,6 +103,7 @@ class LocalStackProcess:
         assert stdout is not None
         while time.monotonic() < deadline:
             line = stdout.readline().decode()
+            self.startup.append(line.rstrip("\n"))
             if "ready" in line:
                 self.out = self.workdir / "stack.out"
                 threading.Thread(target=_drain, args=(stdout, self.out), daemon=True).start()
@@ -99,6 +121,12 @@ class LocalStackProcess:
         self.workers[name].send_signal(signal.SIGKILL)
         self.workers[name].wait(timeout=10)
 
+    def kill_group(self) -> None:
+        """SIGKILL the stack's whole process group — `local up`, its moto server and the
+        workers it spawned — at once, as `kill -9 -PGID` does, and wait for `local up`."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
     def client(self, user: str | None = "alice") -> Client:
         """The stack's leasehold.Client as `user` (None: no identity), one pool for all."""
         if user not in self._clients:
@@ -109,25 +137,31 @@ class LocalStackProcess:
         return self._clients[user]
 
     def request(
-        self, method: str, path: str, body: Any = None, user: str | None = "alice"
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        user: str | None = "alice",
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """One HTTP request through leasehold.Client, any status an answer; the answer is
-        checked against docs/openapi.yaml before it is returned (a response that breaks the
-        document fails the test that received it)."""
+        """One HTTP request through leasehold.Client, any status an answer (`headers`: more
+        request headers, e.g. an `Idempotency-Key`); the answer is checked against
+        docs/openapi.yaml before it is returned (a response that breaks the document fails the
+        test that received it)."""
         client = self.client(user)
-        reply = client.request(method, path, body)
-        headers = client.headers()
+        reply = client.request(method, path, body, headers=headers)
+        sent = {**client.headers(), **(headers or {})}
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
+            sent["Content-Type"] = "application/json"
         parts = urlsplit(path)
         check_exchange(
             Exchange(
                 method=method,
                 path=parts.path,
                 query=dict(parse_qsl(parts.query, keep_blank_values=True)),
-                request_headers=headers,
+                request_headers=sent,
                 request_body=data,
                 status=reply.status,
                 response_headers=dict(reply.headers),

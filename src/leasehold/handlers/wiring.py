@@ -13,7 +13,6 @@ from typing import Any
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from botocore.config import Config
 
 from leasehold.domain.clock import SystemClock
 from leasehold.handlers.settings import Settings
@@ -22,11 +21,10 @@ from leasehold.sdk.loading import Loaded, load_kinds
 from leasehold.service.kinds import JobKind
 from leasehold.store import Stores, Table
 from leasehold.store.queue import WakeupQueue
+from leasehold.store.table import CLIENT_CONFIG as TABLE_CLIENT_CONFIG
 
 # Bounded: a dependency that does not answer gives a 503 in seconds, not a hung request.
-CLIENT_CONFIG = Config(
-    connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"}
-)
+CLIENT_CONFIG = TABLE_CLIENT_CONFIG
 
 metrics = Metrics()
 

@@ -185,7 +185,7 @@ def job_writes(
     payload, budget, deadline, attempts) — so `NewJob.repeated` can tell a repeat from a reuse.
     Otherwise the job gets `job_id`, or a new time-ordered id. `now_ms`: the engine's clock,
     by default the system's."""
-    engine_kind = _engine_kind(kind)
+    engine_kind = known_kind(kind)
     if idempotency_key is not None and job_id is not None:
         raise ValueError("give a job_id or an idempotency_key, not both")
     check_idempotency_key(idempotency_key)
@@ -359,7 +359,9 @@ class _At:
         return self.ms
 
 
-def _engine_kind(kind: Kind | str) -> JobKind:
+def known_kind(kind: Kind | str) -> JobKind:
+    """`kind` as the engine runs it: a `Kind` as it is, a name as the running engine registered
+    it (ValidationError `unknown_kind` otherwise)."""
     if isinstance(kind, Kind):
         return EngineKind(kind)
     known = _running.kinds if _running is not None else {}

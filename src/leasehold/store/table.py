@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.domain.errors import LeaseholdError, StoreUnavailableError
@@ -29,6 +30,12 @@ from leasehold.store.errors import error_code, translate
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+
+CLIENT_CONFIG = Config(
+    connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"}
+)
+"""Every AWS client of leasehold's: bounded, so a dependency that does not answer gives a 503 in
+seconds, not a hung request; botocore's standard retries for throttles and internal errors."""
 
 RETRYABLE_CANCELLATIONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}

@@ -4,7 +4,9 @@ last task does); a phase that kills workers runs apart from the ones that count 
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -164,6 +166,8 @@ def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     for old in [*workdir.glob("*.log"), *workdir.glob("provider-*")]:
         old.unlink()
+    # The demo's own data directory, new each run: it never reads or writes `make up`'s.
+    data = Path(tempfile.mkdtemp(prefix="leasehold-demo-data-"))
     stack = LocalStack(
         template,
         port=port,
@@ -171,6 +175,7 @@ def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
         handler_log=workdir / "functions.log",
         parameters=DEMO_PARAMETERS,
         kinds=kinds,
+        data_dir=data,
     )
     session: Session | None = None
     started = time.monotonic()
@@ -195,5 +200,6 @@ def run_demo(template: Path, port: int = 0, kinds: str | None = None) -> int:
         if session is not None:
             stack.workers = session.release_all() + stack.workers
         stack.stop()
+        shutil.rmtree(data, ignore_errors=True)
         print(f"demo wall time {time.monotonic() - started:.1f} s (local stack, this machine)")
     return 0 if ok else 1

@@ -16,6 +16,7 @@ from leasehold_dev.local.stack import StackError, StackInfo
 
 STATE_FILE = Path(".leasehold") / "local-stack.json"
 STATE_VARIABLE = "LEASEHOLD_STATE"
+DATA_DIRECTORY = Path(".leasehold") / "data"
 TEMPLATE_FILE = "template.yaml"
 
 
@@ -39,6 +40,14 @@ def state_path_for_up(explicit: str | None, cwd: Path, environ: Mapping[str, str
     if environ.get(STATE_VARIABLE):
         return Path(environ[STATE_VARIABLE])
     return (project_root(cwd) or cwd) / STATE_FILE
+
+
+def data_path_for_up(explicit: str | None, cwd: Path) -> Path:
+    """Where `local up` keeps its state: `--data`, or the checkout's `.leasehold/data` (the
+    current directory's when no template.yaml is above)."""
+    if explicit:
+        return Path(explicit)
+    return (project_root(cwd) or cwd) / DATA_DIRECTORY
 
 
 def template_for_up(explicit: str | None, cwd: Path) -> Path:

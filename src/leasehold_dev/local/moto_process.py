@@ -8,9 +8,15 @@ of moto (`start_moto`), and the stack process talks to it over HTTP as the worke
 Nothing is lost by the move: the tables and queues never were shared memory — every client,
 in-process or not, reached them through the server's endpoint.
 
-The child prints one line, `ready <endpoint>`, when it serves. It ends on SIGTERM, and on its own
-within a poll or two once the process that started it is no longer its parent (a `local up`
-killed with SIGKILL leaves no server behind). Every wait here is bounded.
+The child prints one line, `ready <endpoint>`, when it serves (or `error <message>` when it
+cannot: its data directory is in use or damaged). It ends on SIGTERM, and on its own within a
+poll or two once the process that started it is no longer its parent (a `local up` killed with
+SIGKILL leaves no server behind). Every wait here is bounded.
+
+With `--data DIR` it serves that data directory: it takes the directory's lock, loads its
+snapshot and journal before it says `ready`, and journals every write from the moment `local
+up` asks it to restore them into the stack's new tables (leasehold_dev.local.moto_durable). A
+stop by SIGTERM syncs and compacts the journal; a SIGKILL loses nothing it acknowledged.
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from leasehold.domain.errors import LeaseholdError
 from leasehold_dev.local.processes import stop_requested_by_signals
 
 READY = "ready "
+FAILED = "error "
 START_SECONDS = 60.0
 STOP_SECONDS = 5.0
 PARENT_POLL_SECONDS = 0.25
@@ -65,11 +73,14 @@ def quiet_local_noise() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def spawn(timeout: float = START_SECONDS) -> MotoProcess:
-    """Start the server process and wait (at most `timeout` seconds) until it serves. Its stderr
-    is this process's; its stdout carries the ready line only."""
+def spawn(timeout: float = START_SECONDS, data: Path | None = None) -> MotoProcess:
+    """Start the server process (with `data`: serving that data directory) and wait (at most
+    `timeout` seconds) until it serves. Its stderr is this process's; its stdout carries the
+    ready line only."""
     command = [sys.executable, "-m", "leasehold_dev.local.moto_process"]
     command += ["--parent-pid", str(os.getpid())]
+    if data is not None:
+        command += ["--data", str(data)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE)
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
@@ -91,6 +102,9 @@ def spawn(timeout: float = START_SECONDS) -> MotoProcess:
             if not chunk:
                 process.wait(timeout=STOP_SECONDS)
     text = line.decode().strip()
+    if text.startswith(FAILED):
+        process.wait(timeout=STOP_SECONDS)
+        raise MotoProcessError(text.removeprefix(FAILED))
     if not text.startswith(READY):
         process.kill()
         process.wait(timeout=STOP_SECONDS)
@@ -99,13 +113,24 @@ def spawn(timeout: float = START_SECONDS) -> MotoProcess:
     return MotoProcess(process, text.removeprefix(READY))
 
 
-def serve(parent_pid: int) -> None:
+def serve(parent_pid: int, data: Path | None = None) -> int:
     """The child: serve until SIGTERM/SIGINT or until `parent_pid` is no longer the parent."""
+    from leasehold_dev.local.journal import Journal, JournalError
+    from leasehold_dev.local.moto_durable import Durability
     from leasehold_dev.local.stack import start_moto
 
     quiet_local_noise()
     stopping = stop_requested_by_signals()
-    server, endpoint = start_moto()
+    journal = Journal(data) if data is not None else None
+    try:
+        durability = None
+        if journal is not None:
+            journal.lock(owner=parent_pid)
+            durability = Durability(journal)
+    except JournalError as exc:
+        os.write(1, f"{FAILED}{exc}\n".encode())
+        return 3
+    server, endpoint = start_moto(durability)
     try:
         os.write(1, f"{READY}{endpoint}\n".encode())
         devnull = os.open(os.devnull, os.O_WRONLY)  # nobody reads the pipe after the line
@@ -114,14 +139,17 @@ def serve(parent_pid: int) -> None:
             time.sleep(PARENT_POLL_SECONDS)
     finally:
         server.stop()
+        if journal is not None:
+            journal.close(compact=True)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the local stack's moto server (internal)")
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--data", type=Path, help="serve this data directory (journaled)")
     args = parser.parse_args(argv)
-    serve(args.parent_pid)
-    return 0
+    return serve(args.parent_pid, args.data)
 
 
 if __name__ == "__main__":

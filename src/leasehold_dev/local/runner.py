@@ -6,16 +6,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from leasehold_dev.local import moto_process
+from leasehold_dev.local.datadir import (
+    PROVIDER_MODES,
+    RestoreSummary,
+    count_charges,
+    provider_ledger,
+    set_aside,
+)
 from leasehold_dev.local.gateway import Gateway
 from leasehold_dev.local.invoke import LocalContext, apply_environment, load_handler, serialised
+from leasehold_dev.local.journal import JournalError
 from leasehold_dev.local.moto_process import quiet_local_noise
 from leasehold_dev.local.processes import (
     ProcessRef,
@@ -29,7 +39,10 @@ from leasehold_dev.local.stack import (
     StackInfo,
     check_port_free,
     create_stack,
+    durable_resources,
+    restore_data,
 )
+from leasehold_dev.local.template import load_template
 
 DEFAULT_STATE = Path(".leasehold/local-stack.json")
 WORKER_STOP_SECONDS = 5.0
@@ -86,7 +99,16 @@ class LocalStack:
         handler_log: Path | None = None,
         faults: str = "",
         kinds: str | None = None,
+        data_dir: Path | None = None,
+        fresh: bool = False,
     ) -> None:
+        """`data_dir`: the data directory whose state the stack keeps and restores (None: keep
+        nothing — every table, document and charge is gone when it stops); `fresh`: move what
+        `data_dir` holds aside (to `<data_dir>.previous`) and start empty."""
+        self.data_dir = data_dir
+        self.fresh = fresh
+        self.restored: RestoreSummary | None = None
+        self._scratch: Path | None = None  # the providers' ledgers when nothing is kept
         self.faults = faults
         self.kinds = kinds
         """LEASEHOLD_KINDS for every function (the template's `Kinds` parameter); None: the
@@ -129,7 +151,17 @@ class LocalStack:
         self._refuse_a_second_stack()
         if self.port:
             check_port_free(self.port)
-        self._moto = moto_process.spawn()
+        load_template(self.template)  # a template that cannot be read stops us before any data
+        set_aside_to = None
+        if self.data_dir is not None and self.fresh:
+            try:
+                set_aside_to = set_aside(self.data_dir)
+            except JournalError as exc:
+                raise StackError(str(exc)) from exc
+        try:
+            self._moto = moto_process.spawn(data=self.data_dir)
+        except moto_process.MotoProcessError as exc:
+            raise StackError(str(exc)) from exc
         endpoint = self._moto.endpoint
         urls = self._start_providers()
         parameters = {
@@ -140,6 +172,18 @@ class LocalStack:
         if self.kinds is not None:
             parameters["Kinds"] = self.kinds
         info = create_stack(endpoint, self.template, parameters)
+        if self.data_dir is not None:
+            restored = restore_data(endpoint, durable_resources(endpoint, self.template))
+            self.restored = RestoreSummary(
+                data=self.data_dir,
+                items=int(restored["items"]),
+                tables=int(restored["tables"]),
+                documents=int(restored["documents"]),
+                charges=count_charges(self.data_dir),
+                seconds=float(restored["load_seconds"]) + float(restored["seconds"]),
+                set_aside_to=set_aside_to,
+            )
+            info.data_dir = str(self.data_dir)
         self._kind_names = check_kinds(info)
         info.local_environment["LEASEHOLD_LOCAL_PROVIDERS"] = json.dumps(urls)
         if self.faults:
@@ -171,8 +215,11 @@ class LocalStack:
         durable charge ledger beside the state file. A request may pick one (local only)."""
         from leasehold_dev.local.provider import ProviderServer
 
-        for mode in ("idempotent", "lookup", "none"):
-            db = self.state_path.parent / f"provider-{mode}.sqlite3"
+        ledgers = self.data_dir
+        if ledgers is None:
+            ledgers = self._scratch = Path(tempfile.mkdtemp(prefix="leasehold-providers-"))
+        for mode in PROVIDER_MODES:
+            db = provider_ledger(ledgers, mode)
             self.providers[mode] = ProviderServer(capability=mode, db_path=db).start()
         return {mode: server.url for mode, server in self.providers.items()}
 
@@ -246,6 +293,9 @@ class LocalStack:
             registry.clear()
         if self._log_file is not None:
             self._log_file.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
 
 def spawn_worker_process(state_path: Path, name: str, log_dir: Path) -> subprocess.Popen[bytes]:

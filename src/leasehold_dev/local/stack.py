@@ -3,6 +3,7 @@ physical names, each function's environment, its event-source mappings and sched
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import socket
@@ -14,6 +15,7 @@ from typing import Any
 import boto3
 
 from leasehold.domain.errors import LeaseholdError
+from leasehold_dev.local.moto_durable import RESTORE_PATH, Durability
 from leasehold_dev.local.processes import ProcessRef
 from leasehold_dev.local.template import (
     LOCAL_CODE_BUCKET,
@@ -100,6 +102,8 @@ class StackInfo:
     """The `leasehold local up` process."""
     pid_started: int = 0
     """Its start time (see leasehold_dev.local.processes), so a recycled pid is not taken for it."""
+    data_dir: str = ""
+    """The data directory it keeps its state in ("" : none, everything is in memory)."""
 
     @property
     def process(self) -> ProcessRef:
@@ -149,6 +153,7 @@ class StackInfo:
             api_url=doc.get("api_url", ""),
             pid=doc.get("pid", 0),
             pid_started=doc.get("pid_started", 0),
+            data_dir=doc.get("data_dir", ""),
         )
 
 
@@ -162,13 +167,15 @@ def check_port_free(port: int) -> None:
             raise PortBusyError(port) from exc
 
 
-def start_moto() -> tuple[Any, str]:
+def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
     """An embedded moto server on 127.0.0.1 and a free port. DynamoDB requests are served one at
     a time: DynamoDB evaluates a condition and applies its write atomically, moto's threaded
     server does not — without this, two workers could both pass the same claim condition.
     Transactions run leasehold_dev.local.moto_transactions and queries
     leasehold_dev.local.moto_queries (neither costs time in proportion to the table); attribute
-    values are serialized by the fast path of leasehold_dev.local.moto_serialization."""
+    values are serialized by the fast path of leasehold_dev.local.moto_serialization. With
+    `durability` (a data directory's journal, leasehold_dev.local.moto_durable), every write it
+    acknowledges is on disk first and `POST RESTORE_PATH` loads the directory's state."""
     import threading
 
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -200,11 +207,18 @@ def start_moto() -> tuple[Any, str]:
                 _detach_moto_invocations()
                 start_response("204 No Content", [])
                 return []
+            if durability is not None and environ.get("PATH_INFO") == RESTORE_PATH:
+                with dynamodb_lock:
+                    return durability.restore_endpoint(environ, start_response)
             if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
                 if outage.is_set():
                     return _dynamodb_unavailable(environ, start_response)
+                if durability is not None:
+                    return durability.dynamodb(app, environ, start_response, dynamodb_lock)
                 with dynamodb_lock:
                     return list(app(environ, start_response))
+            if durability is not None and durability.is_object_write(environ):
+                return durability.object_write(app, environ, start_response, dynamodb_lock)
             return app(environ, start_response)
 
         return serve
@@ -273,13 +287,13 @@ def set_dynamodb_outage(endpoint: str, on: bool) -> bool:
     return bool(json.loads(answer)["dynamodb"])
 
 
-def _post(url: str, body: bytes) -> bytes:
+def _post(url: str, body: bytes, timeout: float = 5) -> bytes:
     import urllib.request
 
     request = urllib.request.Request(
         url, data=body, method="POST", headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=5) as answer:
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
         return bytes(answer.read())
 
 
@@ -325,6 +339,40 @@ def create_stack(
     else:
         _detach_moto_invocations()
     return info
+
+
+DURABLE_TYPES = {"AWS::DynamoDB::Table": "tables", "AWS::S3::Bucket": "buckets"}
+
+
+def durable_resources(endpoint: str, template_path: Path) -> dict[str, dict[str, str]]:
+    """Every table and bucket of the template (logical id → the stack's physical name): what
+    the data directory keeps. A table or bucket the template adds is kept with no change here."""
+    template = load_template(template_path)
+    cloudformation = client("cloudformation", endpoint)
+    listed = cloudformation.list_stack_resources(StackName=STACK_NAME)["StackResourceSummaries"]
+    physical = {r["LogicalResourceId"]: r.get("PhysicalResourceId", "") for r in listed}
+    kept: dict[str, dict[str, str]] = {"tables": {}, "buckets": {}}
+    for logical_id, resource in template["Resources"].items():
+        kind = DURABLE_TYPES.get(str(resource.get("Type")))
+        if kind and physical.get(logical_id):
+            kept[kind][logical_id] = physical[logical_id]
+    return kept
+
+
+def restore_data(endpoint: str, resources: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Ask the moto server to load its data directory into `resources` and journal them from
+    now on; what it restored (leasehold_dev.local.moto_durable.Restored)."""
+    import urllib.error
+
+    try:
+        answer = _post(endpoint + RESTORE_PATH, json.dumps(resources).encode(), timeout=300)
+    except urllib.error.HTTPError as exc:
+        said = exc.read().decode(errors="replace")
+        with contextlib.suppress(ValueError, AttributeError):
+            said = json.loads(said)["error"]
+        raise StackError(f"the data directory could not be restored: {said}") from exc
+    restored: dict[str, Any] = json.loads(answer)
+    return restored
 
 
 def _complete_documents_bucket(s3: Any, template: dict[str, Any], info: StackInfo) -> None:

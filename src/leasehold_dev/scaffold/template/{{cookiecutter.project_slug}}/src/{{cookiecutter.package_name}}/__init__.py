@@ -1,0 +1,1 @@
+"""{{cookiecutter.project_slug}}: job kinds run by leasehold (see kinds.py)."""
