@@ -466,18 +466,35 @@ def test_a_cursor_that_comes_back_ends_the_listing_instead_of_looping(
     assert listed == [f"j_{min(n, len(cursors) - 1)}" for n in range(len(api.seen))]
 
 
-def test_ops_jobs_pages_and_filters_kind_and_tenant_itself(api: ScriptedApi) -> None:
-    rows = [
-        {"job_id": "j_1", "kind": "title", "tenant": "a"},
-        {"job_id": "j_2", "kind": "synthetic", "tenant": "a"},
-        {"job_id": "j_3", "kind": "title", "tenant": "b"},
-        {"job_id": "j_4", "kind": "title", "tenant": "a"},
-    ]
+def test_ops_jobs_pages_and_asks_the_api_for_kind_and_tenant(api: ScriptedApi) -> None:
+    # The API filters by kind and tenant (GET /ops/jobs?kind=&tenant=): the client passes them
+    # on every page and yields what the pages hold
+    rows = [{"job_id": f"j_{n}", "kind": "title", "tenant": "a"} for n in range(3)]
     api.script = _paged(rows, 2)
     client, _ = _client(api)
     found = client.ops.jobs("dead", kind="title", tenant="a")
-    assert [row["job_id"] for row in found] == ["j_1", "j_4"]
-    assert api.seen[0].path == "/ops/jobs" and api.seen[0].query["state"] == ["dead"]
+    assert [row["job_id"] for row in found] == ["j_0", "j_1", "j_2"]
+    assert [seen.path for seen in api.seen] == ["/ops/jobs", "/ops/jobs"]
+    for seen in api.seen:
+        assert (seen.query["state"], seen.query["kind"], seen.query["tenant"]) == (
+            ["dead"],
+            ["title"],
+            ["a"],
+        )
+    client.ops.jobs("dead").__next__()
+    assert "kind" not in api.seen[-1].query and "tenant" not in api.seen[-1].query
+
+
+def test_ops_cancel_and_redrive_send_their_notes(api: ScriptedApi) -> None:
+    api.script = lambda seen: (202, {}, {**VIEW, "state": "cancelled"})
+    client, _ = _client(api)
+    assert client.ops.cancel("j_1", note="asked")["state"] == "cancelled"
+    api.script = lambda seen: (200, {}, {"redrive": "done", "moved": 2, "dead_letter_after": 0})
+    assert client.ops.redrive(note="fixed", max_messages=5)["moved"] == 2
+    assert [(s.method, s.path, s.body) for s in api.seen] == [
+        ("POST", "/ops/jobs/j_1/cancel", {"note": "asked"}),
+        ("POST", "/ops/dlq/redrive", {"note": "fixed", "max": 5}),
+    ]
 
 
 def test_approve_reads_the_version_when_not_given_and_sends_the_decision(

@@ -468,14 +468,11 @@ class Ops:
         tenant: str | None = None,
         page_size: int | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Every tenant's jobs in `state`, oldest first (`GET /ops/jobs`), every page as the
-        iterator is consumed. The API filters by state; `kind` and `tenant` are filtered here,
-        from each row's own fields."""
-        for row in _pages(self._client, "/ops/jobs", {"state": state, "limit": page_size}):
-            if (kind is None or row.get("kind") == kind) and (
-                tenant is None or row.get("tenant") == tenant
-            ):
-                yield row
+        """Every tenant's jobs in `state`, oldest first (`GET /ops/jobs`), of one `kind`
+        and/or one `tenant` when given (the API filters them), every page as the iterator is
+        consumed."""
+        query = {"state": state, "kind": kind, "tenant": tenant, "limit": page_size}
+        yield from _pages(self._client, "/ops/jobs", query)
 
     def show(self, job_id: str) -> dict[str, Any]:
         """`GET /ops/jobs/{job_id}`: one job, whole — view, owner, history, operations, lease."""
@@ -511,10 +508,24 @@ class Ops:
         path = f"/ops/jobs/{_segment(job_id)}/resolve"
         return self._client._object("POST", path, body, repeat_safe=True)
 
+    def cancel(self, job_id: str, *, note: str) -> dict[str, Any]:
+        """An operator's cancel of any tenant's job (`POST /ops/jobs/{job_id}/cancel`): queued
+        or waiting for approval, it is cancelled at once; running, it is asked to stop.
+        `ApiError.Conflict` (`not_cancellable`) once it has finished."""
+        path = f"/ops/jobs/{_segment(job_id)}/cancel"
+        return dict(self._client.call("POST", path, {"note": note}))
+
     def dead_letters(self) -> int:
-        """How many wake-ups wait in the dead-letter queue (the summary's `sqs.dead_letter`).
-        The redrive itself talks to SQS, not the API: `leasehold ops redrive`."""
+        """How many wake-ups wait in the dead-letter queue (the summary's `sqs.dead_letter`)."""
         return int(self.summary()["sqs"]["dead_letter"])
+
+    def redrive(self, *, note: str, max_messages: int = 100) -> dict[str, Any]:
+        """Move up to `max_messages` (≤ 100) dead letters back to the work queue (`POST
+        /ops/dlq/redrive`): each moved job's history names the operator; a message that cannot
+        wake a job is set aside in the table. The report's `dead_letter_after` > 0: call again.
+        Repeating it is safe: it moves only what is still in the DLQ."""
+        body = {"note": note, "max": max_messages}
+        return dict(self._client.call("POST", "/ops/dlq/redrive", body, repeat_safe=True))
 
 
 class Schedules:
