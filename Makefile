@@ -7,9 +7,28 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz crash-matrix scaffold-template scaffold-check
+.PHONY: setup browser demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 
-setup: $(STAMP)
+setup: $(STAMP) browser
+
+# The operator console's browser tests (make test) and make console-shots drive Debian's own
+# chromium and chromium-driver through Selenium - never a browser or driver downloaded at run
+# time. Installed with apt-get when missing (as root, or with password-less sudo); quiet, and
+# a no-op once they are there. Where it cannot install, it says so and goes on: only the
+# console's browser tests need them (and fail naming what is missing).
+CHROMIUM_PACKAGES := chromium chromium-driver
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "make setup: no apt-get here; install $(CHROMIUM_PACKAGES) for the console's browser tests" >&2; exit 0; fi; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; else \
+	  echo "make setup: not root and no password-less sudo; run: sudo apt-get install -y $(CHROMIUM_PACKAGES)" >&2; exit 0; fi; \
+	echo "make setup: installing $(CHROMIUM_PACKAGES) (apt-get, for the console's browser tests)"; \
+	log=$$(mktemp); \
+	if $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$$log" 2>&1 && \
+	   $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CHROMIUM_PACKAGES) >>"$$log" 2>&1; then \
+	  rm -f "$$log"; \
+	else echo "make setup: apt-get could not install $(CHROMIUM_PACKAGES) (log: $$log)" >&2; fi
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "leasehold needs Python 3.11 or newer as $(PYTHON)")'
@@ -120,6 +139,11 @@ mutants: setup
 # checked (in-process on moto, ~1 min); writes docs/crash-matrix.md. make test runs a quarter.
 crash-matrix: setup
 	$(BIN)/python scripts/crash_matrix.py
+
+# Screenshots of the operator console (overview, a job's timeline, the replay dialog) on a local
+# stack of its own, in headless Chromium: docs/console/*.png, shown in the README (~1.5 min).
+console-shots: setup
+	$(BIN)/python scripts/console_shots.py
 
 # leasehold new's cookiecutter copies of template.yaml and src/requirements.txt, rewritten from
 # them (tests/integration/test_scaffold.py fails until this has run after either changes).

@@ -42,6 +42,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
             result = client.ops.summary()
         elif command in {"jobs", "list"}:  # one page, as the API answers it (next_cursor)
             query = {"state": args.state, "limit": args.limit, "cursor": args.cursor}
+            query |= {"kind": args.kind, "tenant": args.tenant}
             result = client.call("GET", "/ops/jobs", query=query)
         elif command == "show":
             result = client.ops.show(args.job_id)
@@ -49,6 +50,8 @@ def _cmd_ops(args: argparse.Namespace) -> int:
             result = client.ops.replay(
                 args.job_id, note=args.note, checked_provider=args.checked_provider
             )
+        elif command == "cancel":
+            result = client.ops.cancel(args.job_id, note=args.note)
         else:
             result = client.ops.resolve(
                 args.job_id, args.outcome, note=args.note, receipt=args.receipt
@@ -203,6 +206,8 @@ def add_ops_commands(commands: Any) -> None:
     jobs.add_argument("--state", required=True, help="the job state: dead, unknown, running…")
     jobs.add_argument("--limit", type=int, default=50, help="rows on the page (≤ 100)")
     jobs.add_argument("--cursor", help="the previous page's next_cursor: the page after it")
+    jobs.add_argument("--kind", help="only jobs of this kind")
+    jobs.add_argument("--tenant", help="only this tenant's jobs")
     show = command("show", "one job, whole: view, history, operations, lease holder")
     show.add_argument("job_id")
     replay = command("replay", "a dead, failed or unknown job back to queued")
@@ -213,6 +218,9 @@ def add_ops_commands(commands: Any) -> None:
         action="store_true",
         help="you checked the provider (required to replay an unknown job)",
     )
+    cancel = command("cancel", "cancel any tenant's job (a running one is asked to stop)")
+    cancel.add_argument("job_id")
+    cancel.add_argument("--note", required=True, help="why (recorded in the job's history)")
     resolve = command("resolve", "settle an unknown job")
     resolve.add_argument("job_id")
     resolve.add_argument("--outcome", choices=["succeeded", "failed"], required=True)

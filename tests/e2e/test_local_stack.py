@@ -177,6 +177,20 @@ def test_ops_cli_reads_the_summary_and_redrives_the_dlq(stack: LocalStackProcess
         timeout=60,
     )
     assert bad.returncode == 2 and "409 not_replayable" in bad.stderr
+    # Jobs by tenant, and an operator's cancel with its note in the history
+    assert ops("jobs", "--state", "queued", "--tenant", "other-group")["jobs"] == []
+    assert (
+        ops("jobs", "--state", "queued", "--kind", "synthetic")["jobs"][0]["job_id"]
+        == (answer["job_id"])
+    )
+    cancelled = ops("cancel", answer["job_id"], "--note", "e2e cleanup")
+    assert (cancelled["state"], cancelled["stop_reason"]) == ("cancelled", "cancelled_by_operator")
+    history = ops("show", answer["job_id"])["history"]
+    assert (history[-1]["event"], history[-1]["by"], history[-1]["note"]) == (
+        "cancelled",
+        "ops",
+        "e2e cleanup",
+    )
 
 
 def test_local_up_stops_its_workers_on_sigterm(tmp_path: Path) -> None:

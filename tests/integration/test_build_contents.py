@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +82,30 @@ def test_the_build_is_the_engine_the_applications_and_the_dependencies(
     dist_infos = {f.split("/", 1)[0] for f in files if ".dist-info/" in f}
     for name, version in _requirements().items():
         assert f"{name}-{version}.dist-info" in {d.lower() for d in dist_infos}, name
+
+
+def test_the_api_build_serves_the_console_from_its_own_files(build: Path) -> None:
+    # The console's page, script and style sheet ship inside the package (no CDN): the API
+    # function's build must hold them, byte for byte, and serve them from there
+    from leasehold import console
+
+    shipped = build / "ApiFunction" / "leasehold" / "console" / "static"
+    for name in console.ASSETS:
+        assert (shipped / name).read_text(encoding="utf-8") == console.asset(name), name
+    python = find_python313() or sys.executable
+    # Only the build and the standard library on the path (-I: no site-packages, no env;
+    # -B: no __pycache__ left in the build, which the next test forbids)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from leasehold import console; "
+        "print(console.asset('console.js').__len__())"
+    )
+    served = subprocess.run(
+        [python, "-I", "-B", "-c", probe, str(build / "ApiFunction")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert int(served.stdout) == len(console.asset("console.js") or "")
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTIONS))

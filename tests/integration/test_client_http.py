@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from leasehold import ApiError, Client, JobHandle, WaitTimeout
+from leasehold.client.http import MAX_ANSWER_BYTES
+from tests.support.local_http import Connection, LocalServer
 from tests.support.scripted_api import DROP, Answer, Script, ScriptedApi, Seen, envelope
 
 pytestmark = pytest.mark.integration
@@ -341,6 +343,84 @@ def test_a_handle_reads_waits_and_cancels_its_own_job(api: ScriptedApi) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "act"),
+    [
+        (200, b"<html>sign in to the Wi-Fi</html>", lambda c: c.get("j_1")),
+        (202, b"accepted, probably", lambda c: c.submit("synthetic", {})),
+        (202, b'{"state": "queued"}', lambda c: c.submit("synthetic", {})),
+        (200, b"[1, 2]", lambda c: c.ops.summary()),
+        (200, b"", lambda c: c.cancel("j_1")),
+        (200, b'{"next_cursor": null}', lambda c: list(c.list())),
+        (200, b"<html/>", lambda c: c.wait("j_1", timeout=5)),
+        (200, b"<html/>", lambda c: c.call("GET", "/bookmarks")),
+    ],
+)
+def test_a_success_answer_that_is_not_the_routes_json_is_an_api_error(
+    status: int, body: bytes, act: Any
+) -> None:
+    """A proxy's page or a cut body under a 2xx is `ApiError` `invalid_response`, never a
+    TypeError or KeyError from inside the client."""
+    server = LocalServer(lambda connection: connection.respond(status, body))
+    try:
+        client = Client(f"http://127.0.0.1:{server.port}", user="alice", timeout=2, retries=0)
+        with pytest.raises(ApiError) as raised:
+            act(client)
+        assert raised.value.code == "invalid_response"
+    finally:
+        server.close()
+
+
+def test_an_answer_dripped_byte_by_byte_is_given_up_within_the_timeout() -> None:
+    """Each byte comes well inside the read timeout, the whole body never: the client stops
+    at `timeout` seconds (plus one read), not when the server is done."""
+
+    def drip(connection: Connection) -> None:
+        head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n"
+        connection.send(head.encode())
+        for _ in range(40):
+            if connection.server.stop.is_set():
+                return
+            connection.send(b" ")
+            time.sleep(0.2)
+
+    server = LocalServer(drip)
+    try:
+        client = Client(f"http://127.0.0.1:{server.port}", user="alice", timeout=1, retries=0)
+        started = time.monotonic()
+        with pytest.raises(ApiError.Unreachable) as raised:
+            client.get("j_1")
+        assert time.monotonic() - started < 2.5
+        assert raised.value.sent
+    finally:
+        server.close()
+
+
+def test_an_answer_larger_than_any_the_api_sends_is_refused_not_read_whole() -> None:
+    sent_before_refusal: list[int] = []
+
+    def endless(connection: Connection) -> None:
+        size = 1 << 30
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {size}"
+        connection.send((head + "\r\n\r\n").encode())
+        chunk = b" " * (1 << 20)
+        try:
+            for _ in range(size >> 20):
+                connection.send(chunk)
+        except OSError:  # the client closed the connection
+            sent_before_refusal.append(connection.sent)
+
+    server = LocalServer(endless)
+    try:
+        client = Client(f"http://127.0.0.1:{server.port}", user="alice", timeout=5, retries=0)
+        with pytest.raises(ApiError) as raised:
+            client.request("GET", "/jobs/j_1")
+        assert raised.value.code == "invalid_response"
+    finally:
+        server.close()
+    assert sent_before_refusal and sent_before_refusal[0] < 64 * MAX_ANSWER_BYTES
+
+
 # ----------------------------------------------------------------------- pages and acts
 
 
@@ -366,18 +446,55 @@ def test_list_iterates_every_page_following_the_cursor(api: ScriptedApi) -> None
     assert {seen.query["limit"][0] for seen in api.seen} == {"3"}
 
 
-def test_ops_jobs_pages_and_filters_kind_and_tenant_itself(api: ScriptedApi) -> None:
-    rows = [
-        {"job_id": "j_1", "kind": "title", "tenant": "a"},
-        {"job_id": "j_2", "kind": "synthetic", "tenant": "a"},
-        {"job_id": "j_3", "kind": "title", "tenant": "b"},
-        {"job_id": "j_4", "kind": "title", "tenant": "a"},
+@pytest.mark.parametrize("cursors", [["same"], ["a", "b", "a"]])
+def test_a_cursor_that_comes_back_ends_the_listing_instead_of_looping(
+    api: ScriptedApi, cursors: list[str]
+) -> None:
+    """A server that answers a cursor already followed would page for ever: the iterator
+    raises `invalid_response` after the rows it had, one request per distinct cursor."""
+    answers = [
+        (200, {}, {"jobs": [{"job_id": f"j_{n}"}], "next_cursor": c}) for n, c in enumerate(cursors)
     ]
+    api.answers = list(answers)
+    client, _ = _client(api)
+    listed: list[str] = []
+    with pytest.raises(ApiError) as raised:
+        for row in client.list():
+            listed.append(row["job_id"])
+    assert raised.value.code == "invalid_response"
+    assert len(api.seen) == len(set(cursors)) + 1  # the last answer repeats
+    assert listed == [f"j_{min(n, len(cursors) - 1)}" for n in range(len(api.seen))]
+
+
+def test_ops_jobs_pages_and_asks_the_api_for_kind_and_tenant(api: ScriptedApi) -> None:
+    # The API filters by kind and tenant (GET /ops/jobs?kind=&tenant=): the client passes them
+    # on every page and yields what the pages hold
+    rows = [{"job_id": f"j_{n}", "kind": "title", "tenant": "a"} for n in range(3)]
     api.script = _paged(rows, 2)
     client, _ = _client(api)
     found = client.ops.jobs("dead", kind="title", tenant="a")
-    assert [row["job_id"] for row in found] == ["j_1", "j_4"]
-    assert api.seen[0].path == "/ops/jobs" and api.seen[0].query["state"] == ["dead"]
+    assert [row["job_id"] for row in found] == ["j_0", "j_1", "j_2"]
+    assert [seen.path for seen in api.seen] == ["/ops/jobs", "/ops/jobs"]
+    for seen in api.seen:
+        assert (seen.query["state"], seen.query["kind"], seen.query["tenant"]) == (
+            ["dead"],
+            ["title"],
+            ["a"],
+        )
+    client.ops.jobs("dead").__next__()
+    assert "kind" not in api.seen[-1].query and "tenant" not in api.seen[-1].query
+
+
+def test_ops_cancel_and_redrive_send_their_notes(api: ScriptedApi) -> None:
+    api.script = lambda seen: (202, {}, {**VIEW, "state": "cancelled"})
+    client, _ = _client(api)
+    assert client.ops.cancel("j_1", note="asked")["state"] == "cancelled"
+    api.script = lambda seen: (200, {}, {"redrive": "done", "moved": 2, "dead_letter_after": 0})
+    assert client.ops.redrive(note="fixed", max_messages=5)["moved"] == 2
+    assert [(s.method, s.path, s.body) for s in api.seen] == [
+        ("POST", "/ops/jobs/j_1/cancel", {"note": "asked"}),
+        ("POST", "/ops/dlq/redrive", {"note": "fixed", "max": 5}),
+    ]
 
 
 def test_approve_reads_the_version_when_not_given_and_sends_the_decision(

@@ -312,3 +312,26 @@ def test_a_session_beside_others_files_leaves_their_directory_alone(
     _sign_in(pool, shared / "session.json")
     assert stat.S_IMODE(shared.stat().st_mode) == 0o755  # not ours to change
     assert stat.S_IMODE((shared / "session.json").stat().st_mode) == 0o600
+
+
+def test_a_session_saved_in_a_shared_directory_never_writes_through_a_planted_link(
+    pool: dict[str, Any], tmp_path: Path
+) -> None:
+    """In a directory others can write (LEASEHOLD_SESSION=/tmp/s.json), someone may plant a
+    symlink where the session's temporary file will be: the tokens must not go through it."""
+    import os
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("")
+    theirs.chmod(0o666)
+    for pid in range(os.getpid() - 5, os.getpid() + 5):  # every name the old code could pick
+        (shared / f".session.json.{pid}.tmp").symlink_to(theirs)
+    session = _sign_in(pool, shared / "session.json")
+    assert theirs.read_text() == ""  # nothing went through the link
+    assert stat.S_IMODE(theirs.stat().st_mode) == 0o666  # nor was it chmod-ed
+    assert not (shared / "session.json").is_symlink()
+    assert stat.S_IMODE((shared / "session.json").stat().st_mode) == 0o600
+    assert LoginSession.load(shared / "session.json") == session

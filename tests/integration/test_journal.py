@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,6 +86,36 @@ def test_a_damaged_record_before_the_last_segment_stops_the_start(tmp_path: Path
     (tmp_path / "journal-99999999.log").write_bytes(b"")  # a later segment exists
     with pytest.raises(JournalError, match="damaged"):
         Journal(tmp_path).load()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text.replace(b"value-7", b"valuE-7", 1),  # still JSON: a wrong item
+        lambda text: text.replace(b'{"v"', b'{v"', 1),  # no longer JSON
+        lambda text: text[:-20],  # cut short
+    ],
+)
+def test_a_damaged_snapshot_line_stops_the_start_naming_it(tmp_path: Path, damage: Any) -> None:
+    """A snapshot is fsynced and renamed into place whole, so a line that does not check out
+    was damaged afterwards: the start stops, naming the file and line, and never serves it."""
+    journal = _open(tmp_path)
+    for n in range(10):
+        journal.wait_durable(_put(journal, f"k{n}", f"value-{n}"))
+    journal.close()  # a clean stop: the state is in the snapshot alone
+    snapshot = tmp_path / SNAPSHOT
+    assert b"value-7" in snapshot.read_bytes()
+    snapshot.write_bytes(damage(snapshot.read_bytes()))
+    with pytest.raises(JournalError, match=r"snapshot.jsonl, line \d+, is damaged"):
+        Journal(tmp_path).load()
+
+
+def test_a_snapshot_of_format_1_is_still_read(tmp_path: Path) -> None:
+    (tmp_path / SNAPSHOT).write_text(
+        '{"format": 1, "journal_from": 3, "entries": 1}\n'
+        'dynamodb\x1fJobsTable\x1fk1\x1f{"v": "one"}\n'
+    )
+    assert _reopened(tmp_path) == {("dynamodb", "JobsTable", "k1"): '{"v": "one"}'}
 
 
 def test_compaction_keeps_the_journal_bounded_and_loses_nothing(tmp_path: Path) -> None:

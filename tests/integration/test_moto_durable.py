@@ -166,6 +166,49 @@ def test_every_write_comes_back_after_a_restart_with_every_attribute_type(serve:
     assert _scan(third.endpoint, third.tables["JobsTable"]) == before
 
 
+def test_an_item_near_the_size_limit_in_binary_comes_back_and_can_still_be_updated(
+    serve: Any,
+) -> None:
+    """moto counts a binary value by its bytes; the image holds it as base64 text, a third
+    larger. An item of 390 KiB of binary that moto accepted must not stop the next start."""
+    big = bytes(range(256)) * (390 * 4)  # 390 KiB
+    item = {**_key("big"), "blob": {"B": big}, "m": {"M": {"l": {"L": [{"B": b"\x00\xff"}]}}}}
+    first = serve()
+    client("dynamodb", first.endpoint).put_item(TableName=first.tables["JobsTable"], Item=item)
+    again = serve()
+    dynamodb = client("dynamodb", again.endpoint)
+    table = again.tables["JobsTable"]
+    assert again.restored["items"] == 1
+    assert dynamodb.get_item(TableName=table, Key=_key("big"), ConsistentRead=True)["Item"] == item
+    dynamodb.update_item(  # as moto would have allowed before the restart
+        TableName=table,
+        Key=_key("big"),
+        UpdateExpression="SET n = :n",
+        ExpressionAttributeValues={":n": {"S": "x" * 1000}},
+    )
+
+
+def test_a_delete_in_a_bucket_made_versioned_is_journaled_not_a_journal_failure(
+    serve: Any,
+) -> None:
+    """A client may turn versioning on: a delete then leaves a delete marker, which is the
+    object's absence — not an image that cannot be read, failing every later write."""
+    first = serve()
+    s3 = client("s3", first.endpoint)
+    bucket = first.buckets["DocumentsBucket"]
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket=bucket, Key="gone", Body=b"1")
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"1")
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"2")
+    s3.delete_object(Bucket=bucket, Key="gone")
+    assert first.journal.failure is None
+    again = serve()
+    s3 = client("s3", again.endpoint)
+    bucket = again.buckets["DocumentsBucket"]
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["kept"]
+    assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == b"2"
+
+
 def test_documents_come_back_after_a_restart(serve: Any) -> None:
     first = serve()
     s3 = client("s3", first.endpoint)
@@ -185,6 +228,74 @@ def test_documents_come_back_after_a_restart(serve: Any) -> None:
     kept = s3.get_object(Bucket=bucket, Key="tenants/t/documents/a.txt")
     assert kept["Body"].read() == b"alpha"
     assert (kept["ContentType"], kept["Metadata"]) == ("text/plain", {"owner": "alice"})
+
+
+def test_a_document_key_with_control_characters_comes_back_and_breaks_nothing(
+    serve: Any,
+) -> None:
+    """An S3 key may hold any character, the journal's own separators (RS, US) included: the
+    record keeps it whole, the records after it too, through a replay and a snapshot."""
+    keys = ["rs\x1ekey", "us\x1fkey", "tab\tkey", '"quoted"', '"half', "plain"]
+    first = serve()
+    s3 = client("s3", first.endpoint)
+    for name in keys:
+        s3.put_object(Bucket=first.buckets["DocumentsBucket"], Key=name, Body=name.encode())
+    for replay_or_snapshot in ("replayed", "snapshot"):
+        again = serve()
+        s3 = client("s3", again.endpoint)
+        bucket = again.buckets["DocumentsBucket"]
+        listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+        assert listed == sorted(keys), replay_or_snapshot
+        assert s3.get_object(Bucket=bucket, Key="rs\x1ekey")["Body"].read() == b"rs\x1ekey"
+        again.journal.close()  # the next start reads a snapshot alone
+
+
+def test_a_document_written_however_it_is_signed_or_addressed_comes_back(serve: Any) -> None:
+    """moto acknowledges an object write presigned (a query, no Authorization header), as a
+    form POST, unsigned, or to a virtual host `bucket.localhost`: each is journaled too."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    served = serve()
+    bucket = served.buckets["DocumentsBucket"]
+    s3 = client("s3", served.endpoint)
+    where = urlsplit(served.endpoint)
+
+    def send(method: str, url: str, body: bytes, headers: dict[str, str] | None = None) -> int:
+        target = urlsplit(url)
+        connection = http.client.HTTPConnection(where.hostname or "", where.port)
+        path = target.path + (f"?{target.query}" if target.query else "")
+        connection.request(method, path, body=body, headers=headers or {})
+        status = connection.getresponse().status
+        connection.close()
+        return status
+
+    presigned = s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "pre"})
+    assert send("PUT", presigned, b"presigned") == 200
+    form = s3.generate_presigned_post(bucket, "form")
+    boundary = "leasehold-boundary"
+    parts = [*form["fields"].items(), ("file", "posted")]
+    body = (
+        "".join(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"'
+            + ('; filename="form"' if name == "file" else "")
+            + f"\r\n\r\n{value}\r\n"
+            for name, value in parts
+        )
+        + f"--{boundary}--\r\n"
+    )
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    assert send("POST", form["url"], body.encode(), headers) in {200, 204}
+    assert send("PUT", f"{served.endpoint}/{bucket}/unsigned", b"unsigned") == 200
+    virtual = {"Host": f"{bucket}.localhost:{where.port}"}
+    assert send("PUT", f"{served.endpoint}/virtual", b"virtual", virtual) == 200
+    written = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert written == ["form", "pre", "unsigned", "virtual"]
+    again = serve()
+    s3 = client("s3", again.endpoint)
+    bucket = again.buckets["DocumentsBucket"]
+    assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]) == written
+    assert s3.get_object(Bucket=bucket, Key="form")["Body"].read() == b"posted"
 
 
 def test_a_journal_that_cannot_sync_answers_503_from_then_on(
@@ -270,3 +381,22 @@ def test_nobody_reads_a_write_before_it_is_on_disk(
     writer.join(timeout=10)
     reader.join(timeout=10)
     assert answers["get"]["Item"]["state"] == {"S": "queued"}
+
+
+def test_an_entry_moto_refuses_at_restore_is_named_not_an_html_page(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leasehold_dev.local import moto_durable
+    from leasehold_dev.local.stack import StackError
+
+    first = serve()
+    client("dynamodb", first.endpoint).put_item(
+        TableName=first.tables["JobsTable"], Item={**_key("j"), "v": {"S": "x"}}
+    )
+
+    def refused(value: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError("an attribute moto cannot take")
+
+    monkeypatch.setattr(moto_durable, "_binary_as_bytes", refused)
+    with pytest.raises(StackError, match=r"could not be loaded \(ValueError\('an attribute"):
+        serve()

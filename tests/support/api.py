@@ -15,7 +15,13 @@ from leasehold_dev.local.invoke import LocalContext
 from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import clients, create_queues, create_table, template_environment
 
-SAMPLE_IDS = ("j_000000000000example", "b_019d2a7f3c00a1b2c3d4e5", "s_019d2a7f3c00a1b2c3d4e5")
+SAMPLE_IDS = (
+    "j_000000000000example",
+    "b_019d2a7f3c00a1b2c3d4e5",
+    "s_019d2a7f3c00a1b2c3d4e5",
+    "console.js",
+)
+"""The ids (and the console asset name) the sample events' paths carry: `path_id` replaces them."""
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 

@@ -74,7 +74,8 @@ def test_every_operation_has_a_request_and_a_response_example() -> None:
         success = next(code for code in responses if code.startswith("2"))
         content = _resolve(responses[success]).get("content")
         if content is not None:  # 204 has no body to show
-            assert content["application/json"].get("examples"), (method, path)
+            for media_type, media in content.items():  # JSON, or the console's HTML/JS/CSS
+                assert media.get("examples"), (method, path, media_type)
         body = operation.get("requestBody")
         if body is not None:
             assert body["content"]["application/json"].get("examples"), (method, path)

@@ -33,7 +33,8 @@ class ApiError(Exception):
     as received. Catch a subclass for one status: `ApiError.InvalidInput` (400),
     `ApiError.Unauthenticated` (401), `ApiError.Forbidden` (403), `ApiError.NotFound` (404),
     `ApiError.Conflict` (409), `ApiError.Unavailable` (503, with `retry_after`),
-    `ApiError.Unreachable` (no answer); any other status is an `ApiError` itself."""
+    `ApiError.Unreachable` (no answer); any other status is an `ApiError` itself, and so is
+    a success answer that is not the JSON its route promises (code `invalid_response`)."""
 
     InvalidInput: ClassVar[type[InvalidInput]]
     Unauthenticated: ClassVar[type[Unauthenticated]]

@@ -40,6 +40,9 @@ RETRIED_STATUSES = frozenset({429, 503})
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 5.0
 USER_AGENT = "leasehold-client/1"
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The largest answer read (API Gateway's own limit is 10 MB): a longer one is an ApiError."""
+READ_CHUNK_BYTES = 64 * 1024
 
 TokenSource = Callable[[], str]
 """A function that answers a current bearer token (a login session refreshes it)."""
@@ -95,9 +98,10 @@ class JobHandle:
 class Client:
     """The leasehold HTTP API. Locally `Client(url, user="alice")` acts as one of the local
     gateway's demo users (`X-Demo-User`); deployed, `Client(url, token=id_token)` (or
-    `Client.from_login()`) sends `Authorization: Bearer`. `timeout` bounds connecting and
-    each read, in seconds; `retries` bounds the repeats of one request (module docstring).
-    Thread-safe: one client may serve many threads (urllib3's pool is)."""
+    `Client.from_login()`) sends `Authorization: Bearer`. `timeout` bounds connecting, the
+    wait for an answer and the reading of its body, each, in seconds; `retries` bounds the
+    repeats of one request (module docstring). Thread-safe: one client may serve many
+    threads (urllib3's pool is)."""
 
     def __init__(
         self,
@@ -238,7 +242,9 @@ class Client:
                 timeout=timeout,
                 retries=False,
                 redirect=False,
+                preload_content=False,
             )
+            raw = self._read_answer(answer)
         except (NewConnectionError, ConnectTimeoutError) as exc:
             raise Unreachable(f"cannot connect to {self.base_url}: {exc}", sent=False) from exc
         except urllib3.exceptions.HTTPError as exc:
@@ -247,12 +253,35 @@ class Client:
                 "reached it",
                 sent=True,
             ) from exc
-        raw = answer.data or b""
         try:
             parsed = json.loads(raw) if raw else None
         except ValueError:
             parsed = None
         return Reply(answer.status, dict(answer.headers.items()), parsed, raw)
+
+    def _read_answer(self, answer: urllib3.BaseHTTPResponse) -> bytes:
+        """The body, whole, read within `timeout` seconds and at most MAX_ANSWER_BYTES long: a
+        server that drips its answer or sends no end to it is refused, not waited for."""
+        deadline = time.monotonic() + self.timeout
+        body = bytearray()
+        complete = False
+        try:
+            while chunk := answer.read1(READ_CHUNK_BYTES):
+                body += chunk
+                if len(body) > MAX_ANSWER_BYTES:
+                    raise _invalid(answer.status, bytes(body[:200]), "is too large to read")
+                if time.monotonic() > deadline:
+                    raise Unreachable(
+                        f"the answer from {self.base_url} took more than {self.timeout:g} s to "
+                        "arrive; the request may have reached it",
+                        sent=True,
+                    )
+            complete = True
+        finally:
+            if not complete:  # the rest of it is never read: the connection cannot be reused
+                answer.close()
+            answer.release_conn()
+        return bytes(body)
 
     def _backoff(self, attempt: int) -> float:
         """Full jitter: uniform in [0, min(cap, base · 2^attempt)]."""
@@ -282,13 +311,23 @@ class Client:
         error = reply.error()
         if error is not None:
             raise error
+        if reply.raw.strip() and reply.body is None:
+            raise _invalid(reply.status, reply.raw, "is not JSON")
         return reply.body
+
+    def _object(self, method: str, path: str, body: Any = None, **options: Any) -> dict[str, Any]:
+        """`call` for a route that answers a JSON object: `ApiError` `invalid_response` when
+        the answer is anything else (a proxy's page, an empty body, a list)."""
+        answer = self.call(method, path, body, **options)
+        if not isinstance(answer, dict):
+            raise _invalid(200, json.dumps(answer).encode(), "is not a JSON object")
+        return answer
 
     # ------------------------------------------------------------------ jobs
 
     def health(self) -> dict[str, Any]:
         """`GET /health`: `{"status": "ok"}` when the API function answers."""
-        return dict(self.call("GET", "/health"))
+        return self._object("GET", "/health")
 
     def submit(
         self,
@@ -320,13 +359,15 @@ class Client:
         if max_attempts is not None:
             request["max_attempts"] = max_attempts
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
-        accepted = self.call("POST", "/jobs", request, headers=headers)
+        accepted = self._object("POST", "/jobs", request, headers=headers)
+        if not isinstance(accepted.get("job_id"), str):
+            raise _invalid(202, json.dumps(accepted).encode(), "names no job_id")
         return JobHandle(self, str(accepted["job_id"]), str(accepted.get("state", "queued")))
 
     def get(self, job_id: str) -> dict[str, Any]:
         """One of the caller's jobs (`GET /jobs/{job_id}`); `ApiError.NotFound` when it is
         unknown or not the caller's."""
-        return dict(self.call("GET", f"/jobs/{_segment(job_id)}"))
+        return self._object("GET", f"/jobs/{_segment(job_id)}")
 
     def wait(
         self,
@@ -356,6 +397,8 @@ class Client:
                 last_error = exc
             else:
                 error = reply.error()
+                if error is None and not isinstance(reply.body, dict):
+                    raise _invalid(reply.status, reply.raw, "is not a JSON object")
                 if error is None:
                     view = dict(reply.body)
                     if view.get("state") in SETTLED_STATES:
@@ -375,9 +418,7 @@ class Client:
         """Cancel one of the caller's jobs (`POST /jobs/{job_id}/cancel`): queued or waiting
         for approval it is cancelled at once, running it stops before its next step; the view
         the API answers. `ApiError.Conflict` when the job already ended."""
-        return dict(
-            self.call("POST", f"/jobs/{_segment(job_id)}/cancel", repeat_safe=True),
-        )
+        return self._object("POST", f"/jobs/{_segment(job_id)}/cancel", repeat_safe=True)
 
     def approve(self, job_id: str, version: int | None = None) -> dict[str, Any]:
         """Approve a job waiting for approval (`POST /jobs/{job_id}/approval`): it resumes at
@@ -395,7 +436,7 @@ class Client:
         if version is None:
             version = int(self.get(job_id)["version"])
         body = {"decision": decision, "version": version}
-        return dict(self.call("POST", f"/jobs/{_segment(job_id)}/approval", body, repeat_safe=True))
+        return self._object("POST", f"/jobs/{_segment(job_id)}/approval", body, repeat_safe=True)
 
     def list(
         self, *, state: str | None = None, page_size: int | None = None
@@ -417,7 +458,7 @@ class Ops:
     def summary(self) -> dict[str, Any]:
         """`GET /ops/summary`: counts by state, queue depths (`sqs.dead_letter` is the DLQ's),
         the oldest queued job, retry and budget totals."""
-        return dict(self._client.call("GET", "/ops/summary"))
+        return self._client._object("GET", "/ops/summary")
 
     def jobs(
         self,
@@ -427,18 +468,15 @@ class Ops:
         tenant: str | None = None,
         page_size: int | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Every tenant's jobs in `state`, oldest first (`GET /ops/jobs`), every page as the
-        iterator is consumed. The API filters by state; `kind` and `tenant` are filtered here,
-        from each row's own fields."""
-        for row in _pages(self._client, "/ops/jobs", {"state": state, "limit": page_size}):
-            if (kind is None or row.get("kind") == kind) and (
-                tenant is None or row.get("tenant") == tenant
-            ):
-                yield row
+        """Every tenant's jobs in `state`, oldest first (`GET /ops/jobs`), of one `kind`
+        and/or one `tenant` when given (the API filters them), every page as the iterator is
+        consumed."""
+        query = {"state": state, "kind": kind, "tenant": tenant, "limit": page_size}
+        yield from _pages(self._client, "/ops/jobs", query)
 
     def show(self, job_id: str) -> dict[str, Any]:
         """`GET /ops/jobs/{job_id}`: one job, whole — view, owner, history, operations, lease."""
-        return dict(self._client.call("GET", f"/ops/jobs/{_segment(job_id)}"))
+        return self._client._object("GET", f"/ops/jobs/{_segment(job_id)}")
 
     def replay(
         self, job_id: str, *, note: str | None = None, checked_provider: bool = False
@@ -452,7 +490,7 @@ class Ops:
         if checked_provider:
             body["checked_provider"] = True
         path = f"/ops/jobs/{_segment(job_id)}/replay"
-        return dict(self._client.call("POST", path, body, repeat_safe=True))
+        return self._client._object("POST", path, body, repeat_safe=True)
 
     def resolve(
         self,
@@ -468,12 +506,26 @@ class Ops:
         if receipt is not None:
             body["receipt"] = receipt
         path = f"/ops/jobs/{_segment(job_id)}/resolve"
-        return dict(self._client.call("POST", path, body, repeat_safe=True))
+        return self._client._object("POST", path, body, repeat_safe=True)
+
+    def cancel(self, job_id: str, *, note: str) -> dict[str, Any]:
+        """An operator's cancel of any tenant's job (`POST /ops/jobs/{job_id}/cancel`): queued
+        or waiting for approval, it is cancelled at once; running, it is asked to stop.
+        `ApiError.Conflict` (`not_cancellable`) once it has finished."""
+        path = f"/ops/jobs/{_segment(job_id)}/cancel"
+        return dict(self._client.call("POST", path, {"note": note}))
 
     def dead_letters(self) -> int:
-        """How many wake-ups wait in the dead-letter queue (the summary's `sqs.dead_letter`).
-        The redrive itself talks to SQS, not the API: `leasehold ops redrive`."""
+        """How many wake-ups wait in the dead-letter queue (the summary's `sqs.dead_letter`)."""
         return int(self.summary()["sqs"]["dead_letter"])
+
+    def redrive(self, *, note: str, max_messages: int = 100) -> dict[str, Any]:
+        """Move up to `max_messages` (≤ 100) dead letters back to the work queue (`POST
+        /ops/dlq/redrive`): each moved job's history names the operator; a message that cannot
+        wake a job is set aside in the table. The report's `dead_letter_after` > 0: call again.
+        Repeating it is safe: it moves only what is still in the DLQ."""
+        body = {"note": note, "max": max_messages}
+        return dict(self._client.call("POST", "/ops/dlq/redrive", body, repeat_safe=True))
 
 
 class Schedules:
@@ -539,9 +591,22 @@ def _pages(
     client: Client, path: str, query: dict[str, Any], items: str = "jobs"
 ) -> Iterator[dict[str, Any]]:
     cursor: str | None = None
+    followed: set[str] = set()
     while True:
-        page = client.call("GET", path, query={**query, "cursor": cursor})
+        page = client._object("GET", path, query={**query, "cursor": cursor})
+        if not isinstance(page.get(items), list):
+            raise _invalid(200, json.dumps(page).encode(), f"has no list of {items}")
         yield from page[items]
         cursor = page.get("next_cursor")
         if not cursor:
             return
+        if cursor in followed:  # the same pages again, for ever: stop rather than loop
+            raise _invalid(200, str(cursor).encode(), "repeats a cursor already followed")
+        followed.add(str(cursor))
+
+
+def _invalid(status: int, raw: bytes, what: str) -> ApiError:
+    """A success answer that is not what the route promises (a proxy's login page, a cut
+    body): nothing the caller can use, so an error rather than a TypeError later."""
+    shown = raw[:200].decode(errors="replace").strip()
+    return ApiError(status, "invalid_response", f"the answer {what}: {shown!r}")

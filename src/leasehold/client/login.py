@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -227,14 +228,15 @@ class LoginSession:
             directory.mkdir(mode=0o700, parents=True)  # left alone: the file is 0600 anyway)
             directory.chmod(0o700)
         kept = {name: getattr(self, name) for name in SESSION_FIELDS}
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # A new file of a name nobody could guess (O_EXCL, 0600): in a directory others may
+        # write, a fixed name could be a link they planted, and the tokens would go through it.
+        descriptor, name = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.")
+        temporary = Path(name)
         try:
             with os.fdopen(descriptor, "w", encoding="utf-8") as out:
                 json.dump(kept, out)
                 out.flush()
                 os.fsync(out.fileno())
-            os.chmod(temporary, 0o600)
             os.replace(temporary, self.path)
         except BaseException:
             temporary.unlink(missing_ok=True)

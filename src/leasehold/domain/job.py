@@ -139,6 +139,8 @@ class Job:
     resolution: dict[str, Any] | None = None
     """How an operator settled an `unknown` job: outcome, by, at, note, receipt?, operation_id?"""
     last_dispatch_at: int | None = None
+    claimed_at: int | None = None
+    """When the current (or last) attempt was claimed: its start on the operator's timeline."""
 
 
 def _positive_int(value: Any, name: str, *, low: int, high: int) -> int:

@@ -63,6 +63,7 @@ class StopReason(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     HANDLER_ERROR = "handler_error"
     CANCELLED_BY_USER = "cancelled_by_user"
+    CANCELLED_BY_OPERATOR = "cancelled_by_operator"
     APPROVAL_REJECTED = "approval_rejected"
     ATTEMPTS_EXHAUSTED = "attempts_exhausted"
     DEADLINE_EXCEEDED = "deadline_exceeded"

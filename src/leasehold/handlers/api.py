@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from leasehold import console
 from leasehold.domain.errors import (
     ConflictError,
     ForbiddenError,
@@ -239,7 +240,16 @@ def ops_summary() -> Response:
 @app.get("/ops/jobs")
 def ops_jobs() -> Response:
     operator()
-    return _json(200, ops().jobs(_query("state"), _query("limit"), _query("cursor")))
+    return _json(
+        200,
+        ops().jobs(
+            _query("state"),
+            _query("limit"),
+            _query("cursor"),
+            kind=_query("kind"),
+            tenant=_query("tenant"),
+        ),
+    )
 
 
 @app.get("/ops/jobs/<job_id>")
@@ -258,6 +268,36 @@ def ops_replay(job_id: str) -> Response:
 def ops_resolve(job_id: str) -> Response:
     who = operator()
     return _json(200, ops().resolve(job_id, who, json_body()))
+
+
+@app.post("/ops/jobs/<job_id>/cancel")
+def ops_cancel(job_id: str) -> Response:
+    who = operator()
+    return _json(202, ops().cancel(job_id, who, json_body()))
+
+
+@app.post("/ops/dlq/redrive")
+def ops_redrive() -> Response:
+    who = operator()
+    return _json(200, ops().redrive(who, json_body()))
+
+
+def _console_asset(name: str) -> Response:
+    text = console.asset(name)
+    if text is None:
+        return _envelope(404, "not_found", "no such console asset")
+    return Response(status_code=200, body=text, headers=console.headers(name))
+
+
+@app.get("/console")
+def console_page() -> Response:
+    """The console's shell: no identity needed, no data in it (leasehold.console)."""
+    return _console_asset(console.PAGE)
+
+
+@app.get("/console/<asset>")
+def console_file(asset: str) -> Response:
+    return _console_asset(asset)
 
 
 _MOUNTED: list[Routes] = []

@@ -1,7 +1,9 @@
-"""The operator's view and actions: summary, jobs by state, replay, resolve, DLQ redrive."""
+"""The operator's view and actions: summary, jobs by state, replay, resolve, cancel, DLQ
+redrive — everything the `/ops` API (and so the console) can see or do."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -11,14 +13,26 @@ from leasehold.domain.errors import JobNotFoundError, ValidationError
 from leasehold.domain.job import Owner
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.jobs import parse_limit, parse_state_filter
+from leasehold.service.redrive import DeadLetterService, SetAside
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import Kinds, job_view, operator_view, ops_row
 from leasehold.store import Stores
 from leasehold.store.queue import WakeupQueue
+from leasehold.store.set_aside import SetAsideStore
 
 logger = Logger(service="leasehold", child=True)
 
 MAX_NOTE = 500
+MAX_REDRIVE = 100
+"""The most dead letters one `POST /ops/dlq/redrive` handles: a request must end well inside
+API Gateway's 30 s; the answer says how many are left, and the operator asks again."""
+HOUR_MS = 3_600_000
+BUCKET_MS = 300_000
+CHART_SERIES = ("retries", "dead", "failed", "unknown", "succeeded", "cancelled", "operator")
+"""What the last hour's chart counts, from history entries: `retries` (an attempt that ended in a
+retry), the states attempts ended in, and `operator` (replays, resolves, cancels, redrives)."""
+_OPERATOR_EVENTS = frozenset({"replayed", "resolved", "cancel_requested", "redriven"})
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
 def _note(body: dict[str, Any], *, required: bool) -> str:
@@ -40,6 +54,49 @@ def _oldest(job: Any, now: int) -> dict[str, Any]:
         "last_error": job.error,
         "next_attempt_at": iso(job.next_attempt_at),
     }
+
+
+def _filter(value: str | None, name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not _NAME.fullmatch(value):
+        raise ValidationError(f"'{name}' must be 1 to 100 of A-Za-z0-9_.:-")
+    return value
+
+
+def _series_of(entry: dict[str, Any]) -> str | None:
+    """The chart series a stored history entry counts in (None: one the chart does not show)."""
+    event = entry.get("ev")
+    if event in _OPERATOR_EVENTS or entry.get("r") == StopReason.CANCELLED_BY_OPERATOR.value:
+        return "operator"
+    if event == "retry":
+        return "retries"
+    state = entry.get("s")
+    if state in ("dead", "failed", "unknown", "succeeded", "cancelled"):
+        return str(state)
+    return None
+
+
+def last_hour(jobs: list[Any], now: int) -> dict[str, Any]:
+    """Twelve 5-minute buckets of what happened in the last hour, counted from the history of
+    `jobs` (each job once): oldest bucket first."""
+    start = now - HOUR_MS
+    counts = [dict.fromkeys(CHART_SERIES, 0) for _ in range(HOUR_MS // BUCKET_MS)]
+    seen: set[str] = set()
+    for job in jobs:
+        if job.job_id in seen:
+            continue
+        seen.add(job.job_id)
+        for entry in job.history:
+            at = entry.get("t")
+            series = _series_of(entry)
+            if series is None or not isinstance(at, int) or not start <= at < now:
+                continue
+            counts[(at - start) // BUCKET_MS][series] += 1
+    buckets = [
+        {"start": iso(start + index * BUCKET_MS), **bucket} for index, bucket in enumerate(counts)
+    ]
+    return {"bucket_seconds": BUCKET_MS // 1000, "series": list(CHART_SERIES), "buckets": buckets}
 
 
 class OpsService:
@@ -73,7 +130,13 @@ class OpsService:
             oldest_by_kind.setdefault(job.kind, _oldest(job, now))
         failed, _ = self._store.list_by_state(JobState.FAILED, limit=100)
         recent: list[Any] = []
-        for state in (JobState.QUEUED, JobState.RUNNING, JobState.DEAD, JobState.UNKNOWN):
+        for state in (
+            JobState.QUEUED,
+            JobState.RUNNING,
+            JobState.WAITING_APPROVAL,
+            JobState.DEAD,
+            JobState.UNKNOWN,
+        ):
             jobs, _ = self._store.list_by_state(state, limit=100)
             recent.extend(jobs)
         stats = self._queue.stats()
@@ -105,14 +168,34 @@ class OpsService:
                 "scope": "retries over the first 100 jobs of each non-succeeded state; "
                 "budget exhaustion over the first 100 failed jobs",
             },
+            "last_hour": {
+                **last_hour(recent + failed, now),
+                "scope": "history entries of the first 100 jobs of each state the state index "
+                "holds (queued, running, waiting_approval, failed, dead, unknown): succeeded and "
+                "cancelled jobs leave the index, so their outcomes are counted only while a job "
+                "of theirs is still listed; CloudWatch's JobsSucceeded counts them all",
+            },
         }
 
-    def jobs(self, state: str | None, limit: str | None, cursor: str | None) -> dict[str, Any]:
+    def jobs(
+        self,
+        state: str | None,
+        limit: str | None,
+        cursor: str | None,
+        *,
+        kind: str | None = None,
+        tenant: str | None = None,
+    ) -> dict[str, Any]:
+        """Jobs in one state, oldest first, optionally of one kind and/or one tenant."""
         parsed = parse_state_filter(state)
         if parsed is None:
             raise ValidationError("'state' is required: /ops/jobs?state=dead")
         jobs, next_cursor = self._store.list_by_state(
-            parsed, limit=parse_limit(limit, 50), cursor=cursor
+            parsed,
+            limit=parse_limit(limit, 50),
+            cursor=cursor,
+            kind=_filter(kind, "kind"),
+            tenant=_filter(tenant, "tenant"),
         )
         now = self._clock.now_ms()
         return {
@@ -186,3 +269,54 @@ class OpsService:
             },
         )
         return job_view(job, self._kinds)
+
+    def cancel(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
+        """Body `{"note"}`: an operator's cancel of any tenant's job, recorded with who and why."""
+        if not isinstance(body, dict) or set(body) - {"note"}:
+            raise ValidationError('the body must be {"note": ...}')
+        note = _note(body, required=True)
+        job = self._stores.operator.cancel(
+            job_id, operator=operator.user_id, note=note, now=self._clock.now_ms()
+        )
+        self._telemetry.count(
+            "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
+        )
+        logger.info(
+            "operator cancel",
+            extra={"job_id": job_id, "operator": operator.user_id, "note": note},
+        )
+        return job_view(job, self._kinds)
+
+    def redrive(self, operator: Owner, body: Any) -> dict[str, Any]:
+        """Body `{"note", "max"?}`: move up to `max` (≤ MAX_REDRIVE) dead letters back to the work
+        queue, one by one, each moved job's history naming the operator; a poison message is
+        kept in the table (SetAsideStore) before it leaves the DLQ. The answer is the redrive's
+        report and the DLQ's depth after it."""
+        if not isinstance(body, dict) or set(body) - {"note", "max"}:
+            raise ValidationError('the body must be {"note": ..., "max"?: ...}')
+        note = _note(body, required=True)
+        most = body.get("max", MAX_REDRIVE)
+        if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= MAX_REDRIVE:
+            raise ValidationError(f"'max' must be an integer from 1 to {MAX_REDRIVE}")
+        kept = SetAsideStore(self._stores.table)
+
+        def set_aside(poison: SetAside) -> None:
+            kept.keep(
+                message_id=poison.message_id,
+                reason=poison.reason,
+                body=poison.body,
+                job_id=poison.job_id,
+                by=operator.user_id,
+                note=note,
+                now=self._clock.now_ms(),
+            )
+
+        service = DeadLetterService(
+            self._queue, self._clock, operator_store=self._stores.operator, jobs=self._store
+        )
+        report = service.redrive(
+            operator=operator.user_id, note=note, max_messages=most, set_aside=set_aside
+        ).as_dict()
+        logger.info("operator redrive", extra={**report, "operator": operator.user_id})
+        report["dead_letter_after"] = self._queue.stats().dead_letter
+        return report

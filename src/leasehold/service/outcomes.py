@@ -41,7 +41,8 @@ def attempt_entry(
     note: str | None = None,
 ) -> dict[str, Any]:
     """The history entry of a change that ends the job's current attempt: who held it (attempt,
-    epoch, worker), the state it went to, why, and the open operation if any."""
+    epoch, worker, when it was claimed), the state it went to, why, and the open operation if
+    any."""
     return entry(
         event,
         at=at,
@@ -49,6 +50,7 @@ def attempt_entry(
         attempt=job.attempts,
         epoch=job.epoch,
         worker=job.lease_owner,
+        started=job.claimed_at,
         reason=reason,
         by=by,
         note=note,

@@ -31,6 +31,8 @@ def history_view(job: Job) -> list[dict[str, Any]]:
     for stored in job.history:
         entry = expand(stored)
         entry["at"] = iso(entry.get("at"))
+        if "started" in entry:
+            entry["started"] = iso(entry["started"])
         entries.append(entry)
     return entries
 
@@ -166,6 +168,7 @@ def lease_view(job: Job) -> dict[str, Any] | None:
         "worker": name,
         "epoch": job.epoch,
         "expires_at": iso(job.lease_expires_at),
+        "claimed_at": iso(job.claimed_at),
     }
     if pid.isdigit():
         lease["pid"] = int(pid)

@@ -211,4 +211,5 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         history_dropped=doc.get("history_dropped", 0),
         resolution=doc.get("resolution"),
         last_dispatch_at=doc.get("last_dispatch_at"),
+        claimed_at=doc.get("claimed_at"),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,15 +186,26 @@ class JobStore:
             cursor, partition_attribute="gsi2pk", partition=partition, sort_attribute="gsi2sk"
         )
         return self._query_jobs(
-            params, limit=limit, start=start, state=state, index_keys=("gsi2pk", "gsi2sk")
+            params,
+            limit=limit,
+            start=start,
+            keep=None if state is None else (lambda job: job.state is state),
+            index_keys=("gsi2pk", "gsi2sk"),
         )
 
     def list_by_state(
-        self, state: JobState, *, limit: int, cursor: str | None = None
+        self,
+        state: JobState,
+        *,
+        limit: int,
+        cursor: str | None = None,
+        kind: str | None = None,
+        tenant: str | None = None,
     ) -> tuple[list[Job], str | None]:
         """Jobs in one state, oldest first (index `by_state`; `queued` and `running` share a
         partition and are told apart by reading the items). `succeeded` and `cancelled` jobs are
-        not in the index (decision C3)."""
+        not in the index (decision C3). `kind` and `tenant` filter the items read (the index is
+        keys only, decision C2's way): a page may come back short, with a cursor to go on."""
         partition = state_partition(state)
         if partition is None:
             raise ValidationError(
@@ -210,11 +222,20 @@ class JobStore:
             cursor, partition_attribute="gsi1pk", partition=partition, sort_attribute="gsi1sk"
         )
         shared = partition == ACTIVE_PARTITION
+
+        def keep(job: Job) -> bool:
+            return (
+                (not shared or job.state is state)
+                and (kind is None or job.kind == kind)
+                and (tenant is None or job.owner.tenant == tenant)
+            )
+
+        filtered = shared or kind is not None or tenant is not None
         return self._query_jobs(
             params,
             limit=limit,
             start=start,
-            state=state if shared else None,
+            keep=keep if filtered else None,
             index_keys=("gsi1pk", "gsi1sk"),
         )
 
@@ -227,7 +248,7 @@ class JobStore:
             "ScanIndexForward": True,
         }
         jobs, _ = self._query_jobs(
-            params, limit=limit, start=None, state=None, index_keys=("gsi1pk", "gsi1sk")
+            params, limit=limit, start=None, keep=None, index_keys=("gsi1pk", "gsi1sk")
         )
         return jobs
 
@@ -243,7 +264,7 @@ class JobStore:
             "ScanIndexForward": True,
         }
         jobs, _ = self._query_jobs(
-            params, limit=limit, start=None, state=None, index_keys=("gsi1pk", "gsi1sk")
+            params, limit=limit, start=None, keep=None, index_keys=("gsi1pk", "gsi1sk")
         )
         return jobs
 
@@ -284,17 +305,18 @@ class JobStore:
         *,
         limit: int,
         start: dict[str, Any] | None,
-        state: JobState | None,
+        keep: Callable[[Job], bool] | None,
         index_keys: tuple[str, str],
         max_pages: int = 10,
     ) -> tuple[list[Job], str | None]:
-        """Query the index page by page, read the items, keep those in `state` (when given),
+        """Query the index page by page, read the items, keep those `keep` accepts (all of
+        them when it is None),
         until `limit` jobs or the pages run out. The cursor is the index key of the last job
         returned (or of the last page read), so nothing is skipped or repeated."""
         jobs: list[Job] = []
         last_key: dict[str, Any] | None = None
         for _ in range(max_pages):
-            page_params = dict(params, Limit=limit if state is not None else limit - len(jobs))
+            page_params = dict(params, Limit=limit if keep is not None else limit - len(jobs))
             if start:
                 page_params["ExclusiveStartKey"] = start
             page = self._table.query(**page_params)
@@ -303,7 +325,7 @@ class JobStore:
             last_key = page.get("LastEvaluatedKey")
             for key in keys:
                 job = found.get(key["pk"]["S"])
-                if job is None or (state is not None and job.state is not state):
+                if job is None or (keep is not None and not keep(job)):
                     continue
                 jobs.append(job)
                 if len(jobs) == limit:

@@ -293,6 +293,7 @@ class LeaseStore:
         state_change(expr, JobState.RUNNING, from_active=True)
         expr.increment("epoch").increment("attempts")
         expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
+        expr.set("claimed_at", now)  # the attempt's start, for the operator's timeline
         expr.set("updated_at", now)  # queued and running share a `by_state` entry: no move
         # ...unless a stray wake-up found a delayed job due before the sweeper moved it out of
         # the due index (decision F1): the same value costs no index write, a move heals it.

@@ -1,4 +1,4 @@
-"""OperatorStore: an operator's acts on a job — replay and resolve. Each reads the job, then
+"""OperatorStore: an operator's acts on a job — replay, resolve and cancel. Each reads the job, then
 writes conditional on the version it read; each records who, when and why in the history."""
 
 from __future__ import annotations
@@ -179,6 +179,44 @@ class OperatorStore:
         except ConditionFailed as failed:
             raise ConflictError(
                 f"job {job_id} changed while it was being resolved; look again", code="busy"
+            ) from failed
+        assert item is not None
+        return job_from_item(item)
+
+    def cancel(self, job_id: str, *, operator: str, note: str, now: int) -> Job:
+        """An operator's cancel of any tenant's job: `queued` / `waiting_approval` → `cancelled`
+        (`cancelled_by_operator`) at once; `running` → `cancel_requested` (the worker stops
+        before its next step). Either way the history says who asked and why. Anything else is a
+        ConflictError `not_cancellable`; a job that changed since it was read, `busy`."""
+        job = self._read(job_id)
+        cancellable = {JobState.QUEUED, JobState.WAITING_APPROVAL, JobState.RUNNING}
+        if job.state not in cancellable:
+            raise ConflictError(
+                f"job {job_id} is {job.state.value}; only queued, waiting_approval or running "
+                "jobs can be cancelled",
+                code="not_cancellable",
+            )
+        expr = Expression()
+        expr.condition(f"{expr.name('version')} = {expr.value(job.version)}")
+        expr.increment("version").set("updated_at", now).set("cancel_requested", True)
+        if job.state is JobState.RUNNING:
+            event, state, reason = "cancel_requested", JobState.RUNNING, None
+        else:
+            event, state = "cancelled", JobState.CANCELLED
+            reason = StopReason.CANCELLED_BY_OPERATOR.value
+            state_change(expr, JobState.CANCELLED, from_active=job.state is JobState.QUEUED)
+            expr.set("stop_reason", reason).remove("approval", "next_attempt_at")
+            keep_for_operators(expr, JobState.CANCELLED, now)
+        set_history(
+            expr,
+            job,
+            entry(event, at=now, state=state.value, reason=reason, by=operator, note=note),
+        )
+        try:
+            item = self._table.update(expr.update_params(job_key(job_id)))
+        except ConditionFailed as failed:
+            raise ConflictError(
+                f"job {job_id} changed while it was being cancelled; look again", code="busy"
             ) from failed
         assert item is not None
         return job_from_item(item)

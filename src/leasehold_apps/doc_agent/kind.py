@@ -99,8 +99,17 @@ def doc_prep_kind(
     kind.check(agent.accept)
     kind.planner(agent.steps)
     kind.view(agent_view)
+    kind.related(document_of)
     kind.result(agent_result)
     return kind
+
+
+def document_of(job: JobInfo) -> dict[str, Any]:
+    """The stored document a job reads, for operators (`{"document_key": s3 key}`): its key,
+    never its text; nothing for a document sent inline."""
+    document = job.payload.get("document")
+    key = document.get("s3_key") if isinstance(document, dict) else None
+    return {"document_key": key} if isinstance(key, str) else {}
 
 
 def agent_view(job: JobInfo) -> dict[str, Any]:

@@ -10,9 +10,11 @@ record needs no condition and applying it twice changes nothing.
 Files in the data directory:
 - `journal-NNNNNNNN.log`: segments of records, one a line, `<crc32 hex> <entries>` with the
   entries separated by RS (0x1E) and each entry's four fields by US (0x1F); JSON never holds a
-  raw control character, so neither separator can occur inside a field;
-- `snapshot.jsonl`: a header line (`{"format", "journal_from", "entries"}`) and one entry a line:
-  the whole state as of the start of segment `journal_from`;
+  raw control character, and a key that holds one (an S3 key may) or starts with a quote is
+  written as a JSON string, so neither separator nor a newline can occur inside a field;
+- `snapshot.jsonl`: a header line (`{"format", "journal_from", "entries"}`) and one entry a line,
+  framed and checksummed as a record is: the whole state as of the start of segment
+  `journal_from` (a damaged line stops the start, naming it, rather than serve a wrong item);
 - `lock`: held (flock) by the one process that serves the directory.
 
 `append` writes a record with one `write`; `wait_durable` makes it durable with `fdatasync`
@@ -43,7 +45,8 @@ from pathlib import Path
 
 from leasehold.domain.errors import LeaseholdError
 
-FORMAT = 1
+FORMAT = 2
+"""2: each snapshot line is framed and checked like a record; 1 (read still): bare lines."""
 SNAPSHOT = "snapshot.jsonl"
 LOCK = "lock"
 SEGMENT_PREFIX = "journal-"
@@ -107,12 +110,30 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def _encode(change: Change) -> str:
-    return _FIELD.join((change.space, change.resource, change.key, change.image or ""))
+    return _FIELD.join((change.space, change.resource, _key_field(change.key), change.image or ""))
 
 
 def _decode(text: str) -> Change:
     space, resource, key, image = text.split(_FIELD, 3)
-    return Change(space, resource, key, image or None)
+    return Change(space, resource, _key_from_field(key), image or None)
+
+
+def _key_field(key: str) -> str:
+    """A key as a record holds it: as it is, unless it holds a control character (an S3 key
+    may hold any, the separators and the newline included) or starts with a quote — then as a
+    JSON string, which holds none."""
+    if key.startswith('"') or any(ord(c) < 0x20 for c in key):
+        return json.dumps(key)
+    return key
+
+
+def _key_from_field(field: str) -> str:
+    if field.startswith('"'):
+        with contextlib.suppress(ValueError):
+            decoded = json.loads(field)
+            if isinstance(decoded, str):
+                return decoded
+    return field
 
 
 def record_line(changes: Iterable[Change]) -> bytes:
@@ -215,14 +236,25 @@ class Journal:
         try:
             with path.open("rb") as snapshot:
                 header = json.loads(snapshot.readline())
-                if header.get("format") != FORMAT:
+                version = header.get("format")
+                if version not in {1, FORMAT}:
                     raise JournalError(
-                        f"{path} is format {header.get('format')}, not {FORMAT}: start with "
+                        f"{path} is format {version}, not {FORMAT}: start with "
                         "`--fresh` (the old state is kept aside) or another `--data DIR`"
                     )
                 entries = self.entries
-                for raw in snapshot:
-                    change = _decode(raw.decode()[:-1])
+                for number, raw in enumerate(snapshot, start=2):
+                    if version == 1:  # written before snapshot lines had a checksum
+                        change = _decode(raw.decode()[:-1])
+                    else:
+                        changes = parse_record(raw)
+                        if changes is None or len(changes) != 1 or changes[0].image is None:
+                            raise JournalError(
+                                f"{path}, line {number}, is damaged (a snapshot is written whole "
+                                "before it is used): move the data directory aside and start "
+                                "with `--fresh`"
+                            )
+                        change = changes[0]
                     entries[change.entry_key] = change.image or ""
         except (OSError, ValueError, KeyError) as exc:
             raise JournalError(f"cannot read the snapshot {path}: {exc}") from exc
@@ -373,9 +405,7 @@ class Journal:
         try:
             with staged.open("wb") as out:
                 out.write(json.dumps(header).encode() + b"\n")
-                out.writelines(
-                    (_FIELD.join((*key, image)) + "\n").encode() for key, image in entries
-                )
+                out.writelines(record_line([Change(*key, image)]) for key, image in entries)
                 out.flush()
                 os.fsync(out.fileno())
             staged.replace(path)

@@ -11,7 +11,8 @@ the answer leaves, and a restart loads it back (decision L15).
   nothing. Any other DynamoDB request also waits until every record appended before it is on
   disk, so nobody reads a write that a crash could still take back;
 - a PUT, POST or DELETE on an object of a journaled bucket does the same with the object (its
-  body, metadata and time) under the same lock;
+  body, metadata and time) under the same lock — signed in a header, presigned, unsigned, a
+  form POST, by path or by virtual host: moto acknowledges them all;
 - PartiQL (ExecuteStatement, BatchExecuteStatement, ExecuteTransaction) cannot be journaled
   item by item here and is refused with a 400 while journaling is on; nothing in leasehold
   sends it;
@@ -32,6 +33,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -54,6 +56,10 @@ WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems",
 PARTIQL = frozenset({"ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction"})
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
+
+_SIGNED_FOR = re.compile(r"/([a-z0-9-]+)/aws4_request")
+"""A SigV4 credential scope (`Credential=AK/20260101/us-east-1/s3/aws4_request`, in the
+Authorization header or a presigned URL's `X-Amz-Credential`): its service."""
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -117,7 +123,7 @@ class Durability:
         for (space, resource, key), image in self.journal.entries.items():
             if space == DYNAMODB and resource in moto_tables:
                 table = moto_tables[resource]
-                attrs = json.loads(image)
+                attrs = {name: _binary_as_bytes(value) for name, value in json.loads(image).items()}
                 try:
                     hash_key = DynamoType(attrs[table.hash_key_attr])
                     range_attr = table.range_key_attr
@@ -171,6 +177,13 @@ class Durability:
         except (JournalError, OSError) as exc:
             start_response("500 Internal Server Error", [("Content-Type", "application/json")])
             return [json.dumps({"error": str(exc)}).encode()]
+        except Exception as exc:  # an entry moto refuses: say which, not werkzeug's HTML page
+            start_response("500 Internal Server Error", [("Content-Type", "application/json")])
+            said = (
+                f"an entry of {self.journal.directory} could not be loaded ({exc!r}); move the "
+                "data directory aside (`--fresh` keeps it as DIR.previous) or report it"
+            )
+            return [json.dumps({"error": said}).encode()]
         start_response("200 OK", [("Content-Type", "application/json")])
         return [json.dumps(asdict(restored)).encode()]
 
@@ -212,13 +225,29 @@ class Durability:
         return self.journal.append(found) if found else self.journal.appended
 
     def is_object_write(self, environ: dict[str, Any]) -> bool:
-        """A PUT, POST or DELETE to S3 on a journaled bucket (while journaling)."""
+        """A PUT, POST or DELETE naming a journaled bucket (while journaling) — however it is
+        signed (a header, a presigned URL's query, not at all: moto serves them all) and
+        addressed (the path's first segment, or a virtual host `bucket.host`). One that is
+        not an object write after all is journaled harmlessly: the image read back is the
+        object as it already was."""
         if not self.journaling or environ.get("REQUEST_METHOD") not in {"PUT", "POST", "DELETE"}:
             return False
-        if "/s3/aws4_request" not in str(environ.get("HTTP_AUTHORIZATION", "")):
+        scope = _SIGNED_FOR.search(
+            f"{environ.get('HTTP_AUTHORIZATION', '')} {unquote(environ.get('QUERY_STRING', ''))}"
+        )
+        if scope is not None and scope.group(1) != "s3":
             return False
-        bucket = unquote(str(environ.get("PATH_INFO", ""))).lstrip("/").split("/", 1)[0]
-        return bucket in self.buckets
+        return self._object_target(environ)[0] in self.buckets
+
+    def _object_target(self, environ: dict[str, Any]) -> tuple[str, str]:
+        """(bucket, key) as moto reads them: from a virtual host `bucket.…`, else the path."""
+        path = unquote(str(environ.get("PATH_INFO", ""))).lstrip("/")
+        host = str(environ.get("HTTP_HOST", "")).rsplit(":", 1)[0]
+        for bucket in self.buckets:
+            if host.startswith(bucket + "."):
+                return bucket, path
+        bucket, _, key = path.partition("/")
+        return bucket, key
 
     def object_write(
         self, app: WsgiApp, environ: dict[str, Any], start_response: Any, lock: Any
@@ -227,7 +256,7 @@ class Durability:
         if self.journal.failure is not None:
             return _unavailable(environ, start_response, self.journal.failure, s3=True)
         body = _read_body(environ)
-        bucket, _, key = unquote(str(environ["PATH_INFO"])).lstrip("/").partition("/")
+        bucket, key = self._object_target(environ)
         query = parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
         keys = [key] if key else []
         if not key and environ["REQUEST_METHOD"] == "POST" and "delete" in query:
@@ -235,8 +264,16 @@ class Durability:
         held = _HeldResponse()
         try:
             with lock:
+                # A POST to the bucket itself that is not a DeleteObjects is a form upload
+                # (a presigned POST): its key is in the form, so compare the bucket instead.
+                before = None if key or "delete" in query else self._objects(bucket)
                 answer = list(app(environ, held.start_response))
                 sequence = self.journal.appended
+                if before is not None:
+                    after = self._objects(bucket)
+                    keys = sorted(
+                        k for k in before.keys() | after.keys() if before.get(k) is not after.get(k)
+                    )
                 if keys and held.status[:1] == "2":
                     sequence = self._append(lambda: self._object_changes(bucket, keys))
             self.journal.wait_durable(sequence)
@@ -290,8 +327,15 @@ class Durability:
             image = json.dumps(current.to_json()["Attributes"], default=_base64_text)
         return Change(DYNAMODB, logical, key, image)
 
-    def _object_changes(self, bucket: str, keys: list[str]) -> list[Change]:
+    def _objects(self, bucket: str) -> dict[str, Any]:
+        """The bucket's objects now, by key (kept alive, so compared by identity)."""
         from moto.s3.models import s3_backends
+
+        stored = s3_backends[ACCOUNT]["aws"].buckets.get(bucket)
+        return {} if stored is None else dict(stored.keys.items())
+
+    def _object_changes(self, bucket: str, keys: list[str]) -> list[Change]:
+        from moto.s3.models import FakeDeleteMarker, s3_backends
 
         stored = s3_backends[ACCOUNT]["aws"].get_bucket(bucket)
         logical = self.buckets[bucket]
@@ -299,7 +343,9 @@ class Durability:
         for key in keys:
             found = stored.keys.get(key)
             image = None
-            if found is not None:
+            # In a bucket someone made versioned, a delete leaves a marker as the latest
+            # version: the object is gone (its older versions are not kept across a restart).
+            if found is not None and not isinstance(found, FakeDeleteMarker):
                 image = json.dumps(
                     {
                         "body": base64.b64encode(found.value).decode(),
@@ -323,6 +369,22 @@ def _read_body(environ: dict[str, Any]) -> bytes:
         return b""
     environ["wsgi.input"] = io.BytesIO(body)
     return body
+
+
+def _binary_as_bytes(value: dict[str, Any]) -> dict[str, Any]:
+    """An attribute value of an image as moto keeps a written one: binary as bytes, not the
+    image's base64 text (which moto would also count a third larger against the 400 KB item
+    limit, so a large binary item it had accepted could not be restored)."""
+    kind, raw = next(iter(value.items()))
+    if kind == "B":
+        return {kind: base64.b64decode(raw)}
+    if kind == "BS":
+        return {kind: [base64.b64decode(item) for item in raw]}
+    if kind == "M":
+        return {kind: {name: _binary_as_bytes(item) for name, item in raw.items()}}
+    if kind == "L":
+        return {kind: [_binary_as_bytes(item) for item in raw]}
+    return value
 
 
 def _base64_text(value: Any) -> str:

@@ -1,0 +1,44 @@
+"""SetAsideStore: where the API's DLQ redrive keeps a poison message before deleting it from the
+DLQ (the CLI keeps them in a file; a Lambda has no file that outlives it). One item per message,
+`SETASIDE#<message id>`, written whole (an SQS body is at most 256 KiB, an item 400 KB) with who,
+when and why, and kept 30 days (TTL) for an operator to read with the table's own tools."""
+
+from __future__ import annotations
+
+from leasehold.store.expressions import Expression
+from leasehold.store.items import JOB_TTL_SECONDS
+from leasehold.store.table import ConditionFailed, Table
+
+SET_ASIDE_PREFIX = "SETASIDE#"
+
+
+class SetAsideStore:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def keep(
+        self,
+        *,
+        message_id: str,
+        reason: str,
+        body: str,
+        job_id: str | None,
+        by: str,
+        note: str,
+        now: int,
+    ) -> None:
+        """Keep one poison message (once: the same message kept again is already there). Raises
+        StoreUnavailableError when the store cannot take it, and then the caller leaves the
+        message in the DLQ."""
+        expr = Expression()
+        expr.condition(f"attribute_not_exists({expr.name('pk')})")
+        expr.set("message_id", message_id).set("reason", reason).set("body", body)
+        expr.set("by", by).set("note", note).set("set_aside_at", now)
+        expr.set("expires_at", now // 1000 + JOB_TTL_SECONDS)
+        if job_id is not None:
+            expr.set("job_id", job_id)
+        key = {"pk": {"S": f"{SET_ASIDE_PREFIX}{message_id}"}, "sk": {"S": "SETASIDE"}}
+        try:
+            self._table.update(expr.update_params(key), return_new=False)
+        except ConditionFailed:
+            return  # kept by an earlier redrive that stopped before the delete
