@@ -207,6 +207,8 @@ FUNCTION_ENV = {
     "LEASEHOLD_KINDS": "leasehold_apps.synthetic",
     "TABLE_NAME": "jobs",
     "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/work",
+    "HIGH_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/high",
+    "LOW_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/low",
     "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dead",
     "LEASE_SECONDS": "60",
     "MAX_ATTEMPTS": "3",

@@ -53,6 +53,8 @@ EXAMPLE = '{"kind": "synthetic", "payload": {"steps": [{"name": "hello"}]}}'
 
 def _cmd_submit(args: argparse.Namespace) -> int:
     request = _job_request(args.request)
+    if args.priority is not None:
+        request["priority"] = args.priority
     print(json.dumps(api_request(args, "POST", "/jobs", request, user=args.user), indent=2))
     return 0
 
@@ -81,6 +83,11 @@ def add_job_commands(commands: Any, demo_users: list[str]) -> None:
     )
     submit.add_argument("request", metavar="REQUEST", help=f"e.g. '{EXAMPLE}'")
     submit.add_argument("--idempotency-key", help="the same key and body answer the same job")
+    submit.add_argument(
+        "--priority",
+        choices=["high", "normal", "low"],
+        help="the job's priority (default: its kind's, normal unless declared)",
+    )
     common(submit)
     submit.set_defaults(run=_cmd_submit)
     show = commands.add_parser("show", help="one of your jobs as you see it (GET /jobs/{job_id})")

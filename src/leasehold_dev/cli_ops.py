@@ -70,11 +70,17 @@ def _local_dead_letters(args: argparse.Namespace, hint: str = "") -> tuple[Path,
     from leasehold_dev.local.stack import client
 
     state, stack = local_stack(args, hint=hint)
-    mapping = stack.queue_mappings[0]
-    dlq_url = stack.functions[mapping.function].environment["DLQ_URL"]
+    mapping = stack.work_queue_mapping()
+    env = stack.functions[mapping.function].environment
     table = Table(client("dynamodb", stack.endpoint), stack.outputs["JobsTable"])
+    priority_urls = {"high": env.get("HIGH_QUEUE_URL", ""), "low": env.get("LOW_QUEUE_URL", "")}
     return state, DeadLetterService(
-        WakeupQueue(client("sqs", stack.endpoint), mapping.queue_url, dlq_url),
+        WakeupQueue(
+            client("sqs", stack.endpoint),
+            mapping.queue_url,
+            env["DLQ_URL"],
+            priority_urls={k: v for k, v in priority_urls.items() if v},
+        ),
         SystemClock(),
         operator_store=OperatorStore(table),
         jobs=JobStore(table),
@@ -96,7 +102,14 @@ def _redrive(args: argparse.Namespace) -> dict[str, Any]:
         import boto3
 
         sqs = boto3.client("sqs")
-        service = DeadLetterService(WakeupQueue(sqs, args.queue_url, args.dlq_url), SystemClock())
+        others = {"high": args.high_queue_url, "low": args.low_queue_url}
+        queue = WakeupQueue(
+            sqs,
+            args.queue_url,
+            args.dlq_url,
+            priority_urls={priority: url for priority, url in others.items() if url},
+        )
+        service = DeadLetterService(queue, SystemClock())
         operator = args.operator or _aws_identity()
         set_aside_file = Path(args.set_aside or SET_ASIDE_FILE.name)
     else:
@@ -234,6 +247,12 @@ def add_ops_commands(commands: Any) -> None:
     redrive.add_argument("--note", required=True, help="why (each moved job's history, the log)")
     redrive.add_argument("--queue-url", help="deployed: the stack output QueueUrl")
     redrive.add_argument("--dlq-url", help="deployed: the stack output DeadLetterQueueUrl")
+    redrive.add_argument(
+        "--high-queue-url",
+        help="deployed: the stack output HighPriorityQueueUrl (with --low-queue-url, each "
+        "message returns to the queue it came from)",
+    )
+    redrive.add_argument("--low-queue-url", help="deployed: the stack output LowPriorityQueueUrl")
     redrive.add_argument(
         "--operator", help="who redrives (default: your AWS identity; locally 'ops')"
     )

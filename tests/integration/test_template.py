@@ -96,6 +96,8 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
     env_values = {
         "TABLE_NAME": "jobs",
         "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/work",
+        "HIGH_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/high",
+        "LOW_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/low",
         "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
         "DOCUMENTS_BUCKET": "leasehold-documents",
     }
@@ -266,10 +268,22 @@ def test_local_stack_is_created_from_the_template_in_moto(moto: None) -> None:
     assert stream.on_failure_arn and stream.on_failure_arn.endswith(
         info.outputs["RelayFailureQueue"].rsplit("/", 1)[1]
     )
-    (queue,) = info.queue_mappings
-    assert (
-        queue.function == "WorkerFunction" and queue.batch_size == 5 and queue.report_item_failures
-    )
+    # one mapping per priority queue (decision P1), each as the work queue's
+    assert {m.queue_url for m in info.queue_mappings} == {
+        info.outputs["WorkQueue"],
+        info.outputs["HighPriorityQueue"],
+        info.outputs["LowPriorityQueue"],
+    }
+    for queue in info.queue_mappings:
+        assert queue.function == "WorkerFunction" and queue.batch_size == 5
+        assert queue.report_item_failures
+    assert [m.queue_url for m in info.worker_mappings()] == [
+        info.outputs["HighPriorityQueue"],
+        info.outputs["WorkQueue"],
+        info.outputs["LowPriorityQueue"],
+    ]
+    assert worker.environment["HIGH_QUEUE_URL"] == info.outputs["HighPriorityQueue"]
+    assert worker.environment["LOW_QUEUE_URL"] == info.outputs["LowPriorityQueue"]
     assert info.schedules == {"SweeperFunction": "rate(1 minute)"}
     assert len(info.routes) == len(http_routes(template()))
 

@@ -55,16 +55,39 @@ def test_every_function_reserves_concurrency_from_its_own_parameter() -> None:
 
 
 def test_the_workers_reservation_covers_its_queues_maximum_concurrency() -> None:
-    # Below the event source's MaximumConcurrency Lambda throttles the poller's invocations and
-    # the wake-ups return to the queue, a receive spent each time, towards the DLQ.
+    # Below the event sources' MaximumConcurrency Lambda throttles the pollers' invocations and
+    # the wake-ups return to their queue, a receive spent each time, towards the DLQ; and one
+    # priority's pollers could take the concurrency another's need (decision P1).
+    tpl = template()
     worker = _of_type("AWS::Serverless::Function")["WorkerFunction"]["Properties"]
-    maximum = worker["Events"]["Wakeups"]["Properties"]["ScalingConfig"]["MaximumConcurrency"]
-    assert template()["Parameters"]["ReservedConcurrencyWorker"]["Default"] >= maximum
+    sqs_events = {
+        name: event["Properties"]
+        for name, event in worker["Events"].items()
+        if event["Type"] == "SQS"
+    }
+    assert {props["Queue"]["Fn::GetAtt"][0] for props in sqs_events.values()} == {
+        "WorkQueue",
+        "HighPriorityQueue",
+        "LowPriorityQueue",
+    }
+    total = 0
+    for props in sqs_events.values():
+        maximum = props["ScalingConfig"]["MaximumConcurrency"]
+        parameter = tpl["Parameters"][maximum["Ref"]]
+        assert parameter["MinValue"] >= 2  # Lambda's floor for MaximumConcurrency
+        total += parameter["Default"]
+    assert tpl["Parameters"]["ReservedConcurrencyWorker"]["Default"] >= total
 
 
 def test_every_queue_is_encrypted() -> None:
     queues = _of_type("AWS::SQS::Queue")
-    assert set(queues) == {"WorkQueue", "DeadLetterQueue", "RelayFailureQueue"}
+    assert set(queues) == {
+        "WorkQueue",
+        "HighPriorityQueue",
+        "LowPriorityQueue",
+        "DeadLetterQueue",
+        "RelayFailureQueue",
+    }
     for name, queue in queues.items():
         props = queue["Properties"]
         assert props.get("SqsManagedSseEnabled") is True or props.get("KmsMasterKeyId"), name
@@ -140,7 +163,7 @@ def test_moto_creates_the_stack_with_its_reservations(moto: None) -> None:
     assert _reservations(info.functions) == {
         "ApiFunction": 50,
         "RelayFunction": 5,
-        "WorkerFunction": 20,
+        "WorkerFunction": 32,
         "SweeperFunction": 1,
     }
 

@@ -54,7 +54,7 @@ class ClockQueue:
         self._maybe_fail()
         self._put(wakeup)
 
-    def delay(self, receipt_handle: str, seconds: int) -> None:
+    def delay(self, receipt_handle: str, seconds: int, priority: str = "normal") -> None:
         for message in self.messages.values():
             if message.receipt == receipt_handle:
                 message.visible_at = self.clock.now_ms() + seconds * 1000

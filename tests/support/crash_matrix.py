@@ -20,7 +20,7 @@ from unittest import mock
 from leasehold.store.faults import FaultInjector, FaultPlan
 from leasehold.testing import LeaseholdTestbed
 from leasehold.testing.crashes import WatchedKind, WorkerCrashed
-from leasehold.testing.delivery import Message
+from leasehold.testing.delivery import Message, QueueSource
 from leasehold.testing.report import Delivery
 
 TERMINAL = {"succeeded", "failed", "cancelled", "dead", "unknown"}
@@ -103,10 +103,10 @@ class MatrixBed(LeaseholdTestbed):
                 )
         raise WorkerCrashed(f"injected {where}")
 
-    def _invoke(self, messages: list[Message]) -> list[Delivery]:
+    def _invoke(self, messages: list[Message], source: QueueSource) -> list[Delivery]:
         self._gate = True
         try:
-            return super()._invoke(messages)
+            return super()._invoke(messages, source)
         finally:
             self._gate = False
 

@@ -15,6 +15,7 @@ VIEW = {
     "job_id": JOB_ID,
     "kind": "synthetic",
     "state": "queued",
+    "priority": "normal",
     "attempts": 0,
     "max_attempts": 3,
     "version": 1,
@@ -71,6 +72,7 @@ def test_conforming_exchanges_pass() -> None:
         (_get({k: v for k, v in VIEW.items() if k != "epoch"}), "epoch"),
         (_get({**VIEW, "created_at": 1_795_964_400_000}), "created_at"),
         (_get({**VIEW, "state": "finished"}), "state"),
+        (_get({**VIEW, "priority": "urgent"}), "priority"),
         (_get({**VIEW, "state": "running"}), "next_attempt_at"),  # only while queued
         (_get({"error": {"code": "nope", "message": "x"}}, 404), "not_found"),
         (_get({"error": {"code": "internal_error", "message": "x"}}, 500), "500"),

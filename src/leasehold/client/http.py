@@ -340,13 +340,16 @@ class Client:
         max_attempts: int | None = None,
         run_at: str | None = None,
         delay_seconds: int | None = None,
+        priority: Literal["high", "normal", "low"] | None = None,
     ) -> JobHandle:
         """Submit a job (`POST /jobs`) and return its handle once the API accepted it (202:
         the job and its wake-up are committed). With `idempotency_key` the same key and body
         answer the same job, so the client may repeat the request after a 503 or a broken
         connection; without one it never repeats it (an `Unavailable` or `Unreachable` then
         means the job may or may not exist). `run_at` (ISO 8601 with an offset) or
-        `delay_seconds` (up to 365 days): the job does not start before then."""
+        `delay_seconds` (up to 365 days): the job does not start before then. `priority`
+        (default: the kind's, normal unless it declares one): a high job does not wait behind
+        a backlog of normal ones; a low one runs on its own small share of workers."""
         request: dict[str, Any] = {"kind": kind, "payload": payload}
         if run_at is not None:
             request["run_at"] = run_at
@@ -358,6 +361,8 @@ class Client:
             request["deadline_seconds"] = deadline_seconds
         if max_attempts is not None:
             request["max_attempts"] = max_attempts
+        if priority is not None:
+            request["priority"] = priority
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
         accepted = self._object("POST", "/jobs", request, headers=headers)
         if not isinstance(accepted.get("job_id"), str):

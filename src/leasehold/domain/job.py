@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.policies import (
@@ -17,6 +17,18 @@ from leasehold.domain.policies import (
     MAX_PAYLOAD_BYTES,
 )
 from leasehold.domain.states import JobState
+
+Priority = Literal["high", "normal", "low"]
+PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
+"""A job's priority (arch §15): each has its own queue and event-source mapping (decision P1)."""
+DEFAULT_PRIORITY = "normal"
+
+
+def check_priority(value: Any, name: str = "priority") -> str:
+    """`value` if it is one of PRIORITIES; ValidationError naming the choices otherwise."""
+    if not isinstance(value, str) or value not in PRIORITIES:
+        raise ValidationError(f"'{name}' must be one of: high, normal, low")
+    return value
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,8 @@ class JobSpec:
     """`run_at`, as epoch milliseconds: the job is not started before it (decision F1)."""
     delay_seconds: int | None = None
     """`delay_seconds`: the job is not started before accept time + this."""
+    priority: str | None = None
+    """`priority` as asked; None: the kind's default (normal unless the kind declares one)."""
 
     def fingerprint(self) -> str:
         """Canonical text of the request: the same key with another body is a conflict."""
@@ -63,6 +77,9 @@ class JobSpec:
             doc["run_at_ms"] = self.run_at_ms
         if self.delay_seconds is not None:
             doc["delay_seconds"] = self.delay_seconds
+        # Likewise only a priority other than normal: asking for "normal" is asking for nothing.
+        if self.priority not in (None, DEFAULT_PRIORITY):
+            doc["priority"] = self.priority
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
     def due_at(self, now: int) -> int:
@@ -141,6 +158,8 @@ class Job:
     last_dispatch_at: int | None = None
     claimed_at: int | None = None
     """When the current (or last) attempt was claimed: its start on the operator's timeline."""
+    priority: str = DEFAULT_PRIORITY
+    """high | normal | low: which queue its wake-ups go to (decision P1). Never changes."""
 
 
 def _positive_int(value: Any, name: str, *, low: int, high: int) -> int:
@@ -163,7 +182,7 @@ def parse_job_request(
     if not isinstance(body, dict):
         raise ValidationError("the body must be a JSON object")
     allowed = {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
-    allowed |= {"run_at", "delay_seconds"}
+    allowed |= {"run_at", "delay_seconds", "priority"}
     extra = sorted(set(body) - allowed)
     if extra:
         raise ValidationError(f"unknown field(s): {', '.join(extra)}")
@@ -202,6 +221,9 @@ def parse_job_request(
     attempts = body.get("max_attempts", default_max_attempts)
     attempts = _positive_int(attempts, "max_attempts", low=1, high=MAX_ATTEMPTS_LIMIT)
     run_at_ms, delay_seconds = parse_delay(body)
+    priority = body.get("priority")
+    if priority is not None:
+        check_priority(priority)
     return JobSpec(
         kind=kind,
         payload=payload,
@@ -210,6 +232,7 @@ def parse_job_request(
         max_attempts=attempts,
         run_at_ms=run_at_ms,
         delay_seconds=delay_seconds,
+        priority=priority,
     )
 
 
@@ -253,6 +276,7 @@ def new_job(
     deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
     budget: Budget | None = None,
     due_at: int | None = None,
+    priority: str = DEFAULT_PRIORITY,
 ) -> Job:
     """A job as accepted: queued, due now (or at `due_at`, a delayed job), no attempt made yet.
     A delayed job's deadline counts from when it is due, not from when it was accepted."""
@@ -275,4 +299,5 @@ def new_job(
         checkpoint=Checkpoint(),
         steps_total=steps_total,
         last_dispatch_at=now,
+        priority=priority,
     )

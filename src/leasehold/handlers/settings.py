@@ -57,6 +57,16 @@ class Settings:
     """LEASEHOLD_KINDS: the modules whose kinds (and routes) this function loads."""
     faults: str = ""
     """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
+    high_queue_url: str = ""
+    """HIGH_QUEUE_URL: the high-priority work queue (decision P1); empty: high jobs go to
+    QUEUE_URL."""
+    low_queue_url: str = ""
+    """LOW_QUEUE_URL: the low-priority work queue; empty: low jobs go to QUEUE_URL."""
+
+    def priority_urls(self) -> dict[str, str]:
+        """The queues of the priorities other than normal that this deployment has."""
+        urls = {"high": self.high_queue_url, "low": self.low_queue_url}
+        return {priority: url for priority, url in urls.items() if url}
 
     def check(self) -> Settings:
         """The arithmetic that keeps a Lambda invocation, a lease and the queue consistent
@@ -105,6 +115,8 @@ class Settings:
             metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
             kinds=_required(env, "LEASEHOLD_KINDS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
+            high_queue_url=_required(env, "HIGH_QUEUE_URL"),
+            low_queue_url=_required(env, "LOW_QUEUE_URL"),
         ).check()
 
 
@@ -117,6 +129,8 @@ ENV_VARIABLES = (
     "LEASEHOLD_KINDS",
     "TABLE_NAME",
     "QUEUE_URL",
+    "HIGH_QUEUE_URL",
+    "LOW_QUEUE_URL",
     "DLQ_URL",
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",

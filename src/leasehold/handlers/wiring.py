@@ -69,7 +69,9 @@ def runtime() -> Runtime:
             settings.user_concurrency_limit,
             slot_grace_ms=2 * settings.lease_seconds * 1000,
         ),
-        queue=WakeupQueue(sqs, settings.queue_url, settings.dlq_url),
+        queue=WakeupQueue(
+            sqs, settings.queue_url, settings.dlq_url, priority_urls=settings.priority_urls()
+        ),
         clock=SystemClock(),
         telemetry=MetricsTelemetry(),
         kinds=kinds,

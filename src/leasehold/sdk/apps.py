@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from leasehold.domain.clock import Clock, SystemClock, iso
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.ids import time_ordered_ids
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Owner, Priority
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.sdk.context import Operation, StepContext
 from leasehold.sdk.engine_kind import EngineKind
@@ -173,13 +173,15 @@ def job_writes(
     now_ms: int | None = None,
     run_at: str | None = None,
     delay_seconds: int | None = None,
+    priority: Priority | None = None,
 ) -> NewJob:
     """The entries that make a new job of `kind` (a `Kind`, or the name of a kind this function
     registered) for `owner`, after the same checks and limits as `POST /jobs`: the payload's
     size, the kind's schema and checks, 1 to 20 steps, `budget` (`max_cost`, `max_steps`),
     `deadline_seconds` (1 s to 24 h, default 1 h) and `max_attempts` (1–10; default the kind's,
     else 3 — pass `Engine.max_attempts` for the deployment's), and `run_at` (ISO 8601 with an
-    offset) or `delay_seconds` (up to 365 days; the job does not start before). A kind that is
+    offset) or `delay_seconds` (up to 365 days; the job does not start before), and `priority`
+    (high, normal, low; default the kind's). A kind that is
     not submittable is allowed: this is the application's own path. ValidationError (400) names
     what is wrong. A job due more than 15 minutes ahead makes one entry, not two (it has no
     wake-up until the sweeper gives it one).
@@ -202,6 +204,7 @@ def job_writes(
         max_attempts=max_attempts,
         run_at=run_at,
         delay_seconds=delay_seconds,
+        priority=priority,
     )
     spec, _ = job_spec(body, {engine_kind.name: engine_kind}, DEFAULT_MAX_ATTEMPTS)
     now = SystemClock().now_ms() if now_ms is None else now_ms

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.errors import StoreUnavailableError, ValidationError
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Owner, Priority
 from leasehold.domain.states import JobState
 from leasehold.sdk.apps import job_writes, known_kind
 from leasehold.sdk.kind import Kind
@@ -55,6 +55,7 @@ def submit_direct(
     now_ms: int | None = None,
     run_at: str | None = None,
     delay_seconds: int | None = None,
+    priority: Priority | None = None,
 ) -> Submitted:
     """Accept a job of `kind` for `owner` as `POST /jobs` does, over boto3: validate (the payload's
     size, the kind's schema and checks, 1–20 steps, budget, deadline, attempts; a kind that is not
@@ -68,7 +69,8 @@ def submit_direct(
     the same job; the same key with another request is a ConflictError
     (`idempotency_key_reused`). `now_ms`: the time the job is made at, by default the system's
     (a test passes its manual clock's). `run_at` / `delay_seconds`: as on `POST /jobs`, the job
-    does not start before then (up to 365 days).
+    does not start before then (up to 365 days). `priority`: high, normal or low (default: the
+    kind's).
 
     Errors: ValidationError (400: the request can never be accepted as sent), ConflictError
     (409), StoreUnavailableError (503: nothing promised; retry with the same key), and a
@@ -93,6 +95,7 @@ def submit_direct(
         now_ms=now_ms,
         run_at=run_at,
         delay_seconds=delay_seconds,
+        priority=priority,
     )
     try:
         door.transact(new.writes, token=new.token)

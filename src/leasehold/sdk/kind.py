@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import Owner
+from leasehold.domain.job import PRIORITIES, Owner, Priority
 from leasehold.domain.limits import Limit, Rate, check_limits, check_rates, key_value
 from leasehold.domain.policies import (
     MAX_ATTEMPTS_LIMIT,
@@ -204,6 +204,9 @@ class Kind:
     - `rate`: `[Rate(key="tenant", limit=5, per_seconds=1), …]` — at most `limit` starts of
       this kind's jobs per `per_seconds` per key value; a job over it waits `queued`
       (`waiting_for: {"rate": "tenant:acme"}`) until its next start is due.
+    - `priority`: `"high"`, `"normal"` (the default) or `"low"` — the priority of this kind's
+      jobs when a request names none. Each priority has its own queue and workers: a high job
+      does not wait behind a normal backlog, and a low job is never starved.
 
     Unless a `result` hook says otherwise, the job's result is the last step's output."""
 
@@ -219,6 +222,7 @@ class Kind:
         concurrency: Sequence[Limit] | None = None,
         rate: Sequence[Rate] | None = None,
         schedules: Sequence[Schedule] = (),
+        priority: Priority = "normal",
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise KindDefinitionError(
@@ -232,6 +236,11 @@ class Kind:
                 f"kind '{name}': max_attempts must be 1 to {MAX_ATTEMPTS_LIMIT}"
             )
         self.default_max_attempts = max_attempts
+        if priority not in PRIORITIES:
+            raise KindDefinitionError(
+                f"kind '{name}': priority must be one of high, normal, low (not {priority!r})"
+            )
+        self.default_priority = priority
         if not isinstance(submittable, bool) or not isinstance(operators_see_payload, bool):
             raise KindDefinitionError(
                 f"kind '{name}': submittable and operators_see_payload are True or False"

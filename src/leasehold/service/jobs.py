@@ -10,7 +10,14 @@ from typing import Any
 from leasehold.domain.clock import Clock
 from leasehold.domain.errors import StoreUnavailableError, ValidationError
 from leasehold.domain.ids import IdFactory
-from leasehold.domain.job import Job, JobSpec, Owner, new_job, parse_job_request
+from leasehold.domain.job import (
+    DEFAULT_PRIORITY,
+    Job,
+    JobSpec,
+    Owner,
+    new_job,
+    parse_job_request,
+)
 from leasehold.domain.policies import MAX_STEPS
 from leasehold.domain.states import JobState
 from leasehold.service.kinds import JobKind
@@ -131,6 +138,7 @@ def job_request(
     max_attempts: int | None = None,
     run_at: str | None = None,
     delay_seconds: int | None = None,
+    priority: str | None = None,
 ) -> dict[str, Any]:
     """The `POST /jobs` body of these arguments (the fields left out take their defaults), for
     the callers that submit in code rather than over HTTP."""
@@ -145,6 +153,8 @@ def job_request(
         body["run_at"] = run_at
     if delay_seconds is not None:
         body["delay_seconds"] = delay_seconds
+    if priority is not None:
+        body["priority"] = priority
     return body
 
 
@@ -159,6 +169,8 @@ def job_spec(
     kind = kinds[spec.kind]
     if kind.default_max_attempts and "max_attempts" not in body:
         spec = replace(spec, max_attempts=kind.default_max_attempts)
+    if spec.priority is None:  # the kind's own default, else normal (decision P1)
+        spec = replace(spec, priority=getattr(kind, "default_priority", None) or DEFAULT_PRIORITY)
     return spec, kind
 
 
@@ -182,6 +194,7 @@ def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: in
         deadline_seconds=spec.deadline_seconds,
         budget=spec.budget,
         due_at=due_at,
+        priority=spec.priority or DEFAULT_PRIORITY,
     )
 
 

@@ -11,7 +11,7 @@ from leasehold.domain.job import Owner
 from leasehold.domain.policies import sqs_delay_seconds
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.items import OUTBOX_PREFIX, deserialize_item
-from leasehold.store.queue import Wakeup, WakeupQueue
+from leasehold.store.queue import PRIORITY_QUEUES, Wakeup, WakeupQueue
 
 SQS_BATCH = 10
 
@@ -40,6 +40,7 @@ def parse_stream_record(record: dict[str, Any], now: int) -> OutboxRecord | None
             dispatch_id=f"{doc['pk']}/{doc['sk']}",
             delay_seconds=sqs_delay_seconds(now, int(doc.get("deliver_at", now))),
             kind=doc.get("kind") if isinstance(doc.get("kind"), str) else None,
+            priority=doc["priority"] if doc.get("priority") in PRIORITY_QUEUES else "normal",
         ),
     )
 

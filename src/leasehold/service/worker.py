@@ -209,7 +209,7 @@ class WorkerService:
         if reason == ClaimRejection.NOT_DUE:
             due_in_s = ((job.next_attempt_at or now) - now + 999) // 1000
             if receipt_handle is not None:
-                self._queue.delay(receipt_handle, due_in_s)
+                self._queue.delay(receipt_handle, due_in_s, wakeup.priority)
                 return WakeupResult(Disposition.KEEP, reason)
             return self._hand_off(wakeup, reason, delay_s=min(900, due_in_s))
         try:

@@ -193,11 +193,23 @@ class ControlStore:
             if new is not None:
                 return new
             raise self._approval_conflict(old, owner, job_id, version)
+        # The wake-up goes to the job's own queue with its kind (decision P1): both are fixed
+        # at accept, so reading them before the conditional write cannot race with it.
+        seen = self._table.get(job_key(job_id))
+        fixed = job_from_item(seen) if seen else None
         try:
             self._table.transact(
                 [
                     {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                    outbox_put(job_id, owner, version=version + 1, deliver_at=now, now=now),
+                    outbox_put(
+                        job_id,
+                        owner,
+                        version=version + 1,
+                        deliver_at=now,
+                        now=now,
+                        kind=fixed.kind if fixed else None,
+                        priority=fixed.priority if fixed else "normal",
+                    ),
                 ]
             )
         except ConditionFailed as failed:

@@ -51,6 +51,7 @@ def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, A
                 deliver_at=due_at,
                 now=job.created_at,
                 kind=job.kind,
+                priority=job.priority,
             )
         ]
     )
@@ -100,13 +101,20 @@ def outbox_put(
     deliver_at: int,
     now: int,
     kind: str | None = None,
+    priority: str = "normal",
 ) -> dict[str, Any]:
     """A new wake-up, committed with the write that needs it (arch §3.1, §3.5); `kind` (when
-    the writer knows it) rides on the message."""
+    the writer knows it) rides on the message, `priority` picks its queue (decision P1)."""
     return {
         "Put": {
             "Item": outbox_item(
-                job_id, owner, version=version, deliver_at=deliver_at, now_ms=now, kind=kind
+                job_id,
+                owner,
+                version=version,
+                deliver_at=deliver_at,
+                now_ms=now,
+                kind=kind,
+                priority=priority,
             ),
             "ConditionExpression": "attribute_not_exists(pk)",
         }

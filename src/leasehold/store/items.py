@@ -101,6 +101,7 @@ def outbox_item(
     deliver_at: int,
     now_ms: int,
     kind: str | None = None,
+    priority: str = "normal",
 ) -> dict[str, Any]:
     """A wake-up waiting for the relay: the stream's INSERT of this item becomes one SQS message.
     It is never updated or deleted by code; TTL removes it (deletes by TTL are free). The sort
@@ -117,6 +118,9 @@ def outbox_item(
     if kind is not None:
         # the worker knows the job's concurrency limits without reading it (decision F2)
         item["kind"] = {"S": kind}
+    if priority != "normal":
+        # the relay sends it to that priority's queue (decision P1)
+        item["priority"] = {"S": priority}
     return item
 
 
@@ -160,6 +164,8 @@ def new_job_item(job: Job, *, due_indexed: bool = False) -> dict[str, Any]:
         "operations": {},
         "expires_at": job.deadline_at // 1000 + JOB_TTL_SECONDS,
     }
+    if job.priority != "normal":  # a normal job's item is as it was before priorities
+        doc["priority"] = job.priority
     if job.budget.max_cost is not None:
         doc["max_cost"] = job.budget.max_cost
     if job.budget.max_steps is not None:
@@ -212,4 +218,5 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         resolution=doc.get("resolution"),
         last_dispatch_at=doc.get("last_dispatch_at"),
         claimed_at=doc.get("claimed_at"),
+        priority=doc.get("priority", "normal"),
     )

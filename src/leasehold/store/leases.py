@@ -407,6 +407,7 @@ class LeaseStore:
                     deliver_at=retry_at,
                     now=now,
                     kind=job.kind,
+                    priority=job.priority,
                 ),
             )
             first_related = 2
@@ -442,6 +443,7 @@ class LeaseStore:
             deliver_at=retry_at,
             now=now,
             kind=job.kind,
+            priority=job.priority,
         )
         self._write(expr, job, [wakeup], stale_message="hand-back under a lost lease")
 

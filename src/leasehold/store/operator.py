@@ -96,7 +96,13 @@ class OperatorStore:
                 },
             )
         wakeup = outbox_put(
-            job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now, kind=job.kind
+            job.job_id,
+            job.owner,
+            version=job.version + 1,
+            deliver_at=now,
+            now=now,
+            kind=job.kind,
+            priority=job.priority,
         )
         try:
             self._table.transact([{"Update": expr.update_params(job_key(job_id))}, wakeup])

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
 
 MAX_VISIBILITY_SECONDS = 43_200
+PRIORITY_QUEUES = ("high", "normal", "low")
+"""Each priority has its own queue and event-source mapping (decision P1); `normal` is the
+work queue itself."""
 DEAD_LETTER_HOLD_SECONDS = 60
 """How long a redrive keeps a DLQ message it received hidden while it moves or sets it aside."""
 
@@ -31,6 +34,8 @@ class Wakeup:
     delay_seconds: int = 0
     kind: str | None = None
     """The job's kind, when the write that dispatched knew it (its concurrency limits, F2)."""
+    priority: str = "normal"
+    """The job's priority: the queue this wake-up travels on (decision P1)."""
 
     def body(self) -> str:
         doc = {
@@ -41,6 +46,8 @@ class Wakeup:
         }
         if self.kind is not None:
             doc["kind"] = self.kind
+        if self.priority != "normal":
+            doc["priority"] = self.priority
         return json.dumps(doc, separators=(",", ":"))
 
     @staticmethod
@@ -57,11 +64,13 @@ class Wakeup:
             if not isinstance(doc.get(name), str) or not doc[name]:
                 raise ValueError(f"no {name} (a non-empty string)")
         kind = doc.get("kind")
+        priority = doc.get("priority")
         return Wakeup(
             job_id=doc["job_id"],
             owner=Owner(tenant=doc["tenant"], user_id=doc["user_id"]),
             dispatch_id=str(doc.get("dispatch_id", "")),
             kind=kind if isinstance(kind, str) and kind else None,
+            priority=priority if priority in PRIORITY_QUEUES else "normal",
         )
 
 
@@ -84,42 +93,86 @@ class QueueStats:
 
 
 class WakeupQueue:
-    def __init__(self, client: SQSClient, queue_url: str, dlq_url: str | None = None) -> None:
+    """The work queues: `queue_url` (normal priority) and, where the deployment has them, a
+    queue for each other priority (`priority_urls`: {"high": url, "low": url}). Without one, a
+    wake-up of that priority goes to the work queue: it still runs, only not ahead of (or
+    behind) the normal backlog."""
+
+    def __init__(
+        self,
+        client: SQSClient,
+        queue_url: str,
+        dlq_url: str | None = None,
+        *,
+        priority_urls: dict[str, str] | None = None,
+    ) -> None:
         self._sqs = client
         self._url = queue_url
         self._dlq_url = dlq_url
+        self._urls = {"normal": queue_url}
+        for priority, url in (priority_urls or {}).items():
+            if priority not in PRIORITY_QUEUES:
+                raise ValueError(f"no such priority {priority!r} (high, normal, low)")
+            if url:
+                self._urls[priority] = url
+
+    def url_for(self, priority: str) -> str:
+        """The queue a wake-up of this priority travels on."""
+        return self._urls.get(priority, self._url)
+
+    @property
+    def urls(self) -> dict[str, str]:
+        """Priority → queue URL, for each queue this deployment has (normal always)."""
+        return dict(self._urls)
 
     def send_batch(self, wakeups: list[Wakeup]) -> set[str]:
-        """Send up to 10 wake-ups in one request; returns the dispatch ids that failed."""
+        """Send up to 10 wake-ups, one request per queue they go to; returns the dispatch ids
+        that failed (a request that fails as a whole raises, as one would)."""
         if not wakeups:
             return set()
-        entries = [
-            {
-                "Id": str(index),
-                "MessageBody": wakeup.body(),
-                "DelaySeconds": wakeup.delay_seconds,
+        by_url: dict[str, list[tuple[int, Wakeup]]] = {}
+        for index, wakeup in enumerate(wakeups):
+            by_url.setdefault(self.url_for(wakeup.priority), []).append((index, wakeup))
+        failed_ids: set[str] = set()
+        first_url = next(iter(by_url))
+        for url, batch in by_url.items():
+            entries = [
+                {
+                    "Id": str(index),
+                    "MessageBody": wakeup.body(),
+                    "DelaySeconds": wakeup.delay_seconds,
+                }
+                for index, wakeup in batch
+            ]
+            try:
+                answer = self._sqs.send_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
+            except (ClientError, BotoCoreError) as exc:
+                if url == first_url:  # nothing went: the caller treats it as one failure
+                    raise translate(exc) from exc
+                # an earlier queue's messages went: report only this queue's as failed
+                failed_ids |= {wakeup.dispatch_id for _, wakeup in batch}
+                continue
+            failed_ids |= {
+                wakeups[int(failed["Id"])].dispatch_id for failed in answer.get("Failed", [])
             }
-            for index, wakeup in enumerate(wakeups)
-        ]
-        try:
-            answer = self._sqs.send_message_batch(QueueUrl=self._url, Entries=entries)  # type: ignore[arg-type]
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc) from exc
-        return {wakeups[int(failed["Id"])].dispatch_id for failed in answer.get("Failed", [])}
+        return failed_ids
 
     def send(self, wakeup: Wakeup) -> None:
         try:
             self._sqs.send_message(
-                QueueUrl=self._url, MessageBody=wakeup.body(), DelaySeconds=wakeup.delay_seconds
+                QueueUrl=self.url_for(wakeup.priority),
+                MessageBody=wakeup.body(),
+                DelaySeconds=wakeup.delay_seconds,
             )
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
 
-    def delay(self, receipt_handle: str, seconds: int) -> None:
-        """Hide a message that arrived early until its job is due (then it is not deleted)."""
+    def delay(self, receipt_handle: str, seconds: int, priority: str = "normal") -> None:
+        """Hide a message that arrived early until its job is due (then it is not deleted); it
+        is on the queue of its wake-up's priority."""
         try:
             self._sqs.change_message_visibility(
-                QueueUrl=self._url,
+                QueueUrl=self.url_for(priority),
                 ReceiptHandle=receipt_handle,
                 VisibilityTimeout=max(0, min(MAX_VISIBILITY_SECONDS, seconds)),
             )
@@ -132,8 +185,12 @@ class WakeupQueue:
             "ApproximateNumberOfMessagesNotVisible",
             "ApproximateNumberOfMessagesDelayed",
         ]
+        totals = dict.fromkeys(names, 0)
         try:
-            main = self._sqs.get_queue_attributes(QueueUrl=self._url, AttributeNames=names)  # type: ignore[arg-type]
+            for url in self._urls.values():  # every priority's queue, summed
+                got = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)  # type: ignore[arg-type]
+                for name in names:
+                    totals[name] += int(cast(dict[str, Any], got["Attributes"]).get(name, 0))
             dead: dict[str, Any] = {"Attributes": {}}
             if self._dlq_url:
                 dead = dict(
@@ -143,11 +200,10 @@ class WakeupQueue:
                 )
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
-        attrs = cast(dict[str, Any], main["Attributes"])
         return QueueStats(
-            visible=int(attrs.get(names[0], 0)),
-            in_flight=int(attrs.get(names[1], 0)),
-            delayed=int(attrs.get(names[2], 0)),
+            visible=totals[names[0]],
+            in_flight=totals[names[1]],
+            delayed=totals[names[2]],
             dead_letter=int(dead["Attributes"].get("ApproximateNumberOfMessages", 0)),
         )
 
@@ -172,8 +228,13 @@ class WakeupQueue:
             source, destination = self._arn(dlq_url), self._arn(self._url)
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
+        # With a queue per priority, no destination: SQS returns each message to the queue it
+        # came from (a high job's wake-up to the high queue).
         try:
-            self._sqs.start_message_move_task(SourceArn=source, DestinationArn=destination)
+            if len(self._urls) > 1:
+                self._sqs.start_message_move_task(SourceArn=source)
+            else:
+                self._sqs.start_message_move_task(SourceArn=source, DestinationArn=destination)
             return True
         except ClientError as exc:
             # moto has no move task: in-process it raises NotImplementedError, as a server it
@@ -203,10 +264,15 @@ class WakeupQueue:
         ]
 
     def requeue_dead_letter(self, letter: DeadLetter) -> None:
-        """Send the letter's body to the work queue, then delete it from the DLQ (a failure in
-        between leaves a duplicate wake-up, which is harmless: every wake-up may come twice)."""
+        """Send the letter's body to its priority's work queue (the work queue for a body that
+        is not a wake-up), then delete it from the DLQ (a failure in between leaves a duplicate
+        wake-up, which is harmless: every wake-up may come twice)."""
         try:
-            self._sqs.send_message(QueueUrl=self._url, MessageBody=letter.body)
+            priority = Wakeup.parse(letter.body).priority
+        except ValueError:
+            priority = "normal"
+        try:
+            self._sqs.send_message(QueueUrl=self.url_for(priority), MessageBody=letter.body)
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
         self.delete_dead_letter(letter)

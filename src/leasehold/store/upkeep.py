@@ -62,6 +62,7 @@ class UpkeepStore:
                     deliver_at=now,
                     now=now,
                     kind=job.kind,
+                    priority=job.priority,
                 )
             )
         expr.remove("slot_token", "slots")
@@ -105,7 +106,13 @@ class UpkeepStore:
         )
         expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
         wakeup = outbox_put(
-            job.job_id, job.owner, version=job.version + 1, deliver_at=now, now=now, kind=job.kind
+            job.job_id,
+            job.owner,
+            version=job.version + 1,
+            deliver_at=now,
+            now=now,
+            kind=job.kind,
+            priority=job.priority,
         )
         self._apply(expr, job, [wakeup], stale_message="job changed meanwhile")
 
@@ -122,7 +129,13 @@ class UpkeepStore:
           wake-up is refused at claim; a claim moves a job out of the index itself."""
         due = max(now, job.next_attempt_at or now)
         wakeup = outbox_put(
-            job.job_id, job.owner, version=job.version + 1, deliver_at=due, now=now, kind=job.kind
+            job.job_id,
+            job.owner,
+            version=job.version + 1,
+            deliver_at=due,
+            now=now,
+            kind=job.kind,
+            priority=job.priority,
         )
         # A failed condition: this move's wake-up is already there (an earlier try, another
         # sweeper).

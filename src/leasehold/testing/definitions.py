@@ -256,8 +256,9 @@ def create_table(dynamodb: Any, definitions: Definitions, name: str) -> dict[str
 def create_queues(
     sqs: Any, definitions: Definitions, prefix: str, visibility_timeout_seconds: int
 ) -> dict[str, str]:
-    """The work queue (redriven to the DLQ as deployed), the DLQ and the relay-failure queue;
-    returns their URLs by `work`, `dlq`, `relay_failures`."""
+    """The work queue and the high- and low-priority queues (redriven to the DLQ as deployed),
+    the DLQ and the relay-failure queue; returns their URLs by `work`, `high`, `low`, `dlq`,
+    `relay_failures`."""
     queues = definitions.queues
 
     def retention(name: str) -> dict[str, str]:
@@ -278,10 +279,21 @@ def create_queues(
             "RedrivePolicy": redrive,
         },
     )["QueueUrl"]
+    high, low = (
+        sqs.create_queue(
+            QueueName=f"{prefix}{name}",
+            Attributes={
+                **retention("work"),
+                "VisibilityTimeout": str(visibility_timeout_seconds),
+                "RedrivePolicy": redrive,
+            },
+        )["QueueUrl"]
+        for name in ("high", "low")
+    )
     failures = sqs.create_queue(
         QueueName=f"{prefix}relay-failures", Attributes=retention("relay_failures")
     )["QueueUrl"]
-    return {"work": work, "dlq": dlq, "relay_failures": failures}
+    return {"work": work, "high": high, "low": low, "dlq": dlq, "relay_failures": failures}
 
 
 __all__ = [

@@ -14,7 +14,7 @@ import boto3
 
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
-from leasehold.domain.job import Job, Owner
+from leasehold.domain.job import Job, Owner, Priority
 from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.sdk.apps import Engine
 from leasehold.service.jobs import JobService, job_request
@@ -177,7 +177,7 @@ class LeaseholdTestbed:
         self.queue_urls: dict[str, str] = create_queues(
             plain_sqs, self.definitions, QUEUE_PREFIX, settings.visibility_timeout_seconds
         )
-        """The queues' URLs: `work`, `dlq`, `relay_failures`."""
+        """The queues' URLs: `work` (normal priority), `high`, `low`, `dlq`, `relay_failures`."""
         self.table_name: str = TABLE_NAME
         """The jobs table's name."""
         settings.engine(TABLE_NAME, self.queue_urls["work"], self.queue_urls["dlq"])
@@ -188,7 +188,12 @@ class LeaseholdTestbed:
             slot_grace_ms=2 * settings.lease_seconds * 1000,
         )
         self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
-        self._queue = WakeupQueue(self._sqs, self.queue_urls["work"], self.queue_urls["dlq"])
+        self._queue = WakeupQueue(
+            self._sqs,
+            self.queue_urls["work"],
+            self.queue_urls["dlq"],
+            priority_urls={"high": self.queue_urls["high"], "low": self.queue_urls["low"]},
+        )
         self._relay = StreamRelay(
             session.client("dynamodbstreams"),
             str(table["LatestStreamArn"]),
@@ -198,7 +203,12 @@ class LeaseholdTestbed:
             batch_size=int(self.definitions.relay["batch_size"]),
             max_retries=int(self.definitions.relay["max_retries"]),
         )
-        self._source = QueueSource(plain_sqs, self.queue_urls["work"], settings.worker_batch_size)
+        # One event source per priority queue, as the worker has (decision P1): each round
+        # delivers a batch from each, high first, so no backlog holds up another queue.
+        self._sources = [
+            QueueSource(plain_sqs, self.queue_urls[name], settings.worker_batch_size)
+            for name in ("high", "work", "low")
+        ]
         self._worker_rng: random.Random = (
             random.Random(seed) if settings.jitter else BackoffCeiling(seed)
         )
@@ -243,12 +253,15 @@ class LeaseholdTestbed:
         max_attempts: int | None = None,
         run_at: str | None = None,
         delay_seconds: int | None = None,
+        priority: Priority | None = None,
     ) -> str:
         """`POST /jobs`: validated and committed as the API does (an invalid request raises
         the API's `ValidationError`); returns the job id (the same one again for a repeated
         `idempotency_key`). The job is `queued`; nothing runs until `run_until_idle`. With
         `run_at` (ISO 8601 with an offset) or `delay_seconds` it does not start before then:
-        `advance` (or `drain`) the clock to it."""
+        `advance` (or `drain`) the clock to it. `priority` (high, normal, low; default the
+        kind's): each round of `run_until_idle` delivers a batch from each priority's queue,
+        high first, as each queue's own event source would."""
         self._ready()
         body = job_request(
             kind,
@@ -258,6 +271,7 @@ class LeaseholdTestbed:
             max_attempts=max_attempts,
             run_at=run_at,
             delay_seconds=delay_seconds,
+            priority=priority,
         )
         return self._api.accept(owner or self.owner, body, idempotency_key).job_id
 
@@ -378,16 +392,19 @@ class LeaseholdTestbed:
             for rounds in range(1, max_rounds + 1):
                 read, sent = self._relay.poll()
                 relayed += sent
-                messages = self._source.receive()
-                if messages:
-                    deliveries.extend(self._invoke(messages))
-                if not read and not messages:
+                delivered = False
+                for source in self._sources:
+                    messages = source.receive()
+                    if messages:
+                        delivered = True
+                        deliveries.extend(self._invoke(messages, source))
+                if not read and not delivered:
                     return RunReport(rounds, relayed, tuple(deliveries))
         finally:
             self._busy = False
         raise NotIdleError(f"still busy after {max_rounds} rounds (raise max_rounds?)")
 
-    def _invoke(self, messages: list[Message]) -> list[Delivery]:
+    def _invoke(self, messages: list[Message], source: QueueSource) -> list[Delivery]:
         """One worker invocation over a batch. As with Lambda's partial batch response, the
         acknowledged messages are deleted when the invocation returns; a crash deletes none."""
         remaining = invocation_clock(self.clock, self.settings.worker_timeout_seconds * 1000)
@@ -413,7 +430,7 @@ class LeaseholdTestbed:
                 acknowledged.append(message)
         self._crashes.forget()
         for message in acknowledged:
-            self._source.delete(message)
+            source.delete(message)
         return done
 
     def advance(self, seconds: float, *, sweep: bool = True) -> dict[str, int]:
@@ -444,7 +461,11 @@ class LeaseholdTestbed:
         self._ready()
         return next_event_ms(
             self._reads.jobs.list_active(limit=1000),
-            hidden_messages(self.queue_urls["work"]),
+            [
+                hidden
+                for name in ("high", "work", "low")
+                for hidden in hidden_messages(self.queue_urls[name])
+            ],
             now=self.clock.now_ms(),
             grace_ms=self.settings.lost_wakeup_grace_seconds * 1000,
             delayed=self._reads.jobs.list_due(until=MAX_DUE_MS, limit=1),

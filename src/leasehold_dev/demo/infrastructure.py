@@ -49,7 +49,7 @@ def f1_duplicate(s: Session, task: Task) -> None:
     assert s.stack.info is not None
     sent_at = now_ms()
     client("sqs", s.stack.info.endpoint).send_message(
-        QueueUrl=s.stack.info.queue_mappings[0].queue_url, MessageBody=body
+        QueueUrl=s.stack.info.work_queue_mapping().queue_url, MessageBody=body
     )
     s.act(task, f"the job's wake-up is sent again to the work queue (SQS on moto): {body}")
 

@@ -56,7 +56,8 @@ def create_table(dynamodb: Any, name: str = "jobs") -> dict[str, Any]:
 
 
 def create_queues(sqs: Any) -> dict[str, str]:
-    """Work queue (redrive as in the template), DLQ and relay-failure queue; returns their URLs."""
+    """Work queue and the high- and low-priority queues (redrive as in the template), DLQ and
+    relay-failure queue; returns their URLs (`work`, `high`, `low`, `dlq`, `relay_failures`)."""
     dlq_props = _resource("DeadLetterQueue")
     dlq = sqs.create_queue(
         QueueName="dlq",
@@ -65,21 +66,27 @@ def create_queues(sqs: Any) -> dict[str, str]:
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-    work_props = _resource("WorkQueue")
-    work = sqs.create_queue(
-        QueueName="work",
-        Attributes={
-            "VisibilityTimeout": str(resolved(work_props["VisibilityTimeout"])),
-            "RedrivePolicy": json.dumps(
-                {
-                    "deadLetterTargetArn": dlq_arn,
-                    "maxReceiveCount": work_props["RedrivePolicy"]["maxReceiveCount"],
-                }
-            ),
-        },
-    )["QueueUrl"]
+    urls = {}
+    for key, logical_id in (
+        ("work", "WorkQueue"),
+        ("high", "HighPriorityQueue"),
+        ("low", "LowPriorityQueue"),
+    ):
+        props = _resource(logical_id)
+        urls[key] = sqs.create_queue(
+            QueueName=key,
+            Attributes={
+                "VisibilityTimeout": str(resolved(props["VisibilityTimeout"])),
+                "RedrivePolicy": json.dumps(
+                    {
+                        "deadLetterTargetArn": dlq_arn,
+                        "maxReceiveCount": props["RedrivePolicy"]["maxReceiveCount"],
+                    }
+                ),
+            },
+        )["QueueUrl"]
     failures = sqs.create_queue(QueueName="relay-failures")["QueueUrl"]
-    return {"work": work, "dlq": dlq, "relay_failures": failures}
+    return {**urls, "dlq": dlq, "relay_failures": failures}
 
 
 def relay_mapping(stream_arn: str, on_failure_arn: str | None = None) -> StreamMapping:
@@ -113,6 +120,8 @@ def template_environment(table: str, queues: dict[str, str], **overrides: str) -
     refs = {
         "JobsTable": table,
         "WorkQueue": queues["work"],
+        "HighPriorityQueue": queues.get("high", ""),
+        "LowPriorityQueue": queues.get("low", ""),
         "DeadLetterQueue": queues["dlq"],
         "DocumentsBucket": queues.get("documents", DOCUMENTS_BUCKET),
         **params,

@@ -342,14 +342,23 @@ def run_worker(
             f"the local stack of {state_path} is not running any more (its process {info.pid} "
             "is gone); start one with `make up`"
         )
-    mapping = info.queue_mappings[0]
+    mappings = info.worker_mappings()
     # The lease holder's name: the process's name and pid (`ops show` reads both).
     os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = f"{name}@{os.getpid()}"
-    handler = load_handler(info, mapping.function)
-    function = info.functions[mapping.function]
-    poller = QueuePoller(
-        info.endpoint, mapping, handler, function.name, timeout_ms=function.timeout_seconds * 1000
-    )
+    handler = load_handler(info, mappings[0].function)
+    function = info.functions[mappings[0].function]
+    # One poller per event source mapping, as Lambda has (decision P1): the high, normal and
+    # low queues are polled independently, so no backlog on one holds up another.
+    pollers = [
+        QueuePoller(
+            info.endpoint,
+            mapping,
+            handler,
+            function.name,
+            timeout_ms=function.timeout_seconds * 1000,
+        )
+        for mapping in mappings
+    ]
     stopping = stop_requested_by_signals()
     me = ProcessRef.current()
     registry = WorkerRegistry(state_path)
@@ -365,9 +374,10 @@ def run_worker(
         os._exit(0)  # blocked in a request to the dead endpoint: nothing left to save
 
     threading.Thread(target=watch_the_stack, name="watch-the-stack", daemon=True).start()
-    print(f"{name} polling {mapping.queue_url}", flush=True)
-    idle = 0
-    try:
+    print(f"{name} polling {', '.join(m.queue_url for m in mappings)}", flush=True)
+
+    def poll(poller: QueuePoller) -> None:
+        idle = 0
         while (
             not stopping.is_set() and os.getppid() == parent
         ):  # an orphan stops (no workers left over)
@@ -380,5 +390,16 @@ def run_worker(
             idle = 0 if received else idle + 1
             if max_idle_polls is not None and idle >= max_idle_polls:
                 break
+
+    threads = [
+        threading.Thread(target=poll, args=(poller,), name=f"poll-{index}", daemon=True)
+        for index, poller in enumerate(pollers)
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=0.5)
     finally:
         registry.unregister(me)

@@ -77,6 +77,14 @@ class StreamMapping:
     on_failure_arn: str | None
 
 
+PRIORITY_QUEUE_OUTPUTS = {
+    "high": "HighPriorityQueue",
+    "normal": "WorkQueue",
+    "low": "LowPriorityQueue",
+}
+"""Each priority's queue in the template (decision P1)."""
+
+
 @dataclass(frozen=True)
 class QueueMapping:
     function: str
@@ -122,6 +130,21 @@ class StackInfo:
             "AWS_LAMBDA_FUNCTION_NAME": self.functions[function].name,
             "POWERTOOLS_METRICS_DISABLED": "true",
         }
+
+    def work_queue_mapping(self) -> QueueMapping:
+        """The worker's mapping of the (normal-priority) work queue."""
+        work = self.outputs.get("WorkQueue")
+        for mapping in self.queue_mappings:
+            if mapping.queue_url == work:
+                return mapping
+        return self.queue_mappings[0]
+
+    def worker_mappings(self) -> list[QueueMapping]:
+        """The worker's mappings, one per priority queue: high, then normal, then low."""
+        order = [self.outputs.get(name) for name in PRIORITY_QUEUE_OUTPUTS.values()]
+        worker = self.work_queue_mapping().function
+        mine = [m for m in self.queue_mappings if m.function == worker]
+        return sorted(mine, key=lambda m: order.index(m.queue_url) if m.queue_url in order else 9)
 
     def function_for(self, handler_suffix: str) -> str:
         for logical_id, info in self.functions.items():
@@ -474,6 +497,12 @@ def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
             k: v
             for k, v in physical.items()
             if k
-            in {"JobsTable", "WorkQueue", "DeadLetterQueue", "RelayFailureQueue", "DocumentsBucket"}
+            in {
+                "JobsTable",
+                *PRIORITY_QUEUE_OUTPUTS.values(),
+                "DeadLetterQueue",
+                "RelayFailureQueue",
+                "DocumentsBucket",
+            }
         },
     )
