@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup browser demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
+.PHONY: setup browser demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 
 setup: $(STAMP) browser
 
@@ -125,6 +125,11 @@ bench: setup
 # --compare-jobs 500 --restart-jobs 1000" for a short run.
 bench-local: setup
 	$(BIN)/python bench/run_local.py $(BENCH_ARGS)
+
+# Priorities on the local stack: 20 high jobs behind 1,000 normal ones, against the same 20 as
+# normal, and 20 low ones meanwhile (bench/priorities.json; a few minutes).
+bench-priorities: setup
+	$(BIN)/python bench/priorities.py $(BENCH_ARGS)
 
 # Keeps .leasehold/data (and data.previous): the local stack's state is not a build artefact.
 clean:

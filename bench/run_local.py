@@ -52,7 +52,14 @@ class StackProcess:
     """`leasehold local up --port 0` in its own process (its own interpreter lock, as a user
     would run it), its output in a log file; stopped with SIGTERM, then killed if it hangs."""
 
-    def __init__(self, workdir: Path, workers: int, data: Path | None, name: str = "stack") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        workers: int,
+        data: Path | None,
+        name: str = "stack",
+        parameters: dict[str, str] | None = None,
+    ) -> None:
         """`data`: the data directory (`--data`); None: `--in-memory`. In a process group of
         its own (with its moto server and workers), so `kill_group` ends all of it at once."""
         self.log = workdir / f"{name}.log"
@@ -60,6 +67,8 @@ class StackProcess:
         command += ["--workers", str(workers), "--state", str(workdir / f"{name}.json")]
         command += ["--template", str(ROOT / "template.yaml")]
         command += ["--data", str(data)] if data is not None else ["--in-memory"]
+        for key, value in (parameters or {}).items():
+            command += ["--parameter", f"{key}={value}"]
         started = time.monotonic()
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(

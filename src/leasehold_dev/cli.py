@@ -57,6 +57,32 @@ def importable_from(directory: Path) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([where, *paths])
 
 
+def _parameter_overrides(given: list[str], template_path: Path) -> dict[str, str]:
+    """`--parameter NAME=VALUE`s, each NAME one of the template's parameters."""
+    from leasehold_dev.local.template import TemplateError, load_template
+
+    if not given:
+        return {}
+    try:
+        known = set(load_template(template_path).get("Parameters") or {})
+    except TemplateError as exc:
+        raise CliError(str(exc)) from exc
+    overrides = {}
+    for text in given:
+        name, sep, value = text.partition("=")
+        if not sep or not name:
+            raise CliError(
+                f"--parameter {text!r}: give NAME=VALUE, e.g. LostWakeupGraceSeconds=120"
+            )
+        if name not in known:
+            raise CliError(
+                f"--parameter {name}: the template has no such parameter "
+                f"(it has {', '.join(sorted(known))})"
+            )
+        overrides[name] = value
+    return overrides
+
+
 def _cmd_local_up(args: argparse.Namespace) -> int:
     from leasehold.store.faults import FaultPlan, FaultSpecError
     from leasehold_dev.local.locate import data_path_for_up, state_path_for_up, template_for_up
@@ -78,8 +104,11 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
     importable_from(cwd)
     state = state_path_for_up(args.state_file, cwd, os.environ)
     functions_log = Path(args.functions_log) if args.functions_log else None
+    template_path = template_for_up(args.template, cwd)
+    parameters = _parameter_overrides(args.parameter, template_path)
     stack = LocalStack(
-        template_for_up(args.template, cwd),
+        template_path,
+        parameters=parameters,
         port=args.port,
         state_path=state,
         faults=args.faults,
@@ -442,6 +471,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--kinds",
         help="LEASEHOLD_KINDS for every function: importable modules, comma-separated, whose "
         "kinds (and routes) are registered (default: the template's Kinds parameter)",
+    )
+    up.add_argument(
+        "--parameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a template parameter for this stack, over the local defaults (repeatable), "
+        "e.g. --parameter LostWakeupGraceSeconds=120",
     )
     up.add_argument(
         "--faults",

@@ -211,3 +211,31 @@ def test_job_writes_takes_the_same_delays() -> None:
     assert wakeup["Put"]["Item"]["deliver_at"]["N"] == "1300000"
     with pytest.raises(ValidationError):
         job_writes("jobs", later, {}, owner, delay_seconds=5, run_at="1970-01-01T00:21:40Z")
+
+
+def test_the_operators_queued_list_has_the_delayed_jobs_after_the_others(
+    tb: LeaseholdTestbed,
+) -> None:
+    """`/ops/jobs?state=queued` goes on from the active jobs into the due index (soonest due
+    first), page after page, whatever the page size: nothing skipped, nothing twice."""
+    ready = [tb.submit("later", {"n": n}) for n in range(3)]
+    delayed = [tb.submit("later", {"d": n}, delay_seconds=7200 - n * 600) for n in range(3)]
+    soonest_first = list(reversed(delayed))
+    for size in (1, 2, 3, 4, 6, 50):
+        seen: list[str] = []
+        cursor = None
+        for _ in range(20):
+            page = tb._ops.jobs("queued", str(size), cursor)
+            seen += [row["job_id"] for row in page["jobs"]]
+            assert all(row["state"] == "queued" for row in page["jobs"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        # the ready ones were accepted in the same millisecond: their order is their ids'
+        assert len(seen) == 6 and set(seen[:3]) == set(ready), size
+        assert seen[3:] == soonest_first, size
+    only_later = tb._ops.jobs("queued", "50", None, kind="later")["jobs"]
+    assert len(only_later) == 6
+    summary = tb._ops.summary()
+    assert summary["counts"]["queued"] == 6 and summary["delayed"] == 3
+    assert summary["oldest_queued"]["job_id"] in ready  # a delayed job is not late

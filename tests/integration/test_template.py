@@ -299,6 +299,17 @@ def test_missing_template_is_a_one_line_error(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+def test_a_parameter_the_template_lacks_or_without_a_value_is_a_one_line_error() -> None:
+    for given, says in (
+        ("LostWakeupGrace=120", "--parameter LostWakeupGrace: the template has no such"),
+        ("LostWakeupGraceSeconds", "give NAME=VALUE"),
+    ):
+        out = _cli("local", "up", "--port", "0", "--parameter", given)
+        assert out.returncode == 2, out.stderr
+        assert says in out.stderr and "Traceback" not in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+
+
 def test_busy_port_is_a_one_line_error() -> None:
     import socket
 

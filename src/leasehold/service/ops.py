@@ -123,7 +123,8 @@ class OpsService:
         delayed = self._store.count_due()
         ready = counts[JobState.QUEUED.value] or 0
         counts[JobState.QUEUED.value] = ready + delayed
-        queued, _ = self._store.list_by_state(JobState.QUEUED, limit=100)
+        # the oldest that could run now: a job delayed on purpose is not late
+        queued, _ = self._store.list_by_state(JobState.QUEUED, limit=100, include_delayed=False)
         oldest = _oldest(queued[0], now) if queued else None
         oldest_by_kind: dict[str, Any] = {}
         for job in queued:  # oldest first: the first of each kind is its oldest

@@ -85,6 +85,23 @@ def encode_cursor(key: dict[str, Any] | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
 
 
+DUE_START = "due"
+"""The cursor of `queued` jobs that goes on at the start of the due index (decision F1)."""
+
+
+def _cursor_partition(cursor: str | None) -> str | None:
+    """The index partition a cursor of ours is in (None: no cursor, or not one of ours — which
+    decode_cursor then refuses)."""
+    if not cursor:
+        return None
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        partition = key["gsi1pk"]["S"]
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError):
+        return None
+    return partition if isinstance(partition, str) else None
+
+
 def decode_cursor(
     cursor: str | None,
     *,
@@ -201,17 +218,70 @@ class JobStore:
         cursor: str | None = None,
         kind: str | None = None,
         tenant: str | None = None,
+        include_delayed: bool = True,
     ) -> tuple[list[Job], str | None]:
         """Jobs in one state, oldest first (index `by_state`; `queued` and `running` share a
         partition and are told apart by reading the items). `succeeded` and `cancelled` jobs are
         not in the index (decision C3). `kind` and `tenant` filter the items read (the index is
-        keys only, decision C2's way): a page may come back short, with a cursor to go on."""
+        keys only, decision C2's way): a page may come back short, with a cursor to go on.
+        `queued` lists the jobs delayed beyond 15 minutes (the due index) after the others,
+        unless `include_delayed` is False."""
         partition = state_partition(state)
         if partition is None:
             raise ValidationError(
                 f"{state.value} jobs are not listed by state: finished jobs leave the state "
                 "index; find them by id, or by owner with GET /jobs?state="
             )
+        if state is JobState.QUEUED and include_delayed:
+            return self._list_queued(limit=limit, cursor=cursor, kind=kind, tenant=tenant)
+        return self._list_partition(
+            state, partition, limit=limit, cursor=cursor, kind=kind, tenant=tenant
+        )
+
+    def _list_queued(
+        self, *, limit: int, cursor: str | None, kind: str | None, tenant: str | None
+    ) -> tuple[list[Job], str | None]:
+        """`queued` jobs: those that may run now or within 15 minutes (the active partition,
+        oldest first), then the delayed ones of the due index (decision F1, soonest due
+        first). A cursor names the partition it is in; `DUE_START` is the due index from its
+        start, when a page ended exactly at the active partition's end."""
+        in_due = cursor == DUE_START or _cursor_partition(cursor) == DUE_PARTITION
+        jobs: list[Job] = []
+        next_cursor: str | None = None
+        if not in_due:
+            jobs, next_cursor = self._list_partition(
+                JobState.QUEUED,
+                ACTIVE_PARTITION,
+                limit=limit,
+                cursor=cursor,
+                kind=kind,
+                tenant=tenant,
+            )
+            if next_cursor is not None:
+                return jobs, next_cursor
+            if len(jobs) == limit:  # the active jobs ended with this page: the due ones next
+                return jobs, DUE_START if self.count_due(max_pages=1) else None
+            cursor = None
+        due, next_cursor = self._list_partition(
+            JobState.QUEUED,
+            DUE_PARTITION,
+            limit=limit - len(jobs),
+            cursor=None if cursor == DUE_START else cursor,
+            kind=kind,
+            tenant=tenant,
+        )
+        return jobs + due, next_cursor
+
+    def _list_partition(
+        self,
+        state: JobState,
+        partition: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        kind: str | None,
+        tenant: str | None,
+    ) -> tuple[list[Job], str | None]:
         params: dict[str, Any] = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": "gsi1pk = :p",
