@@ -115,8 +115,8 @@ def run_once(args: argparse.Namespace, tagged_as: str, workdir: Path) -> dict[st
         deadline = time.monotonic() + args.timeout
         views: dict[str, dict[str, Any]] = {}
         # _submit_backlog returns alice's share, then bob's: each job is read as its owner
-        owners = dict.fromkeys(backlog[:(args.backlog + 1) // 2], BACKLOG_USERS[0])
-        owners |= dict.fromkeys(backlog[(args.backlog + 1) // 2:], BACKLOG_USERS[1])
+        owners = dict.fromkeys(backlog[: (args.backlog + 1) // 2], BACKLOG_USERS[0])
+        owners |= dict.fromkeys(backlog[(args.backlog + 1) // 2 :], BACKLOG_USERS[1])
         readers = {user: api_client(stack.url, user) for user in (*BACKLOG_USERS, TAGGED_USER)}
 
         def settled(job_id: str) -> bool:

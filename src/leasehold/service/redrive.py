@@ -175,7 +175,13 @@ class DeadLetterService:
         job = self._jobs.get(job_id)
         if job is None:
             raise JobNotFoundError(f"no job {job_id}")
-        wakeup = Wakeup(job_id=job.job_id, owner=job.owner, dispatch_id=f"dlq-rehearsal-{job_id}")
+        wakeup = Wakeup(
+            job_id=job.job_id,
+            owner=job.owner,
+            dispatch_id=f"dlq-rehearsal-{job_id}",
+            kind=job.kind,
+            priority=job.priority,
+        )
         self._queue.send_to_dead_letters(wakeup.body())
         return wakeup
 
