@@ -15,7 +15,8 @@ CHECKS = (
     "A1", "A2", "A3",  # the supplier-document agent
     "E1", "E2",  # billable effects
     "F1", "F2", "F3",  # the infrastructure: a duplicate delivery, a table outage
-    "D1", "D2", "D3",  # flow control and time: a delayed job, a concurrency key, a rate
+    "D1", "D2", "D3", "D4", "D5",  # flow control and time: a delay, a concurrency key, a rate,
+    # a schedule, priorities
 )  # fmt: skip
 
 

@@ -45,8 +45,7 @@ def test_high_and_low_jobs_do_not_wait_behind_a_normal_backlog(stack: LocalStack
     assert {view["state"] for view in normal} <= {"queued", "running", "succeeded"}
     # a backlog job still to run has no end yet: it ends after every job here
     ends = [
-        _at(view["updated_at"]) if view["state"] == "succeeded" else float("inf")
-        for view in normal
+        _at(view["updated_at"]) if view["state"] == "succeeded" else float("inf") for view in normal
     ]
     for name, view in done.items():
         assert view["state"] == "succeeded", name

@@ -403,3 +403,18 @@ def test_a_bad_declared_schedule_stops_the_kind_where_it_is_declared(
 
     with pytest.raises(KindDefinitionError, match=says):
         Schedule(**arguments)
+
+
+def test_a_schedules_priority_is_each_of_its_jobs_and_the_default_is_normal(
+    harness: Harness,
+) -> None:
+    high = create(harness, priority="high")
+    plain = create(harness, payload=steps({}, {}))
+    assert high["priority"] == "high" and "priority" not in plain
+    to_tick(harness, high)
+    service(harness).fire_due()
+    jobs = {job.job_id: job.priority for job in alices_jobs(harness)}
+    assert sorted(jobs.values()) == ["high", "normal"]
+    assert jobs[str(service(harness).get(ALICE, high["schedule_id"])["last_job_id"])] == "high"
+    with pytest.raises(ValidationError, match="'priority' must be one of"):
+        create(harness, priority="urgent")

@@ -551,6 +551,7 @@ class Schedules:
         budget: Mapping[str, Any] | None = None,
         deadline_seconds: int | None = None,
         max_attempts: int | None = None,
+        priority: Literal["high", "normal", "low"] | None = None,
     ) -> dict[str, Any]:
         """Create a schedule (`POST /schedules`) and return its view (`next_tick_at` is the
         first tick). Everything is checked now, the job as `POST /jobs` would check it:
@@ -569,6 +570,8 @@ class Schedules:
             body["deadline_seconds"] = deadline_seconds
         if max_attempts is not None:
             body["max_attempts"] = max_attempts
+        if priority is not None:
+            body["priority"] = priority
         return dict(self._client.call("POST", "/schedules", body))
 
     def list(self, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:

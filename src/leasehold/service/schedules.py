@@ -44,9 +44,10 @@ SCHEDULE_FIELDS = frozenset(
         "budget",
         "deadline_seconds",
         "max_attempts",
+        "priority",
     }
 )
-JOB_FIELDS = ("kind", "payload", "budget", "deadline_seconds", "max_attempts")
+JOB_FIELDS = ("kind", "payload", "budget", "deadline_seconds", "max_attempts", "priority")
 MAX_SCHEDULES_PER_FIRE = 100
 KIND_TENANT = "_kinds"
 """The reserved tenant that owns the schedules declared on kinds (user: the kind's name)."""

@@ -41,7 +41,7 @@ def phases() -> list[Phase]:
     return [
         Phase(
             "phase 1: approval, budget, cancel, retry, dead, per-user limit, delays, a concurrency "
-            "key, a rate; the reading list; the agent; a duplicate delivery",
+            "key, a rate, a schedule; the reading list; the agent; a duplicate delivery",
             4,
             (
                 _t("T1", "approval", synthetic.t1_approval),
@@ -53,6 +53,7 @@ def phases() -> list[Phase]:
                 _t("D1", "delayed jobs", synthetic.d1_delayed),
                 _t("D2", "a concurrency key", synthetic.d2_concurrency),
                 _t("D3", "a rate limit", synthetic.d3_rate),
+                _t("D4", "a schedule", synthetic.d4_schedule),
                 _t("R1", "a bookmark, saved twice, edited", reading.r1_basics, "R1", "R2", "R8"),
                 _t("R3", "a page that never answers", reading.r3_dead_and_replay, "R3", "R4"),
                 _t("A1", "a supplier document", agent.a1_prepared),
@@ -87,7 +88,12 @@ def phases() -> list[Phase]:
             (_t("T8", "restart while paused", synthetic.t8_restart),),
         ),
         Phase(
-            "phase 5: the table stops answering",
+            "phase 5: a high and a low job behind a backlog",
+            2,
+            (_t("D5", "priorities", synthetic.d5_priorities),),
+        ),
+        Phase(
+            "phase 6: the table stops answering",
             4,
             (_t("F2", "an outage of the table", infrastructure.f2_outage, "F2", "F3"),),
         ),

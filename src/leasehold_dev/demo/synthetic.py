@@ -422,6 +422,95 @@ def d3_rate(s: Session, task: Task) -> None:
     )
 
 
+def d4_schedule(s: Session, task: Task) -> None:
+    """A schedule of `rate(1 minute)` made through `/schedules`: its first tick (the next whole
+    minute) makes exactly one job, whatever the sweeper's runs every second in between; the job
+    runs; the schedule is deleted and says who did it."""
+    made = s.call(
+        "POST",
+        "/schedules",
+        {
+            "expression": "rate(1 minute)",
+            "kind": "synthetic",
+            "payload": {"steps": [{"name": "tick"}]},
+        },
+        user="carol",
+    )
+    if made.status != 201:
+        raise RuntimeError(f"POST /schedules answered {made.status} {made.body}")
+    schedule_id = str(made.body["schedule_id"])
+    first_tick = str(made.body.get("next_tick_at"))
+    s.act(task, f"carol creates {schedule_id} rate(1 minute) → 201, first tick {first_tick}")
+
+    def fired() -> dict[str, Any] | None:
+        view = s.call("GET", f"/schedules/{schedule_id}", user="carol").body
+        return view if isinstance(view, dict) and view.get("last_job_id") else None
+
+    view = s.wait(fired, timeout=75, every=0.5) or {}
+    job_id = str(view.get("last_job_id") or "")
+    if job_id:
+        s.track(task, job_id)
+    done = s.wait_settled(job_id, "carol", timeout=30) if job_id else {}
+    time.sleep(3)  # three more sweeps: the tick is not fired again
+    again = s.call("GET", f"/schedules/{schedule_id}", user="carol").body
+    gone = s.call("DELETE", f"/schedules/{schedule_id}", user="carol")
+    s.act(task, f"carol deletes {schedule_id} → {gone.status}")
+    s.check(
+        task,
+        "D4",
+        "a schedule's tick makes exactly one job, which runs; the schedule can be deleted",
+        f"tick {view.get('last_tick_at')} (first tick {first_tick}) made {job_id or '–'} "
+        f"({done.get('state')}); 3 s of sweeps (one a second) later: ticks_fired "
+        f"{again.get('ticks_fired')}, last job {again.get('last_job_id')}, next tick "
+        f"{again.get('next_tick_at')}; DELETE → {gone.status}",
+        bool(job_id)
+        and done.get("state") == "succeeded"
+        and view.get("last_tick_at") == first_tick
+        and again.get("ticks_fired") == 1
+        and again.get("last_job_id") == job_id
+        and str(again.get("next_tick_at")) > str(view.get("last_tick_at"))
+        and gone.status in (200, 204),
+    )
+
+
+def d5_priorities(s: Session, task: Task) -> None:
+    """40 busy jobs of 400 ms (no concurrency limit) fill every worker; a high and a low job
+    submitted after them finish while most of the backlog is still to run: each priority has
+    its own queue and pollers (decision P1)."""
+    backlog = [s.client("bob").submit("demo_busy", {"ms": 400}).job_id for _ in range(BACKLOG_JOBS)]
+    s.act(task, f"bob submits {BACKLOG_JOBS} busy jobs of 400 ms (normal priority)")
+    high = s.submit(
+        task, "a high-priority job", {**_synthetic([{"name": "now"}]), "priority": "high"}
+    )
+    low = s.submit(
+        task, "a low-priority job", {**_synthetic([{"name": "later"}]), "priority": "low"}
+    )
+    done = {"high": s.wait_settled(high, "alice"), "low": s.wait_settled(low, "alice")}
+    views = [s.job(j, "bob") for j in backlog]
+    ends = [v.get("updated_at", "") if v.get("state") == "succeeded" else "~" for v in views]
+    ahead: dict[str, tuple[int, int]] = {}
+    for name, view in done.items():
+        accepted, ended = view.get("created_at", ""), view.get("updated_at", "")
+        waiting = [end for end in ends if end > accepted]
+        ahead[name] = (sum(1 for end in waiting if end < ended), len(waiting))
+    s.wait(lambda: all(s.job(j, "bob").get("state") in TERMINAL for j in backlog[-3:]), 60)
+    s.check(
+        task,
+        "D5",
+        "a high and a low job do not wait behind a normal backlog",
+        "; ".join(
+            f"{name} {done[name].get('state')}: {ran} of the {left} backlog jobs still to run "
+            f"when it was accepted ran before it ended"
+            for name, (ran, left) in ahead.items()
+        ),
+        all(done[name].get("state") == "succeeded" for name in done)
+        and all(left >= 10 and ran < left // 3 for ran, left in ahead.values()),
+    )
+
+
+BACKLOG_JOBS = 40
+
+
 def iso_now() -> str:
     """Now as the API writes times (ISO 8601 UTC, milliseconds, `Z`): comparable as text."""
     return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
