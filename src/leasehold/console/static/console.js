@@ -436,7 +436,7 @@
       el("tbody", {}, jobs.map((job) => el("tr", { "data-job-id": job.job_id },
         el("td", {}, jobLink(job.job_id)),
         el("td", {}, stateBadge(job.state)),
-        el("td", { text: job.kind }),
+        el("td", { text: job.priority && job.priority !== "normal" ? `${job.kind} · ${job.priority}` : job.kind }),
         el("td", { text: `${job.tenant} · ${job.user_id}` }),
         el("td", { text: age(job.age_seconds) }),
         el("td", { text: `${job.attempts}/${job.max_attempts}` }),
@@ -515,6 +515,7 @@
   function facts(job) {
     const rows = [
       ["kind", job.kind],
+      ["priority", job.priority || "normal"],
       ["tenant · user", `${job.tenant} · ${job.user_id}`],
       ["attempts", `${job.attempts} of ${job.max_attempts}`],
       ["epoch · version", `${job.epoch} · ${job.version}`],
