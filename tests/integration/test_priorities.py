@@ -183,3 +183,22 @@ def test_a_dead_letter_returns_to_the_queue_of_its_priority(tb: LeaseholdTestbed
     queue.send_to_dead_letters("not a wake-up")
     assert queue.redrive_dead_letters() == 4
     assert queue_depths(tb) == {"high": 1, "normal": 2, "low": 1}
+
+
+def test_an_early_high_wakeup_on_the_normal_queue_is_not_stuck(tb: LeaseholdTestbed) -> None:
+    """A high job's wake-up can be on the normal queue: `ops redrive --queue-url --dlq-url`
+    without `--high-queue-url` moves the DLQ to the work queue (StartMessageMoveTask with that
+    destination). Arriving before its job is due, it is hidden with ChangeMessageVisibility on
+    the queue its body names (high) with a receipt handle of the normal queue: SQS refuses
+    (ReceiptHandleIsInvalid). That must not escape the worker (the message kept, received
+    again and again until the DLQ): the wake-up is handed off to the job's own queue."""
+    job_id = tb.submit("urgent", {}, delay_seconds=60)
+    tb.run_until_idle()  # the relay sends it to the high queue, 60 s delayed
+    body = Wakeup(job_id, tb.owner, "by-hand", priority="high").body()
+    tb.client("sqs").send_message(QueueUrl=tb.queue_urls["work"], MessageBody=body)
+    report = tb.run_until_idle()
+    outcomes = [d.outcome for d in report.deliveries if d.job_id == job_id]
+    assert outcomes == ["not_due"], report
+    assert queue_depths(tb)["normal"] == 0  # the normal queue's copy went: handed off
+    tb.drain()
+    assert tb.state(job_id) == "succeeded"
