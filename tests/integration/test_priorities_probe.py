@@ -38,7 +38,9 @@ def test_same_key_with_and_without_normal_is_the_same_job(call: Call) -> None:
     plain = {"kind": "synthetic", "payload": STEPS}
     _, first, _ = call("api-submit-job.json", body=plain, headers={"idempotency-key": "k"})
     status, again, _ = call(
-        "api-submit-job.json", body={**plain, "priority": "normal"}, headers={"idempotency-key": "k"}
+        "api-submit-job.json",
+        body={**plain, "priority": "normal"},
+        headers={"idempotency-key": "k"},
     )
     assert status == 202 and again["job_id"] == first["job_id"]
     status, other, _ = call(

@@ -20,7 +20,7 @@ class FakeSqs:
         self.broken, self.entry_failures = broken, entry_failures
         self.sent: dict[str, list[str]] = {}
 
-    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:  # noqa: N803
         if QueueUrl in self.broken:
             raise ClientError({"Error": {"Code": "ServiceUnavailable"}}, "SendMessageBatch")
         bad = self.entry_failures.get(QueueUrl, set())
