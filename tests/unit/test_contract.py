@@ -89,6 +89,7 @@ def test_conforming_exchanges_pass() -> None:
         "missing field",
         "time as a number",
         "unknown state",
+        "unknown priority",
         "next_attempt_at outside queued",
         "wrong error code for 404",
         "undocumented status",
