@@ -202,3 +202,38 @@ def test_an_early_high_wakeup_on_the_normal_queue_is_not_stuck(tb: LeaseholdTest
     assert queue_depths(tb)["normal"] == 0  # the normal queue's copy went: handed off
     tb.drain()
     assert tb.state(job_id) == "succeeded"
+
+
+def test_the_sweepers_wakeups_keep_the_priority(tb: LeaseholdTestbed) -> None:
+    """Probe: a lost high wake-up re-dispatched by the sweeper, and a low job delayed beyond
+    15 minutes brought due by it, each go to their own queue."""
+    sqs = tb.client("sqs")
+    lost = tb.submit("work", {"n": 1}, priority="high")
+    tb._relay.poll()
+    sqs.purge_queue(QueueUrl=tb.queue_urls["high"])  # the wake-up is lost
+    assert queue_depths(tb)["high"] == 0
+    later = tb.submit("work", {"n": 2}, priority="low", delay_seconds=3600)
+    tb.advance(tb.settings.lost_wakeup_grace_seconds + 5)  # the sweeper re-dispatches `lost`
+    tb._relay.poll()
+    assert queue_depths(tb) == {"high": 1, "normal": 0, "low": 0}
+    tb.run_until_idle()
+    assert tb.view(lost)["state"] == "succeeded"
+    tb.advance(3600 - 600)  # `later` comes within 15 minutes: brought due
+    tb._relay.poll()
+    assert queue_depths(tb) == {"high": 0, "normal": 0, "low": 1}
+    tb.drain()
+    assert tb.view(later)["state"] == "succeeded"
+
+
+def test_a_hand_off_stays_on_the_high_queue(tb: LeaseholdTestbed) -> None:
+    """Probe: the worker's hand-off (slot wait, rate wait, no time left, store unavailable)
+    re-sends the wake-up it holds: to that wake-up's priority queue."""
+    job = tb.submit("work", {}, priority="high")
+    tb._relay.poll()
+    [message] = tb._sources[0].receive()
+    result = tb._worker._hand_off(Wakeup.parse(message.body), "slots_full", delay_s=1)
+    tb._sources[0].delete(message)
+    assert result.outcome == "slots_full"
+    assert queue_depths(tb) == {"high": 1, "normal": 0, "low": 0}
+    tb.drain()
+    assert tb.view(job)["state"] == "succeeded"
