@@ -16,7 +16,7 @@ STEPS = {"steps": [{"name": "a", "cost": 1}]}
 
 @pytest.mark.parametrize(
     "priority",
-    [True, False, 0, 1, 1.5, "", "HIGH", "urgent", " high", [], ["high"], {}, {"p": "high"}],
+    [None, True, False, 0, 1, 1.5, "", "HIGH", "urgent", " high", [], ["high"], {}, {"p": "high"}],
 )
 def test_every_bad_priority_is_a_400_naming_it(call: Call, priority: Any) -> None:
     body = {"kind": "synthetic", "payload": STEPS, "priority": priority}
@@ -88,3 +88,4 @@ def test_due_start_cursor_with_filters(call: Call) -> None:
             "api-ops-jobs.json", user="ops", query={"state": "queued", "cursor": "due", **query}
         )
         assert status == 200, (query, page)
+
