@@ -88,4 +88,3 @@ def test_due_start_cursor_with_filters(call: Call) -> None:
             "api-ops-jobs.json", user="ops", query={"state": "queued", "cursor": "due", **query}
         )
         assert status == 200, (query, page)
-
