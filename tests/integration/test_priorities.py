@@ -237,3 +237,16 @@ def test_a_hand_off_stays_on_the_high_queue(tb: LeaseholdTestbed) -> None:
     assert queue_depths(tb) == {"high": 1, "normal": 0, "low": 0}
     tb.drain()
     assert tb.view(job)["state"] == "succeeded"
+
+
+def test_no_priority_and_normal_under_one_key_for_a_kind_that_defaults_to_high(
+    tb: LeaseholdTestbed,
+) -> None:
+    """Probe of docs/openapi.yaml ("`normal` and no priority are the same request"): for a
+    kind that declares priority="high", no priority means high, so the two are different
+    requests — a 409, rightly; the document's sentence holds only for a kind without one."""
+    first = tb.submit("urgent", {}, idempotency_key="k")
+    assert tb.view(first)["priority"] == "high"
+    with pytest.raises(ConflictError):
+        tb.submit("urgent", {}, idempotency_key="k", priority="normal")
+    assert tb.submit("urgent", {}, idempotency_key="k", priority="high") == first
