@@ -64,9 +64,10 @@ def _parameter_overrides(given: list[str], template_path: Path) -> dict[str, str
     if not given:
         return {}
     try:
-        known = set(load_template(template_path).get("Parameters") or {})
+        declared = dict(load_template(template_path).get("Parameters") or {})
     except TemplateError as exc:
         raise CliError(str(exc)) from exc
+    known = set(declared)
     overrides = {}
     for text in given:
         name, sep, value = text.partition("=")
@@ -79,8 +80,38 @@ def _parameter_overrides(given: list[str], template_path: Path) -> dict[str, str
                 f"--parameter {name}: the template has no such parameter "
                 f"(it has {', '.join(sorted(known))})"
             )
+        problem = _parameter_problem(declared[name] or {}, value)
+        if problem:
+            raise CliError(f"--parameter {name}={value}: {problem}")
         overrides[name] = value
     return overrides
+
+
+def _parameter_problem(declared: dict[str, Any], value: str) -> str | None:
+    """What CloudFormation would refuse in `value` for this parameter (moto's checks none of
+    it: a WorkerBatchSize of 0 made pollers that ask SQS for no messages), or None."""
+    import re
+
+    allowed = declared.get("AllowedValues")
+    if allowed is not None and value not in [str(v) for v in allowed]:
+        return f"must be one of {', '.join(str(v) for v in allowed)}"
+    if declared.get("Type") == "Number":
+        try:
+            number = float(value)
+        except ValueError:
+            return "must be a number"
+        if "MinValue" in declared and number < float(declared["MinValue"]):
+            return f"must be at least {declared['MinValue']}"
+        if "MaxValue" in declared and number > float(declared["MaxValue"]):
+            return f"must be at most {declared['MaxValue']}"
+    pattern = declared.get("AllowedPattern")
+    if pattern is not None and re.fullmatch(str(pattern), value) is None:
+        return f"does not match the pattern {pattern}"
+    if "MinLength" in declared and len(value) < int(declared["MinLength"]):
+        return f"must be at least {declared['MinLength']} characters"
+    if "MaxLength" in declared and len(value) > int(declared["MaxLength"]):
+        return f"must be at most {declared['MaxLength']} characters"
+    return None
 
 
 def _cmd_local_up(args: argparse.Namespace) -> int:

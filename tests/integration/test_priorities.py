@@ -183,3 +183,70 @@ def test_a_dead_letter_returns_to_the_queue_of_its_priority(tb: LeaseholdTestbed
     queue.send_to_dead_letters("not a wake-up")
     assert queue.redrive_dead_letters() == 4
     assert queue_depths(tb) == {"high": 1, "normal": 2, "low": 1}
+
+
+def test_an_early_high_wakeup_on_the_normal_queue_is_not_stuck(tb: LeaseholdTestbed) -> None:
+    """A high job's wake-up can be on the normal queue: `ops redrive --queue-url --dlq-url`
+    without `--high-queue-url` moves the DLQ to the work queue (StartMessageMoveTask with that
+    destination). Arriving before its job is due, it is hidden with ChangeMessageVisibility on
+    the queue its body names (high) with a receipt handle of the normal queue: SQS refuses
+    (ReceiptHandleIsInvalid). That must not escape the worker (the message kept, received
+    again and again until the DLQ): the wake-up is handed off to the job's own queue."""
+    job_id = tb.submit("urgent", {}, delay_seconds=60)
+    tb.run_until_idle()  # the relay sends it to the high queue, 60 s delayed
+    body = Wakeup(job_id, tb.owner, "by-hand", priority="high").body()
+    tb.client("sqs").send_message(QueueUrl=tb.queue_urls["work"], MessageBody=body)
+    report = tb.run_until_idle()
+    outcomes = [d.outcome for d in report.deliveries if d.job_id == job_id]
+    assert outcomes == ["not_due"], report
+    assert queue_depths(tb)["normal"] == 0  # the normal queue's copy went: handed off
+    tb.drain()
+    assert tb.state(job_id) == "succeeded"
+
+
+def test_the_sweepers_wakeups_keep_the_priority(tb: LeaseholdTestbed) -> None:
+    """Probe: a lost high wake-up re-dispatched by the sweeper, and a low job delayed beyond
+    15 minutes brought due by it, each go to their own queue."""
+    sqs = tb.client("sqs")
+    lost = tb.submit("work", {"n": 1}, priority="high")
+    tb._relay.poll()
+    sqs.purge_queue(QueueUrl=tb.queue_urls["high"])  # the wake-up is lost
+    assert queue_depths(tb)["high"] == 0
+    later = tb.submit("work", {"n": 2}, priority="low", delay_seconds=3600)
+    tb.advance(tb.settings.lost_wakeup_grace_seconds + 5)  # the sweeper re-dispatches `lost`
+    tb._relay.poll()
+    assert queue_depths(tb) == {"high": 1, "normal": 0, "low": 0}
+    tb.run_until_idle()
+    assert tb.view(lost)["state"] == "succeeded"
+    tb.advance(3600 - 600)  # `later` comes within 15 minutes: brought due
+    tb._relay.poll()
+    assert queue_depths(tb) == {"high": 0, "normal": 0, "low": 1}
+    tb.drain()
+    assert tb.view(later)["state"] == "succeeded"
+
+
+def test_a_hand_off_stays_on_the_high_queue(tb: LeaseholdTestbed) -> None:
+    """Probe: the worker's hand-off (slot wait, rate wait, no time left, store unavailable)
+    re-sends the wake-up it holds: to that wake-up's priority queue."""
+    job = tb.submit("work", {}, priority="high")
+    tb._relay.poll()
+    [message] = tb._sources[0].receive()
+    result = tb._worker._hand_off(Wakeup.parse(message.body), "slots_full", delay_s=1)
+    tb._sources[0].delete(message)
+    assert result.outcome == "slots_full"
+    assert queue_depths(tb) == {"high": 1, "normal": 0, "low": 0}
+    tb.drain()
+    assert tb.view(job)["state"] == "succeeded"
+
+
+def test_no_priority_and_normal_under_one_key_for_a_kind_that_defaults_to_high(
+    tb: LeaseholdTestbed,
+) -> None:
+    """Probe of docs/openapi.yaml ("`normal` and no priority are the same request"): for a
+    kind that declares priority="high", no priority means high, so the two are different
+    requests — a 409, rightly; the document's sentence holds only for a kind without one."""
+    first = tb.submit("urgent", {}, idempotency_key="k")
+    assert tb.view(first)["priority"] == "high"
+    with pytest.raises(ConflictError):
+        tb.submit("urgent", {}, idempotency_key="k", priority="normal")
+    assert tb.submit("urgent", {}, idempotency_key="k", priority="high") == first

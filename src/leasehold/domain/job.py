@@ -222,7 +222,7 @@ def parse_job_request(
     attempts = _positive_int(attempts, "max_attempts", low=1, high=MAX_ATTEMPTS_LIMIT)
     run_at_ms, delay_seconds = parse_delay(body)
     priority = body.get("priority")
-    if priority is not None:
+    if "priority" in body:  # null too is not a priority (the OpenAPI document refuses it)
         check_priority(priority)
     return JobSpec(
         kind=kind,

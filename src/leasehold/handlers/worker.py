@@ -23,9 +23,15 @@ from leasehold.service.worker import Disposition, WorkerService, WorkerSettings
 from leasehold.store.queue import Wakeup
 
 logger = Logger(service="leasehold")
-# A batch whose every record must stay is still answered with batchItemFailures (not an error),
-# so the local pump and Lambda see the same partial-response shape.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def _processor() -> BatchProcessor:
+    """A processor per invocation: it holds the batch's records and failures, and the local
+    worker runs one invocation per priority queue at once in one process (decision P1) — a
+    shared one let a second batch clear the first's failures, whose poller then deleted a
+    message that had to stay. A batch whose every record must stay is still answered with
+    batchItemFailures (not an error), so the local pump and Lambda see the same shape."""
+    return BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 class KeepMessageError(Exception):
@@ -75,6 +81,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return process_partial_response(  # type: ignore[return-value]
         event=event,
         record_handler=record_handler,
-        processor=processor,
+        processor=_processor(),
         context=context,
     )

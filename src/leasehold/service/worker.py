@@ -209,8 +209,14 @@ class WorkerService:
         if reason == ClaimRejection.NOT_DUE:
             due_in_s = ((job.next_attempt_at or now) - now + 999) // 1000
             if receipt_handle is not None:
-                self._queue.delay(receipt_handle, due_in_s, wakeup.priority)
-                return WakeupResult(Disposition.KEEP, reason)
+                try:
+                    self._queue.delay(receipt_handle, due_in_s, wakeup.priority)
+                    return WakeupResult(Disposition.KEEP, reason)
+                except StoreUnavailableError:
+                    # Not hidden: SQS down, or the message is not on its priority's queue (a
+                    # redrive by hand to the work queue; its receipt handle is refused there):
+                    # a new one on the job's own queue, as without a receipt handle.
+                    pass
             return self._hand_off(wakeup, reason, delay_s=min(900, due_in_s))
         try:
             self._outcomes.settle_abandoned(job, reason, now, by=self._settings.worker_id)
