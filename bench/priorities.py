@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             "spacing_seconds": args.spacing,
             "backlog_step_ms": BACKLOG_JOB["steps"][0]["duration_ms"],
         },
-        "mechanism": "a queue and an event source mapping per priority (decision P1)",
+        "mechanism": "a queue and an event source mapping per priority (decision F4)",
         "runs": runs,
         "target": {
             "high_p50_under_s": 2.0,

@@ -1,4 +1,4 @@
-"""Priorities on the embedded local stack (decision P1): the template's three queues, each with
+"""Priorities on the embedded local stack (decision F4): the template's three queues, each with
 its own event source mapping, polled independently by the worker process. Behind a normal
 backlog that takes one worker many seconds to drain, a high job and a low job submitted after
 it both finish while most of the backlog is still to run — the high one because its queue has

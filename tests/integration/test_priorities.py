@@ -1,4 +1,4 @@
-"""Priorities (arch §15, decision P1): `priority` high | normal | low on a job. Each priority has
+"""Priorities (arch §15, decision F4): `priority` high | normal | low on a job. Each priority has
 its own queue and its own event source on the worker, so a high job does not wait behind a
 normal backlog and a low job is never starved: while any low job is queued, the low queue's own
 pollers run it, whatever the other backlogs. On the testbed each round of `run_until_idle`

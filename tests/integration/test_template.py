@@ -268,7 +268,7 @@ def test_local_stack_is_created_from_the_template_in_moto(moto: None) -> None:
     assert stream.on_failure_arn and stream.on_failure_arn.endswith(
         info.outputs["RelayFailureQueue"].rsplit("/", 1)[1]
     )
-    # one mapping per priority queue (decision P1), each as the work queue's
+    # one mapping per priority queue (decision F4), each as the work queue's
     assert {m.queue_url for m in info.queue_mappings} == {
         info.outputs["WorkQueue"],
         info.outputs["HighPriorityQueue"],

@@ -57,7 +57,7 @@ def test_every_function_reserves_concurrency_from_its_own_parameter() -> None:
 def test_the_workers_reservation_covers_its_queues_maximum_concurrency() -> None:
     # Below the event sources' MaximumConcurrency Lambda throttles the pollers' invocations and
     # the wake-ups return to their queue, a receive spent each time, towards the DLQ; and one
-    # priority's pollers could take the concurrency another's need (decision P1).
+    # priority's pollers could take the concurrency another's need (decision F4).
     tpl = template()
     worker = _of_type("AWS::Serverless::Function")["WorkerFunction"]["Properties"]
     sqs_events = {

@@ -1,5 +1,5 @@
 """The local worker (leasehold_dev.local.runner.run_worker) calls one worker handler from a
-poller thread per queue (decision P1). Two batches in flight at once must each get their own
+poller thread per queue (decision F4). Two batches in flight at once must each get their own
 batchItemFailures: a record kept by one batch must never be dropped because another batch
 started meanwhile (its poller would delete a message that had to stay)."""
 

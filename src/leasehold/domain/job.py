@@ -20,7 +20,7 @@ from leasehold.domain.states import JobState
 
 Priority = Literal["high", "normal", "low"]
 PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
-"""A job's priority (arch §15): each has its own queue and event-source mapping (decision P1)."""
+"""A job's priority (arch §15): each has its own queue and event-source mapping (decision F4)."""
 DEFAULT_PRIORITY = "normal"
 
 
@@ -159,7 +159,7 @@ class Job:
     claimed_at: int | None = None
     """When the current (or last) attempt was claimed: its start on the operator's timeline."""
     priority: str = DEFAULT_PRIORITY
-    """high | normal | low: which queue its wake-ups go to (decision P1). Never changes."""
+    """high | normal | low: which queue its wake-ups go to (decision F4). Never changes."""
 
 
 def _positive_int(value: Any, name: str, *, low: int, high: int) -> int:

@@ -58,7 +58,7 @@ class Settings:
     faults: str = ""
     """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
     high_queue_url: str = ""
-    """HIGH_QUEUE_URL: the high-priority work queue (decision P1); empty: high jobs go to
+    """HIGH_QUEUE_URL: the high-priority work queue (decision F4); empty: high jobs go to
     QUEUE_URL."""
     low_queue_url: str = ""
     """LOW_QUEUE_URL: the low-priority work queue; empty: low jobs go to QUEUE_URL."""

@@ -27,7 +27,7 @@ logger = Logger(service="leasehold")
 
 def _processor() -> BatchProcessor:
     """A processor per invocation: it holds the batch's records and failures, and the local
-    worker runs one invocation per priority queue at once in one process (decision P1) — a
+    worker runs one invocation per priority queue at once in one process (decision F4) — a
     shared one let a second batch clear the first's failures, whose poller then deleted a
     message that had to stay. A batch whose every record must stay is still answered with
     batchItemFailures (not an error), so the local pump and Lambda see the same shape."""

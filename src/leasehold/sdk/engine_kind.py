@@ -43,7 +43,7 @@ class EngineKind:
         self.submittable = kind.submittable
         self.default_max_attempts = kind.default_max_attempts
         self.default_priority = kind.default_priority
-        """The priority of this kind's jobs when a request names none (decision P1)."""
+        """The priority of this kind's jobs when a request names none (decision F4)."""
         self.operators_see_payload = kind.operators_see_payload
         self.concurrency = kind.concurrency
         self.rate = kind.rate

@@ -169,7 +169,7 @@ def job_spec(
     kind = kinds[spec.kind]
     if kind.default_max_attempts and "max_attempts" not in body:
         spec = replace(spec, max_attempts=kind.default_max_attempts)
-    if spec.priority is None:  # the kind's own default, else normal (decision P1)
+    if spec.priority is None:  # the kind's own default, else normal (decision F4)
         spec = replace(spec, priority=getattr(kind, "default_priority", None) or DEFAULT_PRIORITY)
     return spec, kind
 

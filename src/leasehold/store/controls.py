@@ -193,7 +193,7 @@ class ControlStore:
             if new is not None:
                 return new
             raise self._approval_conflict(old, owner, job_id, version)
-        # The wake-up goes to the job's own queue with its kind (decision P1): both are fixed
+        # The wake-up goes to the job's own queue with its kind (decision F4): both are fixed
         # at accept, so reading them before the conditional write cannot race with it.
         seen = self._table.get(job_key(job_id))
         fixed = job_from_item(seen) if seen else None

@@ -104,7 +104,7 @@ def outbox_put(
     priority: str = "normal",
 ) -> dict[str, Any]:
     """A new wake-up, committed with the write that needs it (arch §3.1, §3.5); `kind` (when
-    the writer knows it) rides on the message, `priority` picks its queue (decision P1)."""
+    the writer knows it) rides on the message, `priority` picks its queue (decision F4)."""
     return {
         "Put": {
             "Item": outbox_item(

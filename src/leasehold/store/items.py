@@ -119,7 +119,7 @@ def outbox_item(
         # the worker knows the job's concurrency limits without reading it (decision F2)
         item["kind"] = {"S": kind}
     if priority != "normal":
-        # the relay sends it to that priority's queue (decision P1)
+        # the relay sends it to that priority's queue (decision F4)
         item["priority"] = {"S": priority}
     return item
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 MAX_VISIBILITY_SECONDS = 43_200
 PRIORITY_QUEUES = ("high", "normal", "low")
-"""Each priority has its own queue and event-source mapping (decision P1); `normal` is the
+"""Each priority has its own queue and event-source mapping (decision F4); `normal` is the
 work queue itself."""
 DEAD_LETTER_HOLD_SECONDS = 60
 """How long a redrive keeps a DLQ message it received hidden while it moves or sets it aside."""
@@ -35,7 +35,7 @@ class Wakeup:
     kind: str | None = None
     """The job's kind, when the write that dispatched knew it (its concurrency limits, F2)."""
     priority: str = "normal"
-    """The job's priority: the queue this wake-up travels on (decision P1)."""
+    """The job's priority: the queue this wake-up travels on (decision F4)."""
 
     def body(self) -> str:
         doc = {

@@ -203,7 +203,7 @@ class LeaseholdTestbed:
             batch_size=int(self.definitions.relay["batch_size"]),
             max_retries=int(self.definitions.relay["max_retries"]),
         )
-        # One event source per priority queue, as the worker has (decision P1): each round
+        # One event source per priority queue, as the worker has (decision F4): each round
         # delivers a batch from each, high first, so no backlog holds up another queue.
         self._sources = [
             QueueSource(plain_sqs, self.queue_urls[name], settings.worker_batch_size)

@@ -1,7 +1,7 @@
 """The demo's own job kinds, registered beside the applications by `leasehold demo`: a render
 limited to two running per tenant over two slot items (decision F2, check D2), and a ping
 limited to two starts a second per tenant (decision F3, check D3), and a busy kind without any
-concurrency limit for the backlog of the priorities' check (decision P1, check D5)."""
+concurrency limit for the backlog of the priorities' check (decision F4, check D5)."""
 
 from __future__ import annotations
 

@@ -476,7 +476,7 @@ def d4_schedule(s: Session, task: Task) -> None:
 def d5_priorities(s: Session, task: Task) -> None:
     """40 busy jobs of 400 ms (no concurrency limit) fill every worker; a high and a low job
     submitted after them finish while most of the backlog is still to run: each priority has
-    its own queue and pollers (decision P1)."""
+    its own queue and pollers (decision F4)."""
     backlog = [s.client("bob").submit("demo_busy", {"ms": 400}).job_id for _ in range(BACKLOG_JOBS)]
     s.act(task, f"bob submits {BACKLOG_JOBS} busy jobs of 400 ms (normal priority)")
     high = s.submit(

@@ -53,6 +53,34 @@ def serialised(handler: Handler) -> Handler:
     return invoke_alone
 
 
+_METRICS_LOCK = threading.RLock()
+
+
+def metrics_shared_by_threads() -> None:
+    """Make Powertools' EMF metric set safe for the local worker's poller threads, which share
+    one module-level `Metrics` (one thread per priority queue in one process, decision F4): on
+    Lambda each invocation has its own execution environment. Without it, one thread's clear
+    (at 100 values of a metric, which happens even with metrics disabled) can empty the set
+    another thread is serialising, and its invocation fails on an empty set. Idempotent. The
+    Logger's per-invocation keys (request id, cold start) may still show another thread's:
+    cosmetic, the job's own fields are passed with each line."""
+    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+        AmazonCloudWatchEMFProvider as Provider,
+    )
+
+    if getattr(Provider, "_leasehold_thread_safe", False):
+        return
+    for name in ("add_metric", "flush_metrics", "serialize_metric_set", "clear_metrics"):
+        original = getattr(Provider, name)
+
+        def locked(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            with _METRICS_LOCK:
+                return __original(*args, **kwargs)
+
+        setattr(Provider, name, locked)
+    Provider._leasehold_thread_safe = True  # type: ignore[attr-defined]
+
+
 def apply_environment(stack: StackInfo, function: str) -> None:
     os.environ.update(stack.environment(function))
 

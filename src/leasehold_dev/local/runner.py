@@ -24,7 +24,13 @@ from leasehold_dev.local.datadir import (
     set_aside,
 )
 from leasehold_dev.local.gateway import Gateway
-from leasehold_dev.local.invoke import LocalContext, apply_environment, load_handler, serialised
+from leasehold_dev.local.invoke import (
+    LocalContext,
+    apply_environment,
+    load_handler,
+    metrics_shared_by_threads,
+    serialised,
+)
 from leasehold_dev.local.journal import JournalError
 from leasehold_dev.local.moto_process import quiet_local_noise
 from leasehold_dev.local.processes import (
@@ -343,11 +349,12 @@ def run_worker(
             "is gone); start one with `make up`"
         )
     mappings = info.worker_mappings()
+    metrics_shared_by_threads()  # one poller thread per priority queue share the handler
     # The lease holder's name: the process's name and pid (`ops show` reads both).
     os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = f"{name}@{os.getpid()}"
     handler = load_handler(info, mappings[0].function)
     function = info.functions[mappings[0].function]
-    # One poller per event source mapping, as Lambda has (decision P1): the high, normal and
+    # One poller per event source mapping, as Lambda has (decision F4): the high, normal and
     # low queues are polled independently, so no backlog on one holds up another.
     pollers = [
         QueuePoller(

@@ -82,7 +82,7 @@ PRIORITY_QUEUE_OUTPUTS = {
     "normal": "WorkQueue",
     "low": "LowPriorityQueue",
 }
-"""Each priority's queue in the template (decision P1)."""
+"""Each priority's queue in the template (decision F4)."""
 
 
 @dataclass(frozen=True)
