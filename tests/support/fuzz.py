@@ -168,7 +168,7 @@ def config_for(
         "phases": {name: {"enabled": name in phases} for name in PHASES},
         "seed": seed,
     }
-    config["phases"]["stateful"]["max-steps"] = 10
+    config["phases"]["stateful"]["max-steps"] = 20
     return config
 
 

@@ -53,7 +53,10 @@ def phases() -> list[Phase]:
                 _t("D1", "delayed jobs", synthetic.d1_delayed),
                 _t("D2", "a concurrency key", synthetic.d2_concurrency),
                 _t("D3", "a rate limit", synthetic.d3_rate),
-                _t("D4", "a schedule", synthetic.d4_schedule),
+                (
+                    Task("S1", "a schedule is made (D4 checks it in phase 5)", ()),
+                    synthetic.d4_schedule_made,
+                ),
                 _t("R1", "a bookmark, saved twice, edited", reading.r1_basics, "R1", "R2", "R8"),
                 _t("R3", "a page that never answers", reading.r3_dead_and_replay, "R3", "R4"),
                 _t("A1", "a supplier document", agent.a1_prepared),
@@ -88,9 +91,12 @@ def phases() -> list[Phase]:
             (_t("T8", "restart while paused", synthetic.t8_restart),),
         ),
         Phase(
-            "phase 5: a high and a low job behind a backlog",
+            "phase 5: a high and a low job behind a backlog; the schedule made in phase 1",
             2,
-            (_t("D5", "priorities", synthetic.d5_priorities),),
+            (
+                _t("D5", "priorities", synthetic.d5_priorities),
+                _t("D4", "a schedule", synthetic.d4_schedule),
+            ),
         ),
         Phase(
             "phase 6: the table stops answering",

@@ -77,6 +77,8 @@ class Session:
         self._worker_count = 0
         self._lock = threading.RLock()
         self.print_lock = threading.Lock()
+        self.shared: dict[str, Any] = {}
+        """What one phase's task leaves for a later phase's (the schedule D4 checks later)."""
         self._clients: dict[tuple[str, str], Client] = {}
         self._pool = urllib3.PoolManager(maxsize=16, retries=False)
 
