@@ -109,7 +109,10 @@ def test_during_a_table_outage_a_503_is_unavailable_and_a_keyed_submission_rides
     stack: LocalStackProcess,
 ) -> None:
     endpoint = StackInfo.load(stack.state).endpoint
-    alice = Client(stack.url, user="alice", retries=1, max_retry_after=1)
+    # Patient: during the outage the local stack's API waits its turn behind the sweeper and
+    # relay (one process runs them one at a time), each spending its store retries - on a
+    # loaded machine longer than the client's default 15 s (a CI run timed out so).
+    alice = Client(stack.url, user="alice", retries=1, max_retry_after=1, timeout=45)
     slept: list[float] = []
     alice._sleep = slept.append
     set_dynamodb_outage(endpoint, True)
