@@ -29,7 +29,10 @@ def test_demo_passes_every_check_and_leaves_no_process(tmp_path: Path) -> None:
         cwd=tmp_path,
         check=False,
     )
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    failing = "\n".join(line for line in out.stdout.splitlines() if "| FAIL" in line)
+    assert out.returncode == 0, (
+        f"failing checks:\n{failing}\n---\n{out.stdout[-3000:]}{out.stderr[-2000:]}"
+    )
     assert f"{len(CHECKS)} passed, 0 failed" in out.stdout
     assert "local stack (moto)" in out.stdout
     rows = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,7 +79,7 @@ def submit(harness: Harness, kind: str, payload: dict[str, Any], owner: Any = AL
     return service.accept(owner, {"kind": kind, "payload": payload}, None).job_id
 
 
-def worker(harness: Harness, name: str) -> WorkerService:
+def worker(harness: Harness, name: str, *, hold_ms: int = 0, sleep: Any = None) -> WorkerService:
     return WorkerService(
         stores=harness.stores,
         queue=harness.queue,
@@ -90,10 +91,31 @@ def worker(harness: Harness, name: str) -> WorkerService:
             retry=RetryPolicy(base_ms=0, cap_ms=0),
             slot_wait_ms=1000,
             heartbeat_every_ms=10**9,
+            rate_hold_ms=hold_ms,
         ),
         telemetry=harness.telemetry,
         rng=random.Random(name),
+        sleep=sleep or _no_sleep,
     )
+
+
+def _no_sleep(seconds: float) -> None:
+    raise AssertionError(f"the worker slept {seconds} s with no hold configured")
+
+
+def sleeper(harness: Harness) -> Any:
+    """A worker's sleep on the shared clock the driver thread moves: back once it has passed
+    the time asked for."""
+
+    def sleep(seconds: float) -> None:
+        until = harness.clock.now_ms() + int(seconds * 1000)
+        for _ in range(200_000):
+            if harness.clock.now_ms() >= until:
+                return
+            time.sleep(0.0005)
+        raise AssertionError("the clock stopped")
+
+    return sleep
 
 
 def most_in_any_window(times: list[int], window_ms: int) -> int:
@@ -107,8 +129,9 @@ def most_in_any_window(times: list[int], window_ms: int) -> int:
     return most
 
 
+@pytest.mark.parametrize("hold_ms", [0, 1000], ids=["handed-off", "held-in-the-worker"])
 def test_a_rate_of_5_per_second_never_gives_6_starts_in_any_second_with_8_workers(
-    harness: Harness,
+    harness: Harness, hold_ms: int
 ) -> None:
     job_ids = [submit(harness, "five_a_second", {}) for _ in range(30)]
     pending, lock, done = list(job_ids), threading.Lock(), threading.Event()
@@ -120,7 +143,7 @@ def test_a_rate_of_5_per_second_never_gives_6_starts_in_any_second_with_8_worker
             done.wait(0.0005)
 
     def work(index: int) -> None:
-        me = worker(harness, f"w{index}")
+        me = worker(harness, f"w{index}", hold_ms=hold_ms, sleep=sleeper(harness))
         for _ in range(2000):
             with lock:
                 if not pending:
@@ -226,3 +249,51 @@ def test_rates_are_declared_right() -> None:
         Kind("bad", rate=[Rate("tenant", 1), Rate("tenant", 2)])
     with pytest.raises(ValidationError, match="payload.account"):
         both.validate_for({}, ALICE)
+
+
+def test_a_start_due_within_the_hold_is_waited_for_in_the_invocation(harness: Harness) -> None:
+    """Due in 150 ms: SQS cannot bring a message back that soon (its least delay is 1 s, which
+    kept a 2-a-second kind near 1 a second), so the worker sleeps until the start is due and
+    claims again — one invocation, no new message, no attempt used (decision F3)."""
+    first, second = submit(harness, "five_a_second", {}), submit(harness, "five_a_second", {})
+    slept: list[float] = []
+
+    seen: list[Any] = []
+    service = JobService(harness.stores, KINDS, harness.clock, harness.new_id, harness.telemetry)
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        seen.append(service.view(ALICE, second).get("waiting_for"))  # while it is held
+        harness.clock.advance(int(seconds * 1000))
+
+    me = worker(harness, "w", hold_ms=1000, sleep=sleep)
+    assert me.handle(harness.wakeup(first)).outcome == "succeeded"
+    harness.clock.advance(50)
+    assert me.handle(harness.wakeup(second)).outcome == "succeeded"
+    assert slept == [0.15]
+    assert seen == [{"rate": "kind:five_a_second"}]  # the job says so while it waits
+    assert "waiting_for" not in service.view(ALICE, second)  # and no more once it runs
+    assert harness.receive_all(wait_for_delay=True) == []  # nothing handed back
+    job = harness.store.get(second)
+    assert job is not None and job.attempts == 1
+    assert starts[1] - starts[0] == 200  # the interval exactly
+
+
+def test_a_start_due_beyond_the_hold_or_the_invocation_is_handed_off(harness: Harness) -> None:
+    """Due in 5 s (2 starts in 10 s): past the hold, so a delayed wake-up; due in 150 ms but
+    with too little of the invocation left for a lease after the sleep: handed off too."""
+    me = worker(harness, "w", hold_ms=1000)  # any sleep fails the test
+    a = submit(harness, "both", {"account": "x"})
+    b = submit(harness, "both", {"account": "x"})
+    assert me.handle(harness.wakeup(a)).outcome == "succeeded"
+    harness.clock.advance(1)
+    assert me.handle(harness.wakeup(b)).outcome == "rate_limited"  # the next start: 5 s away
+    attrs = harness.sqs.get_queue_attributes(
+        QueueUrl=harness.queues["work"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )
+    assert attrs["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"  # 5 s out
+    first, second = submit(harness, "five_a_second", {}), submit(harness, "five_a_second", {})
+    assert me.handle(harness.wakeup(first)).outcome == "succeeded"
+    short = LEASE_MS + 500 + 100  # a lease and the margin fit now, not after a 200-ms sleep
+    result = me.handle(harness.wakeup(second), remaining_ms=lambda: short)
+    assert result.outcome == "rate_limited"

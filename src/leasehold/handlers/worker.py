@@ -38,6 +38,11 @@ class KeepMessageError(Exception):
     """Raised for a record whose message must stay in the queue."""
 
 
+RATE_HOLD_MS = 1000
+"""A rate start due within a second is waited for in the invocation (SQS's least delay is 1 s):
+at most a second of the invocation's time per wake-up, and only when a lease still fits."""
+
+
 @cache
 def worker() -> WorkerService:
     rt = runtime()
@@ -58,6 +63,7 @@ def worker() -> WorkerService:
             ),
             slot_wait_ms=rt.settings.slot_wait_seconds * 1000,
             heartbeat_every_ms=max(250, lease_ms // 3),
+            rate_hold_ms=RATE_HOLD_MS,
         ),
         telemetry=rt.telemetry,
     )

@@ -154,6 +154,11 @@ def report(session: Session, all_phases: list[Phase]) -> bool:
     for key, name, result, observed in rows:
         print(f"{f'{key} {name}'.ljust(width)} | {result:6} | {observed}")
     passed = sum(result == "PASS" for _, _, result, _ in rows)
+    failed = [(key, name, observed) for key, name, result, observed in rows if result != "PASS"]
+    if failed:  # a long table scrolls away: the failures again, last, where a reader looks
+        print("\nfailed:")
+        for key, name, observed in failed:
+            print(f"  {key} {name}: {observed}")
     print(f"\n{passed} passed, {len(rows) - passed} failed")
     return passed == len(rows)
 
