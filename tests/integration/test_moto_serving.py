@@ -4,6 +4,7 @@ of a host gives moto's own answers."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from collections.abc import Iterator
@@ -245,3 +246,21 @@ def test_a_burst_of_64_clients_connecting_at_once_is_answered_without_a_reset(
     )
     for _ in range(3):
         assert burst(port, request, clients=64) == {"200": 64}
+
+
+def test_a_json_template_is_read_as_moto_reads_it_and_yaml_is_still_moto_s() -> None:
+    """The translated template (JSON) gives moto's own answer; YAML (a JSON parse fails) and a
+    JSON document that is not an object go to moto's parser, which alone reads them."""
+    from moto.cloudformation.models import Stack
+
+    from leasehold_dev.local.template import load_template, translate
+    from tests.support.resources import TEMPLATE
+
+    moto_serving.install()
+    original = moto_serving._saved["template"].__func__
+    translated = json.dumps(translate(load_template(TEMPLATE), "us-east-1"))
+    assert Stack.parse_template(translated) == original(translated)
+    assert len(Stack.parse_template(translated)["Resources"]) > 50
+    yaml_text = "Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties: {QueueName: !Ref N}\n"
+    assert Stack.parse_template(yaml_text) == original(yaml_text)
+    assert Stack.parse_template('{"a": 1, }') == original('{"a": 1, }')  # YAML reads it

@@ -119,7 +119,10 @@ class Gateway:
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(
-            target=self.server.serve_forever, name="gateway", daemon=True
+            target=self.server.serve_forever,
+            kwargs={"poll_interval": 0.1},  # shutdown() waits for a poll: 0.5 s by default
+            name="gateway",
+            daemon=True,
         )
 
     def start(self) -> None:
