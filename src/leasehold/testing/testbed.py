@@ -161,10 +161,10 @@ class LeaseholdTestbed:
     def client(self, service: str) -> Any:
         """A boto3 client on this testbed's moto (for a kind's own resources: create a bucket
         your kind writes to, read what it wrote). No fault is injected into it."""
-        return boto3.session.Session(region_name=REGION).client(service)  # type: ignore[call-overload]
+        return _session().client(service)  # type: ignore[call-overload]
 
     def _build(self) -> None:
-        session = boto3.session.Session(region_name=REGION)
+        session = _session()
         seed, settings = self._seed, self.settings
         # The functions' clients, with their configuration and the fault injectors...
         self._dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
@@ -527,3 +527,20 @@ class LeaseholdTestbed:
 
 
 __all__ = ["DEFAULT_OWNER", "OPERATOR", "LeaseholdTestbed"]
+
+
+_MODELS: list[Any] = []  # the botocore data loader every testbed of this process shares
+
+
+def _session() -> boto3.session.Session:
+    """A new boto3 session (its clients are new) that reads the service models through one
+    loader for the whole process: a session of its own read them from disk again, most of a
+    testbed's setup when a suite makes one per test."""
+    import botocore.loaders
+    import botocore.session
+
+    if not _MODELS:
+        _MODELS.append(botocore.loaders.create_loader())
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _MODELS[0])
+    return boto3.session.Session(botocore_session=core, region_name=REGION)
