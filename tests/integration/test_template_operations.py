@@ -153,6 +153,8 @@ def test_queues_keep_their_depth_and_age_alarms() -> None:
         ("ApproximateNumberOfMessagesVisible", "DeadLetterQueue"),
         ("ApproximateNumberOfMessagesVisible", "RelayFailureQueue"),
         ("ApproximateAgeOfOldestMessage", "WorkQueue"),
+        ("ApproximateAgeOfOldestMessage", "HighPriorityQueue"),
+        ("ApproximateAgeOfOldestMessage", "LowPriorityQueue"),
     } <= watched
 
 
