@@ -80,7 +80,7 @@ def _parse_template(original: Callable[[str], dict[str, Any]]) -> Callable[[str]
         if template.lstrip().startswith("{") and not _SURROGATE_ESCAPE.search(template):
             try:
                 parsed = json.loads(template, parse_float=_plain_float)
-            except (ValueError, _YamlReadsItOtherwise):
+            except (ValueError, _YamlReadsItOtherwiseError):
                 parsed = None
             if isinstance(parsed, dict):
                 return parsed
@@ -92,13 +92,13 @@ def _parse_template(original: Callable[[str], dict[str, Any]]) -> Callable[[str]
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
 
 
-class _YamlReadsItOtherwise(Exception):
+class _YamlReadsItOtherwiseError(Exception):
     """A JSON number YAML 1.1 does not read as json does."""
 
 
 def _plain_float(text: str) -> float:
     if "e" in text.lower():
-        raise _YamlReadsItOtherwise(text)  # YAML's `1e-05` is the string "1e-05"
+        raise _YamlReadsItOtherwiseError(text)  # YAML's `1e-05` is the string "1e-05"
     return float(text)
 
 
