@@ -80,12 +80,17 @@ def one_model_loader(monkeypatch: pytest.MonkeyPatch) -> None:
     import botocore.loaders
     import botocore.session
 
+    from leasehold.testing.testbed import _SearchPaths
+
     loaders: dict[str | None, Any] = {}
     create = botocore.loaders.create_loader
 
     def shared(search_path_string: str | None = None) -> Any:
         if search_path_string not in loaders:
-            loaders[search_path_string] = create(search_path_string)
+            loader = create(search_path_string)
+            # boto3 appends its data directory to every new session's loader: once here
+            loader._search_paths = _SearchPaths(loader.search_paths)
+            loaders[search_path_string] = loader
         return loaders[search_path_string]
 
     monkeypatch.setattr(botocore.session, "create_loader", shared)

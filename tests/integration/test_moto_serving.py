@@ -264,3 +264,24 @@ def test_a_json_template_is_read_as_moto_reads_it_and_yaml_is_still_moto_s() -> 
     yaml_text = "Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties: {QueueName: !Ref N}\n"
     assert Stack.parse_template(yaml_text) == original(yaml_text)
     assert Stack.parse_template('{"a": 1, }') == original('{"a": 1, }')  # YAML reads it
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        '{"a": 1e5}',
+        '{"a": 1.5e10}',
+        '{"a": 1e-05}',  # json.dumps(0.00001)
+        '{"a": 1.5E+10, "b": [0.5, -2]}',
+        '{"a": "\\ud83d\\ude00"}',  # json.dumps("😀")
+        '{"a": "\\u00e9 x\\/y", "b": true, "c": null}',
+    ],
+)
+def test_a_json_template_yaml_reads_otherwise_is_read_as_moto_reads_it(template: str) -> None:
+    """A number with an exponent is a string to YAML 1.1 unless it has a dot and a sign, and a
+    surrogate pair two characters: moto's parser (YAML first) is the answer to keep."""
+    from moto.cloudformation.models import Stack
+
+    moto_serving.install()
+    original = moto_serving._saved["template"].__func__
+    assert Stack.parse_template(template) == original(template)

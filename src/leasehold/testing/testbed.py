@@ -532,6 +532,16 @@ __all__ = ["DEFAULT_OWNER", "OPERATOR", "LeaseholdTestbed"]
 _MODELS: list[Any] = []  # the botocore data loader every testbed of this process shares
 
 
+class _SearchPaths(list[Any]):
+    """A loader's search path to which a path already on it is not added again: boto3 appends
+    its data directory to the loader of every session it makes, and a loader shared by every
+    session would grow by an entry a session (each lookup not yet cached walks it all)."""
+
+    def append(self, path: Any) -> None:
+        if path not in self:
+            super().append(path)
+
+
 def _session() -> boto3.session.Session:
     """A new boto3 session (its clients are new) that reads the service models through one
     loader for the whole process: a session of its own read them from disk again, most of a
@@ -540,7 +550,9 @@ def _session() -> boto3.session.Session:
     import botocore.session
 
     if not _MODELS:
-        _MODELS.append(botocore.loaders.create_loader())
+        loader = botocore.loaders.create_loader()
+        loader._search_paths = _SearchPaths(loader.search_paths)  # type: ignore[attr-defined]
+        _MODELS.append(loader)
     core = botocore.session.get_session()
     core.register_component("data_loader", _MODELS[0])
     return boto3.session.Session(botocore_session=core, region_name=REGION)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -70,19 +71,35 @@ def _parse_template(original: Callable[[str], dict[str, Any]]) -> Callable[[str]
     """moto parses every template with PyYAML's pure-Python full loader before it tries JSON:
     a third of a second for the local stack's translated template, which is JSON. A template
     that is a JSON object is read with json (YAML reads JSON as the same mapping); any other is
-    moto's to parse."""
+    moto's to parse. So is one where the two differ: YAML 1.1 reads a number with an exponent
+    but no dot or sign (`1e5`, `1.5e10`; json.dumps's `1e-05` is one) as a string, and a
+    surrogate pair's two escapes as two lone surrogates, where json reads a float and one
+    character."""
 
     def parse_template(template: str) -> dict[str, Any]:
-        if template.lstrip().startswith("{"):
+        if template.lstrip().startswith("{") and not _SURROGATE_ESCAPE.search(template):
             try:
-                parsed = json.loads(template)
-            except ValueError:
+                parsed = json.loads(template, parse_float=_plain_float)
+            except (ValueError, _YamlReadsItOtherwiseError):
                 parsed = None
             if isinstance(parsed, dict):
                 return parsed
         return original(template)
 
     return parse_template
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
+
+
+class _YamlReadsItOtherwiseError(Exception):
+    """A JSON number YAML 1.1 does not read as json does."""
+
+
+def _plain_float(text: str) -> float:
+    if "e" in text.lower():
+        raise _YamlReadsItOtherwiseError(text)  # YAML's `1e-05` is the string "1e-05"
+    return float(text)
 
 
 class _BodyRead:
