@@ -176,6 +176,9 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "VISIBILITY_TIMEOUT_SECONDS": "720",
         "TITLE_FETCHER": "live",
         "ENRICHMENT_PROVIDER_CAPABILITY": "none",
+        "HIGH_PRIORITY_TENANTS": "",
+        "SCHEDULES_PER_OWNER": "0",
+        "TENANT_SUBMIT_RATE": "0",
     }
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
@@ -196,6 +199,9 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
         "LOW_QUEUE_URL": "ql",
         "DLQ_URL": "d",
         "POWERTOOLS_METRICS_NAMESPACE": "n",
+        "HIGH_PRIORITY_TENANTS": "",
+        "SCHEDULES_PER_OWNER": "0",
+        "TENANT_SUBMIT_RATE": "0",
         "MAX_ATTEMPTS": "3",
         "BACKOFF_BASE_MS": "1",
         "BACKOFF_CAP_MS": "1",

@@ -29,6 +29,24 @@ class ForbiddenError(LeaseholdError):
     code = "forbidden"
 
 
+class PriorityNotAllowedError(ForbiddenError):
+    """The caller's tenant may not ask for this priority (decision Q1): a 403 that names the
+    setting which allows it."""
+
+    code = "priority_not_allowed"
+
+
+class SubmitRateExceededError(LeaseholdError):
+    """The caller's tenant has used its submissions for this second (decision Q3): HTTP 429,
+    try again after `retry_after_seconds`. Nothing was accepted."""
+
+    code = "submit_rate_exceeded"
+
+    def __init__(self, message: str, *, retry_after_seconds: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
 class JobNotFoundError(LeaseholdError):
     """Unknown job, or a job outside the caller's scope: callers cannot tell the two apart."""
 
@@ -43,6 +61,14 @@ class ConflictError(LeaseholdError):
     def __init__(self, message: str, *, code: str = "conflict") -> None:
         super().__init__(message)
         self.code = code
+
+
+class ScheduleQuotaExceededError(ConflictError):
+    """The owner has as many active schedules as the deployment allows (decision Q2): HTTP 409
+    until one is deleted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="schedule_quota_exceeded")
 
 
 class IdempotencyConflictError(ConflictError):

@@ -278,6 +278,9 @@ class Schedule:
     last_error: str | None = None
     declared_by_kind: bool = False
     history: tuple[dict[str, object], ...] = ()
+    counted: bool = False
+    """Whether the schedule holds a place in its owner's quota (decision Q2): its delete gives
+    it back. Schedules made before the quota, and a kind's declared ones, hold none."""
 
     def parsed(self) -> ScheduleExpression:
         return parse_expression(self.expression, self.timezone)

@@ -20,6 +20,7 @@ from leasehold.domain.errors import (
     LeaseholdError,
     StoreRefusedError,
     StoreUnavailableError,
+    SubmitRateExceededError,
     UnauthenticatedError,
     ValidationError,
 )
@@ -41,6 +42,7 @@ STATUS_BY_ERROR: list[tuple[type[LeaseholdError], int]] = [
     (ForbiddenError, 403),
     (JobNotFoundError, 404),
     (ConflictError, 409),
+    (SubmitRateExceededError, 429),
     (StoreUnavailableError, 503),
 ]
 
@@ -66,6 +68,8 @@ def _on_leasehold_error(error: LeaseholdError) -> Response:
     for error_type, status in STATUS_BY_ERROR:
         if isinstance(error, error_type):
             headers = {"Retry-After": "2"} if status == 503 else None
+            if isinstance(error, SubmitRateExceededError):
+                headers = {"Retry-After": str(error.retry_after_seconds)}
             if status >= 500:
                 logger.warning("dependency unavailable", extra={"detail": str(error)})
             elif isinstance(error, StoreRefusedError):  # the request, or a bug: say which code
@@ -140,6 +144,7 @@ def jobs() -> JobService:
         time_ordered_ids(rt.clock),
         rt.telemetry,
         default_max_attempts=rt.settings.default_max_attempts,
+        tenancy=rt.settings.tenancy,
     )
 
 
@@ -153,6 +158,7 @@ def schedules() -> ScheduleService:
         time_ordered_ids(rt.clock, "s"),
         rt.telemetry,
         default_max_attempts=rt.settings.default_max_attempts,
+        tenancy=rt.settings.tenancy,
     )
 
 

@@ -7,6 +7,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from leasehold.domain.errors import ValidationError
+from leasehold.domain.tenancy import TenantPolicy, parse_tenant_list
+
 
 class SettingsError(RuntimeError):
     pass
@@ -23,6 +26,14 @@ def _optional(env: Mapping[str, object], name: str) -> str:
     """A variable that is off when unset (only LEASEHOLD_FAULTS, a test and local switch)."""
     value = env.get(name)
     return "" if value is None else str(value)
+
+
+def _present(env: Mapping[str, object], name: str) -> str:
+    """A variable that must be set but may be empty (an empty list is a choice)."""
+    value = env.get(name)
+    if value is None:
+        raise SettingsError(f"environment variable {name} is not set")
+    return str(value)
 
 
 def _int(env: Mapping[str, object], name: str) -> int:
@@ -62,6 +73,9 @@ class Settings:
     QUEUE_URL."""
     low_queue_url: str = ""
     """LOW_QUEUE_URL: the low-priority work queue; empty: low jobs go to QUEUE_URL."""
+    tenancy: TenantPolicy = TenantPolicy()
+    """HIGH_PRIORITY_TENANTS, SCHEDULES_PER_OWNER, TENANT_SUBMIT_RATE: what one tenant may take
+    from the others (decisions Q1–Q3)."""
 
     def priority_urls(self) -> dict[str, str]:
         """The queues of the priorities other than normal that this deployment has."""
@@ -117,7 +131,20 @@ class Settings:
             faults=_optional(env, "LEASEHOLD_FAULTS"),
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
+            tenancy=_tenancy(env),
         ).check()
+
+
+def _tenancy(env: Mapping[str, object]) -> TenantPolicy:
+    raw = _present(env, "HIGH_PRIORITY_TENANTS")
+    try:
+        return TenantPolicy(
+            high_priority_tenants=parse_tenant_list(raw),
+            schedules_per_owner=_int(env, "SCHEDULES_PER_OWNER"),
+            submit_rate=_int(env, "TENANT_SUBMIT_RATE"),
+        )
+    except ValidationError as invalid:
+        raise SettingsError(f"tenant limits: {invalid}") from invalid
 
 
 def safety_margin_seconds(lease_seconds: int) -> int:
@@ -144,6 +171,9 @@ ENV_VARIABLES = (
     "MAX_STEP_SECONDS",
     "VISIBILITY_TIMEOUT_SECONDS",
     "POWERTOOLS_METRICS_NAMESPACE",
+    "HIGH_PRIORITY_TENANTS",
+    "SCHEDULES_PER_OWNER",
+    "TENANT_SUBMIT_RATE",
 )
 """What `Settings.from_env` requires: a test checks the template sets each for every function
 (and every variable a module of `LEASEHOLD_KINDS` reads: the reading list's are in

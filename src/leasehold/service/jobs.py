@@ -8,7 +8,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from leasehold.domain.clock import Clock
-from leasehold.domain.errors import StoreUnavailableError, ValidationError
+from leasehold.domain.errors import (
+    StoreUnavailableError,
+    SubmitRateExceededError,
+    ValidationError,
+)
 from leasehold.domain.ids import IdFactory
 from leasehold.domain.job import (
     DEFAULT_PRIORITY,
@@ -20,11 +24,13 @@ from leasehold.domain.job import (
 )
 from leasehold.domain.policies import MAX_STEPS
 from leasehold.domain.states import JobState
+from leasehold.domain.tenancy import TenantPolicy
 from leasehold.service.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view
 from leasehold.store import Stores
 from leasehold.store.jobs import derived_id
+from leasehold.store.rates import SubmitCounter
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _LIMIT = re.compile(r"^[0-9]{1,3}$")
@@ -49,8 +55,10 @@ class JobService:
         new_id: IdFactory,
         telemetry: Telemetry,
         default_max_attempts: int = 3,
+        tenancy: TenantPolicy | None = None,
     ) -> None:
         self._default_max_attempts = default_max_attempts
+        self._tenancy = tenancy or TenantPolicy()
         self._stores = stores
         self._kinds = kinds
         self._clock = clock
@@ -62,8 +70,13 @@ class JobService:
         check_idempotency_key(idempotency_key)
         submittable = {name: kind for name, kind in self._kinds.items() if kind.submittable}
         spec, kind = job_spec(body, submittable, self._default_max_attempts)
+        self._tenancy.check_priority(
+            owner, body.get("priority"), getattr(kind, "default_priority", None)
+        )
         job_id = derived_id("j", owner, idempotency_key) if idempotency_key else self._new_id()
-        job = new_job_for(kind, spec, owner, job_id, self._clock.now_ms())
+        now = self._clock.now_ms()
+        job = new_job_for(kind, spec, owner, job_id, now)
+        self._take_submission(owner, now)
         try:
             outcome = self._stores.jobs.accept(
                 job, idempotency=idempotency_key, fingerprint=spec.fingerprint()
@@ -83,6 +96,18 @@ class JobService:
         existing = self._stores.jobs.get(outcome.job_id)
         state = existing.state.value if existing else JobState.QUEUED.value
         return Accepted(job_id=outcome.job_id, created=False, state=state)
+
+    def _take_submission(self, owner: Owner, now: int) -> None:
+        """Count the submission against its tenant's rate (decision Q3), when the deployment
+        sets one: a tenant past it is refused (429) before anything is written for the job."""
+        rate = self._tenancy.submit_rate
+        if rate and not SubmitCounter(self._stores.table).take(owner.tenant, rate, now):
+            raise SubmitRateExceededError(
+                f"tenant {owner.tenant[:80]!r} has submitted {rate} jobs this second, the most "
+                "this deployment allows a tenant (TenantSubmitRate); nothing was accepted - "
+                "retry after a second",
+                retry_after_seconds=1,
+            )
 
     def view(self, owner: Owner, job_id: str) -> dict[str, Any]:
         job = self._stores.jobs.get_owned(owner, job_id)

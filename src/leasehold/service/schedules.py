@@ -23,6 +23,7 @@ from leasehold.domain.schedule import (
     parse_expression,
     plan_firing,
 )
+from leasehold.domain.tenancy import TenantPolicy
 from leasehold.service.jobs import job_spec, new_job_for, parse_limit
 from leasehold.service.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
@@ -99,7 +100,9 @@ class ScheduleService:
         new_id: IdFactory,
         telemetry: Telemetry,
         default_max_attempts: int = 3,
+        tenancy: TenantPolicy | None = None,
     ) -> None:
+        self._tenancy = tenancy or TenantPolicy()
         self._store = ScheduleStore(table)
         self._kinds = {name: kind for name, kind in kinds.items() if kind.submittable}
         self._clock = clock
@@ -144,6 +147,11 @@ class ScheduleService:
         declared = schedule_id is not None
         schedule_id = schedule_id or self._new_id()
         self._check_job(job, owner, schedule_id, now)
+        if not declared:  # a kind's declared schedule is the deployer's, not a caller's
+            kind = self._kinds[job["kind"]]
+            self._tenancy.check_priority(
+                owner, job.get("priority"), getattr(kind, "default_priority", None)
+            )
         anchor = now - now % MINUTE_MS
         first = expression.next_tick_after(now, anchor_ms=anchor)
         if first is None:
@@ -163,7 +171,8 @@ class ScheduleService:
             declared_by_kind=declared,
             history=(entry("created", at=now, by=by or owner.user_id),),
         )
-        if not self._store.create(schedule, replace_deleted=declared):
+        quota = None if declared else self._tenancy.schedules_per_owner
+        if not self._store.create(schedule, replace_deleted=declared, quota=quota):
             return None  # a declared schedule another cold start created first
         logger.info("schedule created", extra={"schedule_id": schedule_id, "by": owner.user_id})
         return schedule_view(schedule)

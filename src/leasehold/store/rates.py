@@ -35,3 +35,38 @@ class RateStore:
             due = deserialize_item(failed.item or {}).get("tat")
             return int(due) if isinstance(due, int) else now + interval_ms
         return None
+
+
+SUBMIT_COUNTER_TTL_SECONDS = 120
+"""A second's submit counter is kept two minutes, then TTL deletes it (free)."""
+
+
+def submit_counter_key(tenant: str, second: int) -> dict[str, Any]:
+    """One item per tenant and second (decision Q3). The tenant is the whole rest of the
+    partition key: no separator can make two tenants share one."""
+    return {"pk": {"S": f"SUBMITS#{tenant}"}, "sk": {"S": f"S#{second:011d}"}}
+
+
+class SubmitCounter:
+    """Fixed one-second windows of a tenant's submissions: a take is one conditional write,
+    refused once the second holds `limit`."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def take(self, tenant: str, limit: int, now_ms: int) -> bool:
+        """Count one submission of `tenant` in the second of `now_ms`; False when that second
+        has had `limit` already (nothing counted)."""
+        second = now_ms // 1000
+        expr = Expression()
+        count = expr.name("n")
+        expr.condition(f"attribute_not_exists({count}) OR {count} < {expr.value(limit)}")
+        expr.set_raw("n", "if_not_exists({x}, " + expr.value(0) + ") + " + expr.value(1))
+        expr.set("expires_at", second + SUBMIT_COUNTER_TTL_SECONDS)
+        try:
+            self._table.update(
+                expr.update_params(submit_counter_key(tenant, second)), return_new=False
+            )
+        except ConditionFailed:
+            return False
+        return True

@@ -9,9 +9,14 @@ trigger asks for the due ones with one Query."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
-from leasehold.domain.errors import LeaseholdError, ScheduleNotFoundError
+from leasehold.domain.errors import (
+    LeaseholdError,
+    ScheduleNotFoundError,
+    ScheduleQuotaExceededError,
+)
 from leasehold.domain.job import Owner
 from leasehold.domain.schedule import (
     SCHEDULE_ACTIVE,
@@ -34,6 +39,15 @@ def schedule_key(tenant: str, user_id: str, schedule_id: str) -> dict[str, Any]:
         "pk": {"S": f"{SCHEDULE_PREFIX}{tenant}#{user_id}"},
         "sk": {"S": f"{SCHEDULE_PREFIX}{schedule_id}"},
     }
+
+
+COUNT_SORT_KEY = "SCHEDCOUNT"
+"""The owner's count of active schedules (decision Q2) sits in the owner's partition under this
+sort key: not `SCHED#…`, so the owner's listing never meets it."""
+
+
+def count_key(tenant: str, user_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"{SCHEDULE_PREFIX}{tenant}#{user_id}"}, "sk": {"S": COUNT_SORT_KEY}}
 
 
 def due_sort_key(next_tick_at: int, schedule_id: str) -> str:
@@ -60,6 +74,8 @@ def schedule_item(schedule: Schedule) -> dict[str, Any]:
         "declared_by_kind": schedule.declared_by_kind,
         "history": list(schedule.history),
     }
+    if schedule.counted:
+        doc["counted"] = True
     if schedule.next_tick_at is not None:
         doc["next_tick_at"] = schedule.next_tick_at
         doc["gsi1pk"] = DUE_PARTITION
@@ -94,17 +110,37 @@ def schedule_from_item(item: dict[str, Any]) -> Schedule:
         last_error=doc.get("last_error"),
         declared_by_kind=bool(doc.get("declared_by_kind", False)),
         history=tuple(doc.get("history") or ()),
+        counted=bool(doc.get("counted", False)),
     )
+
+
+def _count_change(schedule: Schedule, by: int, quota: int | None) -> dict[str, Any]:
+    """The Update of the owner's schedule count by `by`: below `quota` to add one (0 or None:
+    no limit), above 0 to take one away."""
+    expr = Expression()
+    count = expr.name("n")
+    if by > 0 and quota:
+        expr.condition(f"attribute_not_exists({count}) OR {count} < {expr.value(quota)}")
+    if by < 0:
+        expr.condition(f"{count} > {expr.value(0)}")
+    expr.set_raw("n", "if_not_exists({x}, " + expr.value(0) + ") + " + expr.value(by))
+    return expr.update_params(count_key(schedule.owner_tenant, schedule.owner_user))
 
 
 class ScheduleStore:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def create(self, schedule: Schedule, *, replace_deleted: bool = False) -> bool:
+    def create(
+        self, schedule: Schedule, *, replace_deleted: bool = False, quota: int | None = None
+    ) -> bool:
         """Put the schedule if its id is new (or, with `replace_deleted`, names a deleted one:
         a kind's declaration removed, then declared again); False when it exists already (a
-        declared schedule created by another cold start)."""
+        declared schedule created by another cold start).
+
+        With `quota` (an owner's schedule: 0 = no limit), the owner's count of active schedules
+        goes up by one in the same transaction, refused with ScheduleQuotaExceededError when it
+        is at `quota` already; the schedule is marked `counted`, so its delete gives it back."""
         condition = "attribute_not_exists(pk)"
         values: dict[str, Any] = {}
         if replace_deleted:
@@ -113,19 +149,21 @@ class ScheduleStore:
                 "ExpressionAttributeNames": {"#state": "state"},
                 "ExpressionAttributeValues": {":deleted": {"S": SCHEDULE_DELETED}},
             }
+        if quota is not None:
+            schedule = replace(schedule, counted=True)
+        writes: list[dict[str, Any]] = [
+            {"Put": {"Item": schedule_item(schedule), "ConditionExpression": condition, **values}}
+        ]
+        if quota is not None:
+            writes.append({"Update": _count_change(schedule, +1, quota)})
         try:
-            self._table.transact(
-                [
-                    {
-                        "Put": {
-                            "Item": schedule_item(schedule),
-                            "ConditionExpression": condition,
-                            **values,
-                        }
-                    }
-                ]
-            )
-        except ConditionFailed:
+            self._table.transact(writes)
+        except ConditionFailed as failed:
+            if quota is not None and failed.failed_at(1):
+                raise ScheduleQuotaExceededError(
+                    f"you have {quota} active schedules, the most this deployment allows one "
+                    "caller (SchedulesPerOwner); delete one to make another"
+                ) from failed
             return False
         return True
 
@@ -177,14 +215,25 @@ class ScheduleStore:
             expr.set("state", SCHEDULE_DELETED).set("updated_at", now).set("history", history)
             expr.set("expires_at", now // 1000 + JOB_TTL_SECONDS).increment("version")
             expr.remove("gsi1pk", "gsi1sk")
+            key = schedule_key(owner.tenant, owner.user_id, schedule_id)
+            if not current.counted:
+                try:
+                    item = self._table.update(expr.update_params(key))
+                except ConditionFailed:
+                    continue  # a fire moved it: read again
+                assert item is not None
+                return schedule_from_item(item)
+            # A counted schedule gives its place in the owner's quota back in the same write.
             try:
-                item = self._table.update(
-                    expr.update_params(schedule_key(owner.tenant, owner.user_id, schedule_id))
+                self._table.transact(
+                    [
+                        {"Update": expr.update_params(key)},
+                        {"Update": _count_change(current, -1, None)},
+                    ]
                 )
             except ConditionFailed:
                 continue  # a fire moved it: read again
-            assert item is not None
-            return schedule_from_item(item)
+            return self.get(owner, schedule_id)
         raise LeaseholdError("the schedule kept changing while it was being deleted")
 
     def due(self, now: int, *, limit: int) -> list[Schedule]:

@@ -43,6 +43,9 @@ LOCAL_PARAMETERS = {
     "QueueVisibilitySeconds": "180",
     "MaxStepSeconds": "20",
     "TitleFetcher": "fixture",
+    # Every tenant may ask for high priority on one machine (the deployed default: operators
+    # only, decision Q1); `--parameter HighPriorityTenants=` gives the deployed rule locally.
+    "HighPriorityTenants": "*",
 }
 
 
