@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.api import Call
+from tests.support.api import Call, call_fixture
 
 STEPS = {"steps": [{"name": "a", "cost": 1}]}
+
+
+@pytest.fixture
+def call(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call]:
+    """A deployment that lets every tenant ask for high priority (the default lets none but
+    operators: tests/integration/test_tenant_limits.py)."""
+    yield from call_fixture(monkeypatch, HIGH_PRIORITY_TENANTS="*")
 
 
 @pytest.mark.parametrize(
