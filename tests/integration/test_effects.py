@@ -176,10 +176,15 @@ def test_a_replay_reuses_the_operations_key_and_a_new_url_is_a_new_operation(
     harness.clock.advance(LEASE_MS + 1)
     harness.sweep()
     job = harness.store.get(job_id)
-    assert job is not None and job.state is JobState.DEAD  # its last attempt's lease ran out
+    # its last attempt's lease ran out with the operation open: `unknown`, never `dead` (arch §23)
+    assert job is not None and job.state is JobState.UNKNOWN
     assert len(server.ledger.list_charges(f"{job_id}:0:1")[1]) == 1
     # An operator replays it: the same operation, the same key — the provider charges nothing
-    harness.ops().replay(job_id, harness.operator, {"note": "charge seen, receipt not recorded"})
+    harness.ops().replay(
+        job_id,
+        harness.operator,
+        {"note": "charge seen, receipt not recorded", "checked_provider": True},
+    )
     assert harness.worker("w2", kinds=kinds).handle(harness.wakeup(job_id)).outcome == "succeeded"
     _, charges = server.ledger.list_charges(f"{job_id}:0:1")
     assert len(charges) == 1

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.job import Owner
+from leasehold.domain.storable import NotStorableError, check_storable
+from leasehold.sdk.errors import FatalError
 
 if TYPE_CHECKING:
     from leasehold.domain.job import Job
@@ -279,7 +281,13 @@ class StepContext:
 
     def save_progress(self, state: Mapping[str, Any]) -> None:
         """Save a small JSON document under the fence, within a step: a crash resumes the step
-        with `progress` set to it. Keep it small (it is stored on the job item)."""
+        with `progress` set to it. Keep it small (it is stored on the job item). A document
+        the store could not keep exactly (domain/storable.py's rule, as for outputs) ends the
+        step with `FatalError` code `progress_not_json`, nothing saved."""
+        try:
+            check_storable(state, "progress")
+        except NotStorableError as exc:
+            raise FatalError(f"{exc}: progress cannot be saved", code="progress_not_json") from exc
         self._runtime.save_progress(dict(state))
 
 

@@ -5,12 +5,17 @@ operation is opened before the step runs and confirmed with what it returned."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.errors import FatalStepError, StepError, ValidationError
 from leasehold.domain.job import Owner
+from leasehold.domain.storable import (
+    OUTPUT_NOT_JSON,
+    OUTPUT_TOO_LARGE,
+    NotStorableError,
+    storable_json,
+)
 from leasehold.sdk.context import JobInfo, Operation, StepContext
 from leasehold.sdk.errors import FatalError
 from leasehold.sdk.kind import (
@@ -81,13 +86,14 @@ class EngineKind:
                     operation.release(str(failed))
             raise
         try:
-            # NaN and Infinity are not JSON: Python would write them, and every client would
-            # then fail to parse the job view.
-            encoded = json.dumps(output, allow_nan=False, separators=(",", ":"))
-        except (TypeError, ValueError, RecursionError) as exc:
+            # One rule for plain and effect steps (arch §23, domain/storable.py): JSON that the
+            # store and every client keep exactly — no NaN, no lone surrogate, no int key, no
+            # 39-digit integer — checked here, before any of it is written.
+            encoded = storable_json(output, f"step '{step.name}' output")
+        except NotStorableError as exc:
             raise FatalError(
-                f"step '{step.name}' returned a value that is not JSON ({type(output).__name__})",
-                code="output_not_json",
+                f"{exc}: the step's output cannot be stored",
+                code=OUTPUT_NOT_JSON,
                 effect_settled=operation is None,
             ) from exc
         if len(encoded.encode()) > MAX_OUTPUT_BYTES:
@@ -95,7 +101,7 @@ class EngineKind:
             raise FatalError(
                 f"step '{step.name}' returned {len(encoded.encode())} bytes of JSON, over "
                 f"{MAX_OUTPUT_BYTES}",
-                code="output_too_large",
+                code=OUTPUT_TOO_LARGE,
                 effect_settled=operation is None,
             )
         if operation is not None:

@@ -18,7 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from leasehold.domain.errors import ValidationError
+from aws_lambda_powertools import Logger
+
+from leasehold.domain.errors import LeaseholdError, ValidationError
 from leasehold.domain.job import PRIORITIES, Owner, Priority
 from leasehold.domain.limits import Limit, Rate, check_limits, check_rates, key_value
 from leasehold.domain.policies import (
@@ -28,6 +30,8 @@ from leasehold.domain.policies import (
 )
 from leasehold.sdk.context import JobInfo, StepContext
 from leasehold.service.kinds import StepPlan
+
+logger = Logger(service="leasehold", child=True)
 
 if TYPE_CHECKING:
     pass
@@ -412,7 +416,17 @@ class Kind:
             if limit.payload_field is not None:  # the field its limit is counted by
                 key_value(limit, self.name, owner, payload)
         for check in self._hooks.checks:
-            check(payload, owner)
+            try:
+                check(payload, owner)
+            except LeaseholdError:
+                raise  # a ValidationError is the check's answer (a 400); a store error is 503
+            except Exception as failed:  # a check's own bug must not be a 500 (arch §23)
+                logger.exception("check raised", extra={"kind": self.name})
+                raise ValidationError(
+                    f"kind '{self.name}' could not check this payload: its check "
+                    f"{getattr(check, '__name__', 'check')!r} raised {type(failed).__name__}",
+                    code="check_failed",
+                ) from failed
 
     def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
         """What the engine knows of each step before starting it (name, cost, timeout,

@@ -253,13 +253,22 @@ class Outcomes:
         def ended(event: str, state: JobState, why: str) -> dict[str, Any]:
             return attempt_entry(job, event, state, now, why, by=by)
 
-        if reason == ClaimRejection.EFFECT_OPEN:
+        open_effect = bool(job.effect_intent) and job.state is JobState.RUNNING
+        if reason == ClaimRejection.EFFECT_OPEN or (
+            open_effect and reason in {ClaimRejection.DEADLINE, ClaimRejection.EXHAUSTED}
+        ):
+            # An operation still open when no attempt (or no time) is left — whatever the
+            # provider's capability — goes to an operator as `unknown`, kept for ever: never
+            # to `dead`, whose expiry would take the only record of the effect with it.
+            why = "the lease expired"
+            if reason != ClaimRejection.EFFECT_OPEN:
+                why = "the last attempt's lease expired (no attempt left to ask the provider)"
             self._upkeep.settle_expired_lease(
                 job,
                 JobState.UNKNOWN,
                 now=now,
                 stop_reason=StopReason.EFFECT_UNCERTAIN,
-                error=effect_uncertain_error(job),
+                error=effect_uncertain_error(job, why),
                 history=ended("lease_expired", JobState.UNKNOWN, StopReason.EFFECT_UNCERTAIN.value),
             )
             self._telemetry.count("JobsUnknown")

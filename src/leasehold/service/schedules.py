@@ -23,6 +23,7 @@ from leasehold.domain.schedule import (
     parse_expression,
     plan_firing,
 )
+from leasehold.domain.storable import storable_text
 from leasehold.domain.tenancy import TenantPolicy
 from leasehold.service.jobs import job_spec, new_job_for, parse_limit
 from leasehold.service.kinds import JobKind
@@ -273,7 +274,15 @@ class ScheduleService:
         now = self._clock.now_ms()
         try:
             for schedule in self._store.due(now, limit=limit):
-                self._fire(schedule, now, report)
+                try:
+                    self._fire(schedule, now, report)
+                except StoreUnavailableError:
+                    raise
+                except Exception:  # one schedule's fault never stops the others (arch §23)
+                    report["schedule_errors"] += 1
+                    logger.exception(
+                        "schedule fire failed", extra={"schedule_id": schedule.schedule_id}
+                    )
         except StoreUnavailableError as unavailable:
             report["schedules_unavailable"] += 1
             logger.warning("schedule fire cut short", extra={"detail": str(unavailable)})
@@ -291,13 +300,20 @@ class ScheduleService:
             schedule.parsed(), schedule.missed, schedule.next_tick_at, now, schedule.anchor_at
         )
         writes, job_ids, error = [], [], None
+        job_spec_kind = str(schedule.job.get("kind", ""))[:100]
         for tick in firing.job_ticks:
             job_id = tick_job_id(owner, schedule.schedule_id, tick)
             try:
                 spec, kind = job_spec(schedule.job, self._kinds, self._default_max_attempts)
                 job = new_job_for(kind, spec, owner, job_id, now)
             except LeaseholdError as refused:  # the kind is gone, or its schema changed
-                error = f"tick {iso(tick)} made no job: {refused}"
+                error = storable_text(f"tick {iso(tick)} made no job: {refused}")
+                continue
+            except Exception as failed:  # the kind's own code (check, plan) raised: fenced
+                logger.exception("schedule tick: the kind raised", extra={"kind": job_spec_kind})
+                error = storable_text(
+                    f"tick {iso(tick)} made no job: the kind raised {type(failed).__name__}"
+                )
                 continue
             writes.append(new_job_writes(job))
             job_ids.append(job_id)

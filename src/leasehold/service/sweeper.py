@@ -82,6 +82,8 @@ def _sweep(
             reason, counted = ClaimRejection.EXHAUSTED, "dead"
         else:
             reason, counted = "rescue", "rescued"
+        if job.effect_intent and reason != "rescue":
+            counted = "unknown"  # an operation still open never ends `dead` (outcomes.py)
         try:
             outcomes.settle_abandoned(job, reason, now, by=SWEEPER)
             report[counted] += 1

@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from aws_lambda_powertools import Logger
+
 from leasehold.domain.clock import iso
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
+from leasehold.domain.storable import NotStorableError, check_storable
 from leasehold.store.history import expand
+
+logger = Logger(service="leasehold", child=True)
 
 if TYPE_CHECKING:
     from leasehold.service.kinds import JobKind
@@ -19,10 +24,33 @@ what a job belongs to (the reading list's `bookmark_id`) and let operators see t
 
 
 def _extras(job: Job, kinds: Kinds) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """What the job's kind adds to its view, fenced (arch §23): a hook that raises or returns
+    what no answer can carry costs only that job its extra fields — the view says
+    `view_error` — never the list it is in, the operators' page or a replay's answer."""
     kind = (kinds or {}).get(job.kind)
     if kind is None:
         return {}, {}, False
-    return kind.view_fields(job), kind.related(job), kind.operators_see_payload
+    fields = _fenced(job, "view", kind.view_fields)
+    related = _fenced(job, "related", kind.related)
+    errors = [hook for hook, got in (("view", fields), ("related", related)) if got is None]
+    if errors:
+        message = f"the kind's {' and '.join(errors)} hook failed; see the worker's logs"
+        return {"view_error": message, **(fields or {})}, related or {}, kind.operators_see_payload
+    return fields or {}, related or {}, kind.operators_see_payload
+
+
+def _fenced(job: Job, hook: str, call: Any) -> dict[str, Any] | None:
+    """`call(job)` as a dict of storable values; None (logged) when it raised or returned
+    anything else."""
+    try:
+        got = call(job)
+        if not isinstance(got, dict):
+            raise NotStorableError(f"{hook} returned a {type(got).__name__}, not a dict")
+        check_storable(got, hook)
+    except Exception:  # a kind's hook is code the engine does not control
+        logger.exception("kind hook failed", extra={"job_id": job.job_id, "hook": hook})
+        return None
+    return got
 
 
 def history_view(job: Job) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from leasehold.domain.job import Checkpoint, Job, Owner
 from leasehold.domain.limits import PAYLOAD_PREFIX, Limit, Rate, rate_keys, slot_keys
 from leasehold.domain.policies import MAX_RESULT_BYTES, LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState, StopReason
+from leasehold.domain.storable import UNSTORABLE_OUTPUT, storable_error
 from leasehold.service.kinds import (
     Attempt,
     Disposition,
@@ -458,7 +459,9 @@ class WorkerService:
                 attempt,
                 JobState(stop.state),
                 str(stop.reason),
-                {"code": stop.error_code, "message": str(stop)[:500], **_flat(stop.record)},
+                storable_error(
+                    {"code": stop.error_code, "message": str(stop), **_flat(stop.record)}
+                ),
                 note=_history_note(stop.record),
             )
         except HandBackError as short:
@@ -477,17 +480,23 @@ class WorkerService:
         outcome is uncertain: a provider that can be asked (idempotent key, status lookup)
         lets the next attempt reconcile it — the retry keeps the operation open, and with no
         attempt left the job is `unknown`; any other makes the job `unknown`."""
-        error = {"code": failed.error_code, "message": str(failed)[:500]}
+        # A kind's error text is data the engine does not control: made storable once, here.
+        error = storable_error({"code": failed.error_code, "message": str(failed)})
+        said = error["message"]
         if attempt.job.effect_intent and not failed.effect_settled:
             if not reconcilable(attempt.job):
+                return self._outcomes.uncertain(attempt, f"the effect step failed: {said}")
+            if failed.error_code in UNSTORABLE_OUTPUT:
+                # The effect ran and returned what cannot be stored: running it again returns
+                # the same, so no retry can settle it — an operator does, now.
                 return self._outcomes.uncertain(
-                    attempt, f"the effect step failed: {str(failed)[:500]}"
+                    attempt, f"the effect step's output cannot be stored: {said}"
                 )
             if attempt.job.attempts >= attempt.job.max_attempts:
                 # No attempt is left to ask the provider again: the open operation goes to an
                 # operator with the job (`unknown` is kept for ever), never to `dead`'s expiry.
                 return self._outcomes.uncertain(
-                    attempt, f"the effect step failed on the last attempt: {str(failed)[:500]}"
+                    attempt, f"the effect step failed on the last attempt: {said}"
                 )
             return self._outcomes.retry_or_dead(attempt, error)
         if isinstance(failed, FatalStepError):

@@ -74,7 +74,19 @@ def time_sort_key(created_at: int, job_id: str) -> str:
 
 
 def serialize(value: Any) -> dict[str, Any]:
-    return dict(_serializer.serialize(value))
+    """A value as a DynamoDB attribute value. A float becomes the Decimal of its shortest repr
+    (exact: 17 significant digits at most; boto3 refuses floats), read back as the same float."""
+    return dict(_serializer.serialize(_decimals(value)))
+
+
+def _decimals(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _decimals(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_decimals(v) for v in value]
+    return value
 
 
 def deserialize_item(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.job import Checkpoint, Job, Owner
 from leasehold.domain.limits import RateKey, SlotKey
 from leasehold.domain.states import JobState, is_terminal
+from leasehold.domain.storable import storable_error
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     fenced,
@@ -390,7 +391,7 @@ class LeaseStore:
             # where it can (decision C6).
             expr.remove("outputs", "step_failures", "last_dispatch_at")
         if error is not None:
-            expr.set("error", error)
+            expr.set("error", storable_error(error))
         if stop_reason is not None:
             expr.set("stop_reason", str(stop_reason))
         extra: list[dict[str, Any]] = list(also or [])

@@ -10,6 +10,7 @@ from typing import Any
 from leasehold.domain.errors import RelatedItemChangedError, StaleEpochError
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState, StopReason
+from leasehold.domain.storable import storable_error
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION, job_key
@@ -50,7 +51,7 @@ class UpkeepStore:
         if stop_reason is not None:
             expr.set("stop_reason", str(stop_reason))
         if error is not None:
-            expr.set("error", error)
+            expr.set("error", storable_error(error))
         extra: list[dict[str, Any]] = []
         if target is JobState.QUEUED:
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)

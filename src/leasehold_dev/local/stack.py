@@ -214,11 +214,13 @@ def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
         moto_queries,
         moto_serialization,
         moto_serving,
+        moto_text,
         moto_transactions,
     )
     from leasehold_dev.local.listen import LISTEN_BACKLOG
 
     moto_transactions.install()
+    moto_text.install()
     moto_serving.install()
     moto_expressions.install()
     moto_serialization.install()
