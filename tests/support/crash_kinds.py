@@ -204,6 +204,42 @@ def _keyed() -> Scenario:
     return Scenario("sdk sync (concurrency key payload.account)", build, start)
 
 
+def _raising_hooks() -> Scenario:
+    """An SDK kind whose view and related hooks always raise (arch §23): every view the matrix
+    reads of the job goes through them, and whatever the crash, the job still ends and its
+    view answers (with `view_error`)."""
+
+    def build() -> tuple[list[Any], Side]:
+        flaky = Kind("flaky_hooks")
+
+        @flaky.step()
+        def first(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+            return {"n": 1.5}
+
+        @flaky.step()
+        def second(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+            return {"n": ctx.outputs["first"]["n"] * 2}
+
+        @flaky.view
+        def view(job: Any) -> dict[str, Any]:
+            raise RuntimeError("the view's own bug")
+
+        @flaky.related
+        def related(job: Any) -> dict[str, Any]:
+            raise KeyError("related")
+
+        def after(tb: LeaseholdTestbed, job_id: str) -> list[str]:
+            view = tb.view(job_id)
+            return [] if "view_error" in view else [f"no view_error in {sorted(view)}"]
+
+        return [flaky], Side(after=after)
+
+    def start(tb: LeaseholdTestbed, side: Side) -> str:
+        return tb.submit("flaky_hooks", {})
+
+    return Scenario("sdk hooks that raise (view, related)", build, start)
+
+
 def scenarios() -> list[Scenario]:
     return [
         _synthetic("synthetic", {"name": "a"}, {"name": "b"}, {"name": "c"}),
@@ -221,4 +257,5 @@ def scenarios() -> list[Scenario]:
         _doc_prep(),
         _sdk_order(),
         _keyed(),
+        _raising_hooks(),
     ]
