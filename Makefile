@@ -110,11 +110,14 @@ build: setup
 	echo "sam build with $$py313"; \
 	PATH="$$(dirname $$py313):$$PATH" PYTHON="$$py313" $(BIN)/sam build --template template.yaml
 
+# samconfig.toml's profile: default (a fresh account's 10 executions) or production (an
+# account of 1,000: make deploy CONFIG_ENV=production). docs/capacity.md has the arithmetic.
+CONFIG_ENV ?= default
 deploy: build
-	$(BIN)/sam deploy
+	$(BIN)/sam deploy --config-env $(CONFIG_ENV)
 
 delete: setup
-	$(BIN)/sam delete
+	$(BIN)/sam delete --config-env $(CONFIG_ENV)
 
 # Counts on moto, priced: bench/results.json, bench/README.md, bench/cost.svg (a few minutes).
 bench: setup

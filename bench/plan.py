@@ -53,7 +53,8 @@ DAYS_PER_MONTH = 30
 WORKER_BATCH = 5
 """template.yaml's WorkerBatchSize default."""
 WORKER_MAX_CONCURRENCY = 20
-"""template.yaml's Wakeups ScalingConfig MaximumConcurrency."""
+"""The Wakeups mapping's MaximumConcurrency in samconfig.toml's production profile
+(`WorkerConcurrencyNormal`; the template's default, for a fresh account, is 2)."""
 API_RATE_LIMIT = 50
 """template.yaml's ApiThrottlingRateLimit default (requests a second, burst 100)."""
 USER_CONCURRENCY_LIMIT = 5

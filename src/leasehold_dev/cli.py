@@ -59,14 +59,17 @@ def importable_from(directory: Path) -> None:
 
 def _parameter_overrides(given: list[str], template_path: Path) -> dict[str, str]:
     """`--parameter NAME=VALUE`s, each NAME one of the template's parameters."""
+    from leasehold_dev.local.rules import parameter_values, rule_problems
+    from leasehold_dev.local.stack import LOCAL_PARAMETERS
     from leasehold_dev.local.template import TemplateError, load_template
 
     if not given:
         return {}
     try:
-        declared = dict(load_template(template_path).get("Parameters") or {})
+        loaded = load_template(template_path)
     except TemplateError as exc:
         raise CliError(str(exc)) from exc
+    declared = dict(loaded.get("Parameters") or {})
     known = set(declared)
     overrides = {}
     for text in given:
@@ -84,6 +87,15 @@ def _parameter_overrides(given: list[str], template_path: Path) -> dict[str, str
         if problem:
             raise CliError(f"--parameter {name}={value}: {problem}")
         overrides[name] = value
+    # Then the template's Rules over all of them, as CloudFormation evaluates them before it
+    # makes anything (a lease longer than the worker's timeout allows is refused here).
+    local = {k: v for k, v in LOCAL_PARAMETERS.items() if k in known}
+    try:
+        refused = rule_problems(loaded, parameter_values(loaded, {**local, **overrides}))
+    except TemplateError as exc:
+        raise CliError(str(exc)) from exc
+    if refused:
+        raise CliError("--parameter: the template's Rules refuse it: " + "; ".join(refused))
     return overrides
 
 

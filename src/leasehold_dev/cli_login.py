@@ -18,7 +18,12 @@ a file only you can read (default ~/.config/leasehold/session.json, or $LEASEHOL
 use its ID token, renewed with the refresh token while that lasts (the template: 30 days); then
 they say to run `leasehold login` again. Name the stack with --stack (its outputs ApiUrl and
 UserPoolClientId are read with your AWS credentials) or give --url and --client-id (no AWS
-credentials needed). No token is ever printed."""
+credentials needed). No token is ever printed. A user pool with MFA (OperatorMfa) asks for
+the code of the user's authenticator app: --mfa-code CODE, or LEASEHOLD_MFA_CODE, or asked
+here in a terminal; a user who has no authenticator yet, in a pool where MFA is ON, sets one
+up here in a terminal (the secret to add to the app is shown once)."""
+
+MFA_CODE_ENV = "LEASEHOLD_MFA_CODE"
 
 
 def _region(args: argparse.Namespace) -> str:
@@ -65,6 +70,36 @@ def _new_password() -> str:
     return first
 
 
+def _mfa_code(args: argparse.Namespace) -> Any:
+    """What answers an MFA challenge: --mfa-code, else LEASEHOLD_MFA_CODE, else a prompt in
+    a terminal, else nothing (the sign-in then says how to give one)."""
+    given = args.mfa_code or os.environ.get(MFA_CODE_ENV)
+    if given:
+        return lambda: given
+    if sys.stdin.isatty() and not args.password_stdin:
+        return lambda: input("Code from your authenticator app: ").strip()
+    return None
+
+
+def _mfa_setup(username: str) -> Any:
+    """In a terminal only: show the secret for the authenticator app, ask for its code."""
+    if not sys.stdin.isatty():
+        return None
+
+    def set_up(secret: str) -> str:
+        from urllib.parse import quote
+
+        print(
+            "The user pool requires an authenticator app (TOTP) and this user has none yet.\n"
+            f"Add this secret to the app (shown once): {secret}\n"
+            f"or as a link: otpauth://totp/leasehold:{quote(username)}?secret={secret}"
+            "&issuer=leasehold"
+        )
+        return input("Then the app's code: ").strip()
+
+    return set_up
+
+
 def _cmd_login(args: argparse.Namespace) -> int:
     from leasehold.client.errors import ApiError
     from leasehold.client.login import LoginSession, session_path
@@ -95,6 +130,8 @@ def _cmd_login(args: argparse.Namespace) -> int:
             password=password,
             path=path,
             new_password=_new_password if sys.stdin.isatty() and not args.password_stdin else None,
+            mfa_code=_mfa_code(args),
+            mfa_setup=_mfa_setup(args.username),
         )
     except ApiError as exc:
         raise CliError(exc.message) from None
@@ -129,6 +166,11 @@ def add_login_commands(commands: Any) -> None:
     login.add_argument("--username", help="the user's e-mail address")
     login.add_argument(
         "--password-stdin", action="store_true", help="read the password from stdin's first line"
+    )
+    login.add_argument(
+        "--mfa-code",
+        metavar="CODE",
+        help=f"the authenticator app's code, when the pool asks for one (or ${MFA_CODE_ENV})",
     )
     login.add_argument("--session", metavar="FILE", help="where to keep the session")
     login.set_defaults(run=_cmd_login)

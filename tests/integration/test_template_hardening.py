@@ -6,6 +6,8 @@ skipped (docs/decisions.md, "checkov")."""
 from __future__ import annotations
 
 import re
+import shlex
+import tomllib
 import warnings
 from typing import Any
 
@@ -16,7 +18,9 @@ from tests.support.resources import ROOT, TEMPLATE, template
 
 NO_VALUE = {"Ref": "AWS::NoValue"}
 ACCOUNT_CONCURRENCY = 1000
-"""A regional account's default concurrency limit."""
+"""A regional account's usual concurrency limit: what the production profile is sized for (a
+new account's 10 can reserve nothing, so the template's defaults reserve nothing: decision AW1,
+tests/integration/test_template_account.py)."""
 UNRESERVED_MINIMUM = 100
 """Lambda refuses a reservation that leaves fewer unreserved executions than this."""
 KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
@@ -24,6 +28,15 @@ KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555
 
 def _of_type(kind: str) -> dict[str, dict[str, Any]]:
     return {n: r for n, r in template()["Resources"].items() if r["Type"] == kind}
+
+
+def _production() -> dict[str, int]:
+    """samconfig.toml's production profile's numeric overrides (`sam deploy --config-env
+    production`): where the reservations checkov asks for are made."""
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
+    given = config["production"]["deploy"]["parameters"]["parameter_overrides"]
+    pairs = (item.partition("=")[::2] for item in shlex.split(given))
+    return {name: int(value) for name, value in pairs if value.isdigit()}
 
 
 def _optional(condition: str, parameter: str) -> dict[str, Any]:
@@ -49,8 +62,9 @@ def test_every_function_reserves_concurrency_from_its_own_parameter() -> None:
         }
         spec = tpl["Parameters"][parameter]
         assert spec["Type"] == "Number" and spec["MinValue"] == 0, parameter
-        assert spec["Default"] >= 1, parameter
-        reserved += spec["Default"]
+        assert spec["Default"] == 0, parameter  # a fresh account can reserve nothing (AW1)
+        assert _production()[parameter] >= 1, parameter  # the production profile reserves
+        reserved += _production()[parameter]
     assert ACCOUNT_CONCURRENCY - reserved >= UNRESERVED_MINIMUM
 
 
@@ -71,12 +85,17 @@ def test_the_workers_reservation_covers_its_queues_maximum_concurrency() -> None
         "LowPriorityQueue",
     }
     total = 0
+    production_total = 0
     for props in sqs_events.values():
         maximum = props["ScalingConfig"]["MaximumConcurrency"]
         parameter = tpl["Parameters"][maximum["Ref"]]
         assert parameter["MinValue"] >= 2  # Lambda's floor for MaximumConcurrency
         total += parameter["Default"]
-    assert tpl["Parameters"]["ReservedConcurrencyWorker"]["Default"] >= total
+        production_total += _production()[maximum["Ref"]]
+    # The defaults reserve none (the pollers share the account's pool, nothing throttles them
+    # below it); a reservation, the production profile's, covers the three mappings.
+    assert tpl["Parameters"]["ReservedConcurrencyWorker"]["Default"] in (0, *range(total, 1001))
+    assert _production()["ReservedConcurrencyWorker"] >= production_total
 
 
 def test_every_queue_is_encrypted() -> None:
@@ -157,9 +176,10 @@ def _reservations(functions: dict[str, Any]) -> dict[str, int | None]:
 
 
 def test_moto_creates_the_stack_with_its_reservations(moto: None) -> None:
+    reservations = {k: str(v) for k, v in _production().items() if k.startswith("Reserved")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        info = create_stack("", TEMPLATE)
+        info = create_stack("", TEMPLATE, reservations)
     assert _reservations(info.functions) == {
         "ApiFunction": 50,
         "RelayFunction": 5,

@@ -19,6 +19,11 @@ from tests.integration.test_template import TEMPLATE
         ("WorkerConcurrencyHigh=abc", "a number"),
         ("WorkerConcurrencyHigh=1001", "at most 1000"),
         ("Kinds=not a module", "pattern"),
+        ("LeaseSeconds=7", "must be one of"),
+        # parameters that must agree (the template's Rules, with the local stack's timeout 30)
+        ("LeaseSeconds=60", "LeaseSeconds must be at most 20"),
+        ("WorkerTimeoutSeconds=300", "QueueVisibilitySeconds must be at least 1800"),
+        ("MaxStepSeconds=30", "MaxStepSeconds must be at most 20"),
     ],
 )
 def test_out_of_range_parameters_are_refused(given: str, says: str) -> None:
@@ -30,4 +35,13 @@ def test_good_parameters_pass() -> None:
     assert _parameter_overrides(["WorkerConcurrencyLow=2", "WorkerBatchSize=5"], TEMPLATE) == {
         "WorkerConcurrencyLow": "2",
         "WorkerBatchSize": "5",
+    }
+
+
+def test_parameters_that_agree_together_pass() -> None:
+    given = ["WorkerTimeoutSeconds=120", "QueueVisibilitySeconds=720", "LeaseSeconds=60"]
+    assert _parameter_overrides(given, TEMPLATE) == {
+        "WorkerTimeoutSeconds": "120",
+        "QueueVisibilitySeconds": "720",
+        "LeaseSeconds": "60",
     }

@@ -11,7 +11,12 @@ Cognito's `initiate_auth` is an unsigned call: signing in needs the app client's
 region, no AWS credentials. `USER_PASSWORD_AUTH` (the template's app client allows it, and
 `ALLOW_REFRESH_TOKEN_AUTH`) signs in; `REFRESH_TOKEN_AUTH` renews the ID and access tokens
 until the refresh token itself expires (the template: 30 days), after which the session says
-to run `leasehold login` again."""
+to run `leasehold login` again.
+
+A pool with MFA (the template's `OperatorMfa`, ON in the production profile) asks for the
+code of the user's authenticator app (`SOFTWARE_TOKEN_MFA`): `mfa_code()` gives it. A user with
+no authenticator yet, in a pool where MFA is ON, sets one up at sign-in (`MFA_SETUP`):
+`mfa_setup(secret)` shows the secret to add to the app and returns the app's first code."""
 
 from __future__ import annotations
 
@@ -72,6 +77,22 @@ class NewPasswordRequired(LoginExpired):
     """The user pool wants a new password first (an administrator's temporary password)."""
 
 
+class MfaRequired(LoginExpired):
+    """The user pool wants a code from the user's authenticator app, and none was given, or
+    wants an authenticator set up first where that cannot be done. `code` says which
+    (`mfa_code_required`, `mfa_setup_required`)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+MFA_DEVICE_NAME = "leasehold login"
+"""The name Cognito keeps for an authenticator set up by `leasehold login`."""
+MAX_CHALLENGES = 4
+"""New password, MFA setup, MFA code: a sign-in never needs more answers than this."""
+
+
 @dataclass
 class LoginSession:
     """One signed-in user of one deployed stack: its API URL, the pool's app client and
@@ -104,12 +125,16 @@ class LoginSession:
         password: str,
         path: Path | None = None,
         new_password: Callable[[], str] | None = None,
+        mfa_code: Callable[[], str] | None = None,
+        mfa_setup: Callable[[str], str] | None = None,
         cognito: Any = None,
     ) -> LoginSession:
         """Sign in with `USER_PASSWORD_AUTH` and keep the session at `path` (default:
         `session_path()`). A first sign-in with an administrator's temporary password asks
-        `new_password()` for the user's own (`NewPasswordRequired` without one). A wrong
-        username or password is `ApiError.Unauthenticated`."""
+        `new_password()` for the user's own (`NewPasswordRequired` without one). A pool with
+        MFA asks `mfa_code()` for the authenticator's code, and a user who must set one up
+        `mfa_setup(secret)` (`MfaRequired` without them). A wrong username, password or code
+        is `ApiError.Unauthenticated`."""
         idp = cognito or cognito_client(region)
         answer = _cognito(
             lambda: idp.initiate_auth(
@@ -119,22 +144,21 @@ class LoginSession:
             ),
             what="sign in",
         )
-        if answer.get("ChallengeName") == "NEW_PASSWORD_REQUIRED":
-            if new_password is None:
-                raise NewPasswordRequired(
-                    "the user pool wants a new password for this user first: run `leasehold "
-                    "login` in a terminal to choose one"
-                )
-            chosen = new_password()
-            answer = _cognito(
-                lambda: idp.respond_to_auth_challenge(
-                    ClientId=client_id,
-                    ChallengeName="NEW_PASSWORD_REQUIRED",
-                    Session=answer["Session"],
-                    ChallengeResponses={"USERNAME": username, "NEW_PASSWORD": chosen},
-                ),
-                what="set the new password",
+        for _ in range(MAX_CHALLENGES):
+            if "AuthenticationResult" in answer:
+                break
+            answered = _answer_challenge(
+                idp,
+                client_id,
+                username,
+                answer,
+                new_password=new_password,
+                mfa_code=mfa_code,
+                mfa_setup=mfa_setup,
             )
+            if answered is answer:
+                break  # a challenge it cannot answer: said below
+            answer = answered
         if "AuthenticationResult" not in answer:
             challenge = answer.get("ChallengeName", "an unknown step")
             raise Unauthenticated(
@@ -243,6 +267,78 @@ class LoginSession:
             raise
 
 
+def _answer_challenge(
+    idp: Any,
+    client_id: str,
+    username: str,
+    answer: dict[str, Any],
+    *,
+    new_password: Callable[[], str] | None,
+    mfa_code: Callable[[], str] | None,
+    mfa_setup: Callable[[str], str] | None,
+) -> dict[str, Any]:
+    """Cognito's next answer after this challenge's response; the challenges it cannot answer
+    come back unchanged (the caller says which one)."""
+    challenge = answer.get("ChallengeName")
+
+    def respond(responses: dict[str, str], session: str, what: str) -> dict[str, Any]:
+        return _cognito(
+            lambda: idp.respond_to_auth_challenge(
+                ClientId=client_id,
+                ChallengeName=challenge,
+                Session=session,
+                ChallengeResponses={"USERNAME": username, **responses},
+            ),
+            what=what,
+        )
+
+    if challenge == "NEW_PASSWORD_REQUIRED":
+        if new_password is None:
+            raise NewPasswordRequired(
+                "the user pool wants a new password for this user first: run `leasehold "
+                "login` in a terminal to choose one"
+            )
+        chosen = new_password()
+        return respond({"NEW_PASSWORD": chosen}, answer["Session"], "set the new password")
+    if challenge == "SOFTWARE_TOKEN_MFA":
+        if mfa_code is None:
+            raise MfaRequired(
+                "mfa_code_required",
+                "the user pool asks for the code of this user's authenticator app: pass "
+                "--mfa-code CODE (or set LEASEHOLD_MFA_CODE), or run `leasehold login` in a "
+                "terminal to be asked for it",
+            )
+        code = mfa_code().strip()
+        return respond({"SOFTWARE_TOKEN_MFA_CODE": code}, answer["Session"], "check the code")
+    if challenge == "MFA_SETUP":
+        if mfa_setup is None:
+            raise MfaRequired(
+                "mfa_setup_required",
+                "the user pool requires MFA and this user has no authenticator app set up "
+                "yet: run `leasehold login` in a terminal to set one up",
+            )
+        associated = _cognito(
+            lambda: idp.associate_software_token(Session=answer["Session"]),
+            what="set up the authenticator",
+        )
+        code = mfa_setup(associated["SecretCode"]).strip()
+        verified = _cognito(
+            lambda: idp.verify_software_token(
+                Session=associated.get("Session", answer["Session"]),
+                UserCode=code,
+                FriendlyDeviceName=MFA_DEVICE_NAME,
+            ),
+            what="check the authenticator's code",
+        )
+        if verified.get("Status") != "SUCCESS":
+            raise Unauthenticated(
+                401, "code_mismatch_exception", "the authenticator's code was not accepted"
+            )
+        session = verified.get("Session") or associated.get("Session") or answer["Session"]
+        return respond({}, session, "finish setting up the authenticator")
+    return answer
+
+
 def _cognito(call: Callable[[], dict[str, Any]], *, what: str) -> dict[str, Any]:
     """One Cognito call. A refusal of the user (a wrong password, a revoked or expired refresh
     token) is `Unauthenticated`; a wrong app client id or region `InvalidInput`; anything else
@@ -271,6 +367,9 @@ REFUSALS = frozenset(
         "UserNotFoundException",
         "UserNotConfirmedException",
         "PasswordResetRequiredException",
+        "CodeMismatchException",
+        "ExpiredCodeException",
+        "EnableSoftwareTokenMFAException",
     }
 )
 

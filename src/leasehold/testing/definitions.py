@@ -121,7 +121,7 @@ PACKAGED = Definitions(
                 "Projection": {"ProjectionType": "KEYS_ONLY"},
             },
         ],
-        "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+        "StreamSpecification": {"StreamViewType": "NEW_IMAGE"},
     },
     queues={
         "work": {"MessageRetentionPeriod": 345_600, "maxReceiveCount": 5},

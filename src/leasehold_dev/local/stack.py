@@ -361,7 +361,14 @@ def create_stack(
 ) -> StackInfo:
     """Translate template.yaml and create it in moto's CloudFormation; then read back what the
     stack made. Resources moto skips (Cognito, ApiGatewayV2, alarms) are emulated or absent."""
+    from leasehold_dev.local.rules import parameter_values, rule_problems
+
     template = load_template(template_path)
+    merged = {**LOCAL_PARAMETERS, **(parameters or {})}
+    # moto's CloudFormation ignores Rules; AWS refuses the stack before making anything
+    refused = rule_problems(template, parameter_values(template, merged))
+    if refused:
+        raise StackError("the template's Rules refuse these parameters: " + "; ".join(refused))
     translated = translate(template, REGION)
     s3 = client("s3", endpoint)
     s3.create_bucket(Bucket=LOCAL_CODE_BUCKET)
@@ -370,7 +377,6 @@ def create_stack(
         archive.writestr("README.txt", "local stack: handlers run in-process, not from this zip")
     s3.put_object(Bucket=LOCAL_CODE_BUCKET, Key=LOCAL_CODE_KEY, Body=buffer.getvalue())
     cloudformation = client("cloudformation", endpoint)
-    merged = {**LOCAL_PARAMETERS, **(parameters or {})}
     cloudformation.create_stack(
         StackName=STACK_NAME,
         TemplateBody=json.dumps(translated),
