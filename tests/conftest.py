@@ -70,6 +70,7 @@ def moto_server() -> Iterator[str]:
 def moto(aws_env: None) -> Iterator[None]:
     with mock_aws():
         yield
+    moto_transactions.use_token_clock(None)  # a harness may have pointed it at its own clock
 
 
 def one_model_loader(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,9 @@ failure is classified in one place (arch §3.9, STYLE #5):
 - a transaction cancelled for `TransactionConflict`, `ThrottlingError` or
   `ProvisionedThroughputExceeded` (which botocore does not retry) is retried here with full
   jitter a bounded number of times, then `StoreUnavailableError`;
+- a `ClientRequestToken` met again with other items (`IdempotentParameterMismatchException`,
+  a keyed request retried after a lost answer) sends the transaction once more without the
+  token: its own conditions then find what the first call wrote (`Table.transact`);
 - throttles, internal errors and timeouts of single requests are retried by botocore's standard
   mode (see handlers/wiring.py), then `StoreUnavailableError`;
 - a request the store refuses as sent (a `ValidationException`, an item over 400 KB) is a
@@ -40,6 +43,7 @@ seconds, not a hung request; botocore's standard retries for throttles and inter
 RETRYABLE_CANCELLATIONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 )
+TOKEN_MISMATCH = "IdempotentParameterMismatchException"
 
 
 class ConditionFailed(Exception):  # noqa: N818 - a control-flow signal for the store's callers
@@ -91,6 +95,8 @@ class TableStats:
 
     transaction_retries: int = 0
     transactions_given_up: int = 0
+    token_mismatches: int = 0
+    """Transactions sent again without their token after IdempotentParameterMismatch."""
 
 
 class Table:
@@ -199,17 +205,33 @@ class Table:
         """One TransactWriteItems (each item a {"Put"|"Update"|"Delete"|"ConditionCheck": …}
         whose TableName defaults to this table). Raises ConditionFailed with the reasons when
         any condition failed; retries contention and throttling cancellations; otherwise
-        StoreUnavailableError or LeaseholdError."""
+        StoreUnavailableError or LeaseholdError.
+
+        `token` is the `ClientRequestToken`: within DynamoDB's ten minutes, the same token with
+        the same items is a no-op that succeeds (an SDK retry of a commit whose answer was
+        lost). The same token with *other* items — a keyed request retried later, its items
+        stamped with a later time — is `IdempotentParameterMismatchException`: the
+        transaction is then sent once more without the token, and its own conditions answer
+        (the first call's new item exists: ConditionFailed with it, which the caller reads as
+        a repeat). So send a token only with a transaction that a repeat cannot apply twice —
+        one that puts a new item on `attribute_not_exists`, as a new job's writes do."""
         prepared = [with_table_name(item, self.name) for item in items]
         params: dict[str, Any] = {"TransactItems": prepared}
         if token:
             params["ClientRequestToken"] = token
-        for attempt in range(1, self.retry.attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 self.client.transact_write_items(**params)
                 return
             except ClientError as exc:
                 code = error_code(exc)
+                if code == TOKEN_MISMATCH and "ClientRequestToken" in params:
+                    self.stats.token_mismatches += 1
+                    params.pop("ClientRequestToken")
+                    attempt -= 1  # not contention: the same try, without the token
+                    continue
                 if code != "TransactionCanceledException":
                     raise translate(exc) from exc
                 reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
@@ -220,7 +242,7 @@ class Table:
                     raise LeaseholdError(
                         f"transaction cancelled: {sorted(c for c in codes if c)}"
                     ) from exc
-                if attempt == self.retry.attempts:
+                if attempt >= self.retry.attempts:
                     self.stats.transactions_given_up += 1
                     reasons_seen = sorted(codes & RETRYABLE_CANCELLATIONS)
                     raise StoreUnavailableError(
