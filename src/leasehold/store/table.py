@@ -10,6 +10,9 @@ failure is classified in one place (arch §3.9, STYLE #5):
 - a `ClientRequestToken` met again with other items (`IdempotentParameterMismatchException`,
   a keyed request retried after a lost answer) sends the transaction once more without the
   token: its own conditions then find what the first call wrote (`Table.transact`);
+- a single write (PutItem, UpdateItem) that meets an item inside a transaction
+  (`TransactionConflictException`, which botocore does not retry either) is retried the same
+  way, then `StoreUnavailableError`;
 - throttles, internal errors and timeouts of single requests are retried by botocore's standard
   mode (see handlers/wiring.py), then `StoreUnavailableError`;
 - a request the store refuses as sent (a `ValidationException`, an item over 400 KB) is a
@@ -44,6 +47,7 @@ RETRYABLE_CANCELLATIONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 )
 TOKEN_MISMATCH = "IdempotentParameterMismatchException"
+SINGLE_WRITE_CONFLICT = "TransactionConflictException"
 
 
 class ConditionFailed(Exception):  # noqa: N818 - a control-flow signal for the store's callers
@@ -96,6 +100,9 @@ class TableStats:
     transaction_retries: int = 0
     transactions_given_up: int = 0
     token_mismatches: int = 0
+    single_write_retries: int = 0
+    """PutItem / UpdateItem sent again after TransactionConflictException."""
+    single_writes_given_up: int = 0
     """Transactions sent again without their token after IdempotentParameterMismatch."""
 
 
@@ -171,35 +178,53 @@ class Table:
     def update(self, params: dict[str, Any], *, return_new: bool = True) -> dict[str, Any] | None:
         """One conditional UpdateItem. Returns the new item (or None when `return_new` is
         False); raises ConditionFailed with the old item."""
-        try:
-            answer = self.client.update_item(
+        answer = self._single_write(
+            lambda: self.client.update_item(
                 TableName=self.name,
                 **params,
                 ReturnValues="ALL_NEW" if return_new else "NONE",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
-            raise translate(exc) from exc
-        except BotoCoreError as exc:
-            raise translate(exc) from exc
+        )
         return cast(dict[str, Any], answer.get("Attributes")) if return_new else None
 
     def put(self, params: dict[str, Any]) -> None:
         """One conditional PutItem (`Item`, `ConditionExpression`, …); raises ConditionFailed
         with the old item."""
         params = {k: v for k, v in params.items() if k != "ReturnValuesOnConditionCheckFailure"}
-        try:
-            self.client.put_item(
+        self._single_write(
+            lambda: self.client.put_item(
                 TableName=self.name, **params, ReturnValuesOnConditionCheckFailure="ALL_OLD"
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
-            raise translate(exc) from exc
-        except BotoCoreError as exc:
-            raise translate(exc) from exc
+        )
+
+    def _single_write(self, send: Callable[[], Any]) -> dict[str, Any]:
+        """Send one PutItem / UpdateItem: a failed condition is ConditionFailed with the old
+        item; `TransactionConflictException` (the item is inside a transaction; botocore does
+        not retry it) is retried with full jitter, bounded as a transaction's contention is,
+        then StoreUnavailableError. The retry cannot apply a write twice: DynamoDB refuses the
+        write without applying it, so the first try changed nothing."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return cast(dict[str, Any], send())
+            except ClientError as exc:
+                code = error_code(exc)
+                if code == "ConditionalCheckFailedException":
+                    raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
+                if code != SINGLE_WRITE_CONFLICT:
+                    raise translate(exc) from exc
+                if attempt >= self.retry.attempts:
+                    self.stats.single_writes_given_up += 1
+                    raise StoreUnavailableError(
+                        "the item stayed inside other transactions (TransactionConflict); "
+                        "nothing was promised"
+                    ) from exc
+                self.stats.single_write_retries += 1
+                self.retry.pause(attempt)
+            except BotoCoreError as exc:
+                raise translate(exc) from exc
 
     def transact(self, items: list[dict[str, Any]], *, token: str | None = None) -> None:
         """One TransactWriteItems (each item a {"Put"|"Update"|"Delete"|"ConditionCheck": …}
