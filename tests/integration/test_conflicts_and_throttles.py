@@ -33,19 +33,14 @@ SDK_TRIES = CLIENT_CONFIG.retries["max_attempts"] + 1  # botocore's retries and 
 def test_the_spec_takes_single_write_conflicts_and_index_rules() -> None:
     plan = FaultPlan.parse(
         "dynamodb.UpdateItem:TransactionConflictException=0.2,"
-        "dynamodb.Query[by_state]:ThrottlingException=0.5,"
-        "dynamodb.*:TransactionConflictException=0.1"
+        "dynamodb.Query[by_state]:ThrottlingException=0.5"
     )
-    conflict, throttle, anywhere = plan.rules
+    conflict, throttle = plan.rules
     assert conflict == FaultRule("dynamodb", "UpdateItem", "TransactionConflictException", 0.2)
     assert throttle.index == "by_state" and throttle.operation == "Query"
     assert throttle.applies_to("dynamodb", "Query", "by_state")
     assert not throttle.applies_to("dynamodb", "Query", "by_owner")
     assert not throttle.applies_to("dynamodb", "Query", None)  # the table itself
-    # `*` with a single write's conflict: only single writes, as DynamoDB answers it
-    assert anywhere.applies_to("dynamodb", "PutItem")
-    assert not anywhere.applies_to("dynamodb", "GetItem")
-    assert not anywhere.applies_to("dynamodb", "TransactWriteItems")
 
 
 @pytest.mark.parametrize(
@@ -70,8 +65,7 @@ def test_an_injected_conflict_has_the_services_shape_and_applies_nothing(
 ) -> None:
     job_id = harness.submit()
     before = harness.raw(job_id)
-    harness.faults("dynamodb.*:TransactionConflictException=1@1")
-    assert harness.dynamodb.get_item(TableName=harness.table, Key=_key(job_id))["Item"]
+    harness.faults("dynamodb.UpdateItem:TransactionConflictException=1@1")
     with pytest.raises(ClientError) as refused:
         harness.dynamodb.update_item(
             TableName=harness.table,

@@ -17,9 +17,9 @@ Error codes:
 - a cancellation reason of `TransactWriteItems` (`TransactionConflict`, `ThrottlingError`,
   `ProvisionedThroughputExceeded`): the call fails with `TransactionCanceledException` whose
   `CancellationReasons` name one item with that code and `None` for the others; nothing applied;
-- `TransactionConflictException` on a single write (`PutItem`, `UpdateItem`, `DeleteItem`; with
-  `*`, only those): the write met an item inside a transaction, as DynamoDB answers it (HTTP
-  400, the service's own error type); nothing applied; botocore does not retry it;
+- `TransactionConflictException` on a single write (`PutItem`, `UpdateItem`, `DeleteItem`, or
+  `*`): the write met an item inside a transaction, as DynamoDB answers it (HTTP 400, the
+  service's own error type); nothing applied; botocore does not retry it;
 - any other code (`ThrottlingException`, `ProvisionedThroughputExceededException`,
   `RequestLimitExceeded`, `InternalServerError`, `InternalError`, `ServiceUnavailable`, …): the
   service answers that error (HTTP 500 for the internal/unavailable ones, else 400); nothing
@@ -113,8 +113,6 @@ class FaultRule:
     def applies_to(self, service: str, operation: str, index: str | None = None) -> bool:
         if self.service != service or self.operation not in {"*", operation}:
             return False
-        if self.code == SINGLE_WRITE_CONFLICT and operation not in SINGLE_WRITES:
-            return False  # `*`: DynamoDB answers it to single writes only
         return self.index is None or self.index == index
 
 
