@@ -55,6 +55,14 @@ def moto_behaves_like_the_service() -> Iterator[None]:
     patches.undo()
 
 
+@pytest.fixture(autouse=True)
+def token_window_on_the_wall_clock() -> Iterator[None]:
+    """A harness points the ClientRequestToken window at its manual clock; the next test starts
+    on the wall clock again."""
+    yield
+    moto_transactions.use_token_clock(None)
+
+
 @pytest.fixture
 def moto_server() -> Iterator[str]:
     """The local stack's embedded moto server (a thread of this process), its endpoint."""

@@ -215,7 +215,9 @@ def test_under_injected_transaction_conflicts_the_limit_holds_and_shards_share_t
     job_ids = [submit(harness, "per_tenant", {"flaky": i % 2 == 0}) for i in range(16)]
     harness.faults(
         "dynamodb.TransactWriteItems:TransactionConflict=0.3,"
-        "dynamodb.UpdateItem:ThrottlingException=0.1"
+        "dynamodb.UpdateItem:ThrottlingException=0.1,"
+        "dynamodb.UpdateItem:TransactionConflictException=0.1,"
+        "dynamodb.Query[by_state]:ThrottlingException=0.5"
     )
     outcomes = run_race(harness, job_ids)
     for _ in range(3):

@@ -270,6 +270,21 @@ def test_a_repeat_after_the_token_window_answers_with_the_job_as_it_is(harness: 
     assert again == Submitted(first.job_id, "running", False)
 
 
+@pytest.mark.parametrize("later_ms", [3_000, 4 * 60_000])
+def test_a_keyed_retry_after_a_lost_answer_gets_the_same_job(
+    harness: Harness, later_ms: int
+) -> None:
+    # The commit happened, its answer did not arrive; the retry's items carry a later time
+    harness.faults("dynamodb.TransactWriteItems:ReadTimeout=1@1")
+    with pytest.raises(StoreUnavailableError, match="same idempotency_key"):
+        _direct(harness, {"text": "a"}, idempotency_key="k-lost")
+    (made,) = _items(harness)["JOB"]
+    harness.clock.advance(later_ms)
+    again = _direct(harness, {"text": "a"}, idempotency_key="k-lost")
+    assert again.job_id == made["job_id"]["S"]
+    assert len(_items(harness)["JOB"]) == 1 and len(_items(harness)["OUTBOX"]) == 1
+
+
 def test_the_same_key_with_another_request_is_a_conflict(harness: Harness) -> None:
     _direct(harness, {"text": "a"}, idempotency_key="k-1", table=harness.stores.table)
     with pytest.raises(ConflictError) as conflict:
@@ -289,7 +304,7 @@ def _http_body(text: str) -> dict[str, Any]:
 
 class _TokenForgetting:
     """A DynamoDB client that drops `ClientRequestToken` (as after DynamoDB's ten-minute
-    window, which moto does not keep): the job's own condition must tell a repeat apart."""
+    window): the job's own condition must tell a repeat apart."""
 
     def __init__(self, client: Any) -> None:
         self._client = client

@@ -80,12 +80,15 @@ def test_a_claim_the_store_cannot_serve_does_not_hold_the_message(harness: Harne
 
 def test_a_busy_users_jobs_all_finish_under_injected_conflicts(harness: Harness) -> None:
     # Given eight jobs of one user (each fails once: its retry is a transaction) and faults:
-    # contention on every transaction one time in three, throttles on single writes — the
-    # user's slot item among them, taken and released by every claim and outcome
+    # contention on every transaction one time in three, throttles and conflicts on single
+    # writes — the user's slot item among them, taken and released by every claim and
+    # outcome — and the sweeper's index reads throttled one time in two
     jobs = [harness.submit(owner=BOB, payload=steps({"fail_times": 1})) for _ in range(8)]
     harness.faults(
         "dynamodb.TransactWriteItems:TransactionConflict=0.33,"
-        "dynamodb.UpdateItem:ThrottlingException=0.25"
+        "dynamodb.UpdateItem:ThrottlingException=0.25,"
+        "dynamodb.UpdateItem:TransactionConflictException=0.2,"
+        "dynamodb.Query[by_state]:ThrottlingException=0.5"
     )
     # When workers deliver, the sweeper rescues and time passes, a bounded number of rounds
     for _ in range(60):
@@ -99,6 +102,8 @@ def test_a_busy_users_jobs_all_finish_under_injected_conflicts(harness: Harness)
     assert [harness.state(job_id) for job_id in jobs] == ["succeeded"] * 8
     assert harness.injected("TransactWriteItems:TransactionConflict") > 0
     assert harness.injected("UpdateItem:ThrottlingException") > 0
+    assert harness.injected("UpdateItem:TransactionConflictException") > 0
+    assert harness.injected("Query:ThrottlingException") > 0
     # A release lost to a throttle leaves an entry nobody holds; it never costs the user a
     # slot: once it is older than the grace, the next claim that finds the slots full frees it
     harness.faults("")

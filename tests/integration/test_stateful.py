@@ -485,5 +485,8 @@ def test_with_only_store_and_queue_faults_every_job_succeeds_once() -> None:
             count for injector in machine.h.injectors for count in injector.injected.values()
         )
         assert injected > 0
+        # the faults moto never raises were among them
+        assert machine.h.injected("UpdateItem:TransactionConflictException") > 0
+        assert machine.h.injected("Query:ThrottlingException") > 0
     finally:
         machine.mock.stop()

@@ -38,6 +38,7 @@ from leasehold_apps.reading_list.enrich import EnrichKind
 from leasehold_apps.reading_list.kinds import TitleKind
 from leasehold_apps.reading_list.service import BookmarkService
 from leasehold_apps.reading_list.titles.fixture import FixtureFetcher
+from leasehold_dev.local import moto_transactions
 from leasehold_dev.local.pumps import QueuePoller, StreamPump
 from tests.support.kinds import JobKind, registry
 from tests.support.resources import (
@@ -131,8 +132,11 @@ class Harness:
             table["TableName"],
             retry=TransactionRetry(sleep=lambda _: None, rng=random.Random(seed)),
         )
+        clock = ManualClock()
+        # DynamoDB's ten minutes for a ClientRequestToken pass on the harness's clock
+        moto_transactions.use_token_clock(clock.now_ms)
         return Harness(
-            clock=ManualClock(),
+            clock=clock,
             dynamodb=dynamodb,
             sqs=sqs,
             table=table["TableName"],

@@ -1,16 +1,23 @@
 """The sweeper: rescues expired leases, re-dispatches lost wake-ups, ends jobs past their
-deadline. Bounded work per run; every write is conditional, so two sweepers never collide."""
+deadline. Bounded work per run; every write is conditional, so two sweepers never collide.
+
+A pass has two parts, each fed by one read of the state index: the active jobs (expired leases,
+lost wake-ups, queued jobs past their deadline) and the due index (delayed jobs coming within
+SQS's reach). An index read that fails (throttled past botocore's retries) skips its part only,
+counted as `unavailable`; a write that fails ends the pass. The next run goes on either way."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock
 from leasehold.domain.errors import StaleEpochError, StoreUnavailableError
+from leasehold.domain.job import Job
 from leasehold.domain.policies import MAX_SQS_DELAY_SECONDS, RetryPolicy
 from leasehold.domain.states import JobState
 from leasehold.service.kinds import JobKind
@@ -60,6 +67,20 @@ def sweep(
     return dict(report)
 
 
+def _index_read(report: Counter[str], part: str, read: Callable[[], list[Job]]) -> list[Job]:
+    """One part's jobs from the state index; none when the store does not answer (the part is
+    skipped, counted, and the other part still runs)."""
+    try:
+        return read()
+    except StoreUnavailableError as unavailable:
+        report["unavailable"] += 1
+        logger.warning(
+            "sweep skipped a part: store unavailable",
+            extra={"part": part, "detail": str(unavailable)},
+        )
+        return []
+
+
 def _sweep(
     stores: Stores,
     clock: Clock,
@@ -70,7 +91,9 @@ def _sweep(
 ) -> None:
     now = clock.now_ms()
     outcomes = Outcomes(stores, clock, telemetry, RetryPolicy(0, 0), random.Random(), kinds)
-    active = stores.jobs.list_active(limit=settings.batch_limit)
+    active = _index_read(
+        report, "active", lambda: stores.jobs.list_active(limit=settings.batch_limit)
+    )
     for job in (j for j in active if j.state is JobState.RUNNING):
         if (job.lease_expires_at or 0) >= now:
             continue
@@ -91,7 +114,12 @@ def _sweep(
             report["raced"] += 1
     # Delayed jobs that come within SQS's reach get their wake-up (decision F1): each is moved
     # out of the due index with a wake-up delivered at its due time, never before.
-    for job in stores.jobs.list_due(until=now + DUE_WINDOW_MS, limit=settings.batch_limit):
+    due = _index_read(
+        report,
+        "due",
+        lambda: stores.jobs.list_due(until=now + DUE_WINDOW_MS, limit=settings.batch_limit),
+    )
+    for job in due:
         if job.state is not JobState.QUEUED:
             continue  # a claim moves a job it runs out of the index itself
         try:

@@ -9,11 +9,17 @@ Switched on by configuration only: `LEASEHOLD_FAULTS` (read once into Settings) 
     dynamodb.TransactWriteItems:TransactionConflict=0.05,dynamodb.UpdateItem:ThrottlingException=0.02
 
 Each rule is `service.Operation:ErrorCode=probability`, optionally `@N` to inject at most N
-times (`=1@2`: the next two calls fail). `Operation` may be `*`. Error codes:
+times (`=1@2`: the next two calls fail). `Operation` may be `*`. A DynamoDB `Query` or `Scan`
+rule may name one index in brackets: `dynamodb.Query[by_state]:ThrottlingException=0.5` fails
+only the queries of the `by_state` index (`Query` alone: every query, of the table or an index).
+Error codes:
 
 - a cancellation reason of `TransactWriteItems` (`TransactionConflict`, `ThrottlingError`,
   `ProvisionedThroughputExceeded`): the call fails with `TransactionCanceledException` whose
   `CancellationReasons` name one item with that code and `None` for the others; nothing applied;
+- `TransactionConflictException` on a single write (`PutItem`, `UpdateItem`, `DeleteItem`, or
+  `*`): the write met an item inside a transaction, as DynamoDB answers it (HTTP 400, the
+  service's own error type); nothing applied; botocore does not retry it;
 - any other code (`ThrottlingException`, `ProvisionedThroughputExceededException`,
   `RequestLimitExceeded`, `InternalServerError`, `InternalError`, `ServiceUnavailable`, …): the
   service answers that error (HTTP 500 for the internal/unavailable ones, else 400); nothing
@@ -56,6 +62,14 @@ from botocore.exceptions import ReadTimeoutError
 CANCELLATION_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 )
+SINGLE_WRITE_CONFLICT = "TransactionConflictException"
+SINGLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
+"""The operations DynamoDB answers `TransactionConflictException` (an item inside a transaction)."""
+INDEXED_READS = frozenset({"Query", "Scan"})
+"""The operations a rule may narrow to one index (`Query[by_state]`)."""
+_ERROR_TYPE = {"dynamodb": "com.amazonaws.dynamodb.v20120810#"}
+"""The `__type` prefix of a service's own errors (what botocore parses the code from)."""
+_MESSAGES = {SINGLE_WRITE_CONFLICT: "Transaction is ongoing for the item"}
 RESPONSE_LOST = "ReadTimeout"
 INJECTED_MARK = "leasehold_fault_injected"
 _SERVER_ERRORS = frozenset(
@@ -66,7 +80,8 @@ CRASH_AFTER = "crash-after"
 CRASH_EXIT_CODE = 137
 """What a crash rule's process exits with: 128 + SIGKILL, as if it had been killed."""
 _RULE = re.compile(
-    r"^(?P<service>[a-z0-9-]+)\.(?P<operation>\*|[A-Za-z]+):(?P<code>[A-Za-z.]+)"
+    r"^(?P<service>[a-z0-9-]+)\.(?P<operation>\*|[A-Za-z]+)(?:\[(?P<index>[A-Za-z0-9_.-]+)\])?"
+    r":(?P<code>[A-Za-z.]+)"
     r"=(?P<probability>[0-9]*\.?[0-9]+)(?:@(?P<limit>[0-9]+))?$"
 )
 _CRASH_RULE = re.compile(
@@ -88,13 +103,17 @@ class FaultRule:
     limit: int | None = None
     nth: int | None = None
     """A crash rule's call: the N-th of the operation (None for an error rule)."""
+    index: str | None = None
+    """An index rule's index (`Query[by_state]`): only requests naming it (None: any)."""
 
     @property
     def is_crash(self) -> bool:
         return self.code in {CRASH_BEFORE, CRASH_AFTER}
 
-    def applies_to(self, service: str, operation: str) -> bool:
-        return self.service == service and self.operation in {"*", operation}
+    def applies_to(self, service: str, operation: str, index: str | None = None) -> bool:
+        if self.service != service or self.operation not in {"*", operation}:
+            return False
+        return self.index is None or self.index == index
 
 
 @dataclass(frozen=True)
@@ -135,8 +154,22 @@ class FaultPlan:
                 raise FaultSpecError(
                     f"fault rule {text!r}: {code} is a transaction cancellation reason"
                 )
+            if code == SINGLE_WRITE_CONFLICT and found["operation"] not in SINGLE_WRITES | {"*"}:
+                raise FaultSpecError(
+                    f"fault rule {text!r}: {code} answers a single write (PutItem, UpdateItem, "
+                    "DeleteItem); a transaction's is the cancellation reason TransactionConflict"
+                )
+            index = found["index"]
+            if index is not None and found["operation"] not in INDEXED_READS:
+                raise FaultSpecError(
+                    f"fault rule {text!r}: only Query and Scan read an index ([{index}])"
+                )
             limit = int(found["limit"]) if found["limit"] else None
-            rules.append(FaultRule(found["service"], found["operation"], code, probability, limit))
+            rules.append(
+                FaultRule(
+                    found["service"], found["operation"], code, probability, limit, index=index
+                )
+            )
         return FaultPlan(tuple(rules))
 
     def __bool__(self) -> bool:
@@ -207,10 +240,10 @@ class FaultInjector:
         elif context is not None:
             context[self._crash_mark] = where
 
-    def _draw(self, operation: str) -> FaultRule | None:
+    def _draw(self, operation: str, index: str | None) -> FaultRule | None:
         with self._lock:
             for rule in self._rules:
-                if rule.is_crash or not rule.applies_to(self._service, operation):
+                if rule.is_crash or not rule.applies_to(self._service, operation, index):
                     continue
                 if rule.limit is not None and self._used.get(rule, 0) >= rule.limit:
                     continue
@@ -226,7 +259,8 @@ class FaultInjector:
         # must not make the mock skip this one.
         request.context.pop(INJECTED_MARK, None)
         operation = _operation_of(request)
-        rule = self._draw(operation)
+        index = _index_of(request) if operation in INDEXED_READS else None
+        rule = self._draw(operation, index)
         if rule is None:
             return None
         if rule.code == RESPONSE_LOST:
@@ -258,8 +292,20 @@ def _operation_of(request: Any) -> str:
     return found.group(1) if found else ""
 
 
+def _index_of(request: Any) -> str | None:
+    """The `IndexName` a Query or Scan reads (None: the table itself)."""
+    try:
+        doc = json.loads(request.body or b"{}")
+    except ValueError:
+        return None
+    name = doc.get("IndexName") if isinstance(doc, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def _error_response(code: str, service: str, request: Any, rng: random.Random) -> AWSResponse:
-    body: dict[str, Any] = {"__type": f"com.amazonaws.injected#{code}", "message": "injected fault"}
+    prefix = _ERROR_TYPE.get(service, "com.amazonaws.injected#")
+    message = f"{_MESSAGES[code]} [injected fault]" if code in _MESSAGES else "injected fault"
+    body: dict[str, Any] = {"__type": f"{prefix}{code}", "message": message}
     status = 500 if code in _SERVER_ERRORS else 400
     if code in CANCELLATION_REASONS:
         count = _transact_item_count(request)

@@ -7,6 +7,12 @@ failure is classified in one place (arch §3.9, STYLE #5):
 - a transaction cancelled for `TransactionConflict`, `ThrottlingError` or
   `ProvisionedThroughputExceeded` (which botocore does not retry) is retried here with full
   jitter a bounded number of times, then `StoreUnavailableError`;
+- a `ClientRequestToken` met again with other items (`IdempotentParameterMismatchException`,
+  a keyed request retried after a lost answer) sends the transaction once more without the
+  token: its own conditions then find what the first call wrote (`Table.transact`);
+- a single write (PutItem, UpdateItem) that meets an item inside a transaction
+  (`TransactionConflictException`, which botocore does not retry either) is retried the same
+  way, then `StoreUnavailableError`;
 - throttles, internal errors and timeouts of single requests are retried by botocore's standard
   mode (see handlers/wiring.py), then `StoreUnavailableError`;
 - a request the store refuses as sent (a `ValidationException`, an item over 400 KB) is a
@@ -40,6 +46,8 @@ seconds, not a hung request; botocore's standard retries for throttles and inter
 RETRYABLE_CANCELLATIONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 )
+TOKEN_MISMATCH = "IdempotentParameterMismatchException"
+SINGLE_WRITE_CONFLICT = "TransactionConflictException"
 
 
 class ConditionFailed(Exception):  # noqa: N818 - a control-flow signal for the store's callers
@@ -91,6 +99,11 @@ class TableStats:
 
     transaction_retries: int = 0
     transactions_given_up: int = 0
+    token_mismatches: int = 0
+    single_write_retries: int = 0
+    """PutItem / UpdateItem sent again after TransactionConflictException."""
+    single_writes_given_up: int = 0
+    """Transactions sent again without their token after IdempotentParameterMismatch."""
 
 
 class Table:
@@ -165,51 +178,85 @@ class Table:
     def update(self, params: dict[str, Any], *, return_new: bool = True) -> dict[str, Any] | None:
         """One conditional UpdateItem. Returns the new item (or None when `return_new` is
         False); raises ConditionFailed with the old item."""
-        try:
-            answer = self.client.update_item(
+        answer = self._single_write(
+            lambda: self.client.update_item(
                 TableName=self.name,
                 **params,
                 ReturnValues="ALL_NEW" if return_new else "NONE",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
-            raise translate(exc) from exc
-        except BotoCoreError as exc:
-            raise translate(exc) from exc
+        )
         return cast(dict[str, Any], answer.get("Attributes")) if return_new else None
 
     def put(self, params: dict[str, Any]) -> None:
         """One conditional PutItem (`Item`, `ConditionExpression`, …); raises ConditionFailed
         with the old item."""
         params = {k: v for k, v in params.items() if k != "ReturnValuesOnConditionCheckFailure"}
-        try:
-            self.client.put_item(
+        self._single_write(
+            lambda: self.client.put_item(
                 TableName=self.name, **params, ReturnValuesOnConditionCheckFailure="ALL_OLD"
             )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
-            raise translate(exc) from exc
-        except BotoCoreError as exc:
-            raise translate(exc) from exc
+        )
+
+    def _single_write(self, send: Callable[[], Any]) -> dict[str, Any]:
+        """Send one PutItem / UpdateItem: a failed condition is ConditionFailed with the old
+        item; `TransactionConflictException` (the item is inside a transaction; botocore does
+        not retry it) is retried with full jitter, bounded as a transaction's contention is,
+        then StoreUnavailableError. The retry cannot apply a write twice: DynamoDB refuses the
+        write without applying it, so the first try changed nothing."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return cast(dict[str, Any], send())
+            except ClientError as exc:
+                code = error_code(exc)
+                if code == "ConditionalCheckFailedException":
+                    raise ConditionFailed(item=exc.response.get("Item")) from exc  # type: ignore[arg-type]
+                if code != SINGLE_WRITE_CONFLICT:
+                    raise translate(exc) from exc
+                if attempt >= self.retry.attempts:
+                    self.stats.single_writes_given_up += 1
+                    raise StoreUnavailableError(
+                        "the item stayed inside other transactions (TransactionConflict); "
+                        "nothing was promised"
+                    ) from exc
+                self.stats.single_write_retries += 1
+                self.retry.pause(attempt)
+            except BotoCoreError as exc:
+                raise translate(exc) from exc
 
     def transact(self, items: list[dict[str, Any]], *, token: str | None = None) -> None:
         """One TransactWriteItems (each item a {"Put"|"Update"|"Delete"|"ConditionCheck": …}
         whose TableName defaults to this table). Raises ConditionFailed with the reasons when
         any condition failed; retries contention and throttling cancellations; otherwise
-        StoreUnavailableError or LeaseholdError."""
+        StoreUnavailableError or LeaseholdError.
+
+        `token` is the `ClientRequestToken`: within DynamoDB's ten minutes, the same token with
+        the same items is a no-op that succeeds (an SDK retry of a commit whose answer was
+        lost). The same token with *other* items — a keyed request retried later, its items
+        stamped with a later time — is `IdempotentParameterMismatchException`: the
+        transaction is then sent once more without the token, and its own conditions answer
+        (the first call's new item exists: ConditionFailed with it, which the caller reads as
+        a repeat). So send a token only with a transaction that a repeat cannot apply twice —
+        one that puts a new item on `attribute_not_exists`, as a new job's writes do."""
         prepared = [with_table_name(item, self.name) for item in items]
         params: dict[str, Any] = {"TransactItems": prepared}
         if token:
             params["ClientRequestToken"] = token
-        for attempt in range(1, self.retry.attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 self.client.transact_write_items(**params)
                 return
             except ClientError as exc:
                 code = error_code(exc)
+                if code == TOKEN_MISMATCH and "ClientRequestToken" in params:
+                    self.stats.token_mismatches += 1
+                    params.pop("ClientRequestToken")
+                    attempt -= 1  # not contention: the same try, without the token
+                    continue
                 if code != "TransactionCanceledException":
                     raise translate(exc) from exc
                 reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
@@ -220,7 +267,7 @@ class Table:
                     raise LeaseholdError(
                         f"transaction cancelled: {sorted(c for c in codes if c)}"
                     ) from exc
-                if attempt == self.retry.attempts:
+                if attempt >= self.retry.attempts:
                     self.stats.transactions_given_up += 1
                     reasons_seen = sorted(codes & RETRYABLE_CANCELLATIONS)
                     raise StoreUnavailableError(

@@ -22,11 +22,27 @@ Two deliberate differences from moto, both places where moto leaves a partial wr
   was written: moto raises without rolling back; here the earlier writes are undone;
 - a table named by its ARN: moto's backup is keyed by the name as given, so it never rolls such
   a table back; here its items are undone like any other.
+
+And one place where moto is lenient and DynamoDB is not: moto ignores `ClientRequestToken`.
+`install()` also wraps moto's TransactWriteItems handler so the token behaves as DynamoDB
+documents it: a transaction that committed with a token is remembered (its request without the
+token, in canonical form, and the time it completed) for `TOKEN_WINDOW_MS` (10 minutes). Within
+that window the same token with the same request is a no-op that answers as the first call did
+(nothing applied again, no stream record); with any other request it is
+`IdempotentParameterMismatchException` (HTTP 400). After the window the token is forgotten and a
+request with it is a new one. Only a committed transaction is remembered: a cancelled one may be
+sent again with its token (a contention retry does exactly that). The memory lives on the moto
+backend (a reset forgets it) and is not journaled: a restarted local stack has forgotten every
+token. The window's clock is `token_clock` (wall-clock milliseconds by default); tests on a
+manual clock point it at theirs with `use_token_clock`.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -241,7 +257,80 @@ def require_pinned_moto(module: str, mirrors: str) -> None:
         )
 
 
-_saved: dict[str, Callable[..., None]] = {}  # moto's method, once install() replaced it
+TOKEN_WINDOW_MS = 10 * 60 * 1000
+"""How long DynamoDB keeps a `ClientRequestToken` after the request that used it completed."""
+MISMATCH = "IdempotentParameterMismatchException"
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+token_clock: Callable[[], int] = _wall_clock_ms
+"""The clock of the token window, in milliseconds (see `use_token_clock`)."""
+
+
+def use_token_clock(clock: Callable[[], int] | None) -> None:
+    """Measure the token window on `clock` (a manual clock's `now_ms`); None: the wall clock."""
+    global token_clock  # noqa: PLW0603 - one window clock per process, as moto's backends are
+    token_clock = clock or _wall_clock_ms
+
+
+@dataclass
+class _Remembered:
+    request: str
+    at_ms: int
+    answer: Any
+
+
+_token_lock = threading.RLock()
+_TOKENS = "_leasehold_client_request_tokens"  # the attribute a backend keeps its tokens in
+
+
+def _canonical_request(body: dict[str, Any]) -> str:
+    """The request as DynamoDB compares it for a token: every parameter but the token."""
+    rest = {name: value for name, value in body.items() if name != "ClientRequestToken"}
+    return json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _mismatch() -> Exception:
+    from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
+
+    error = DynamodbException(
+        ERROR_TYPE_PREFIX + MISMATCH,
+        "DynamoDB rejected the request because you retried a request with a different "
+        "payload but with an idempotent token that was already used.",
+    )
+    # The service model names the member `Message` (botocore reads either spelling).
+    error.description = json.dumps({"__type": error.error_type, "Message": error.message})
+    return error
+
+
+def transact_write_items_response(self: Any) -> Any:
+    """moto's DynamoHandler.transact_write_items with DynamoDB's `ClientRequestToken` rules
+    (see the module's docstring)."""
+    original = _saved["handler"]
+    token = self.body.get("ClientRequestToken")
+    if not token:
+        return original(self)
+    backend = self.dynamodb_backend
+    request = _canonical_request(self.body)
+    with _token_lock:
+        tokens: dict[str, _Remembered] = backend.__dict__.setdefault(_TOKENS, {})
+        now = token_clock()
+        for stale in [t for t, seen in tokens.items() if now - seen.at_ms >= TOKEN_WINDOW_MS]:
+            del tokens[stale]
+        seen = tokens.get(token)
+        if seen is not None:
+            if seen.request != request:
+                raise _mismatch()
+            return copy.deepcopy(seen.answer)
+        answer = original(self)
+        tokens[token] = _Remembered(request, token_clock(), copy.deepcopy(answer))
+        return answer
+
+
+_saved: dict[str, Callable[..., Any]] = {}  # moto's methods, once install() replaced them
 
 
 def moto_original() -> Callable[..., None]:
@@ -256,20 +345,31 @@ def moto_original() -> Callable[..., None]:
 
 
 def installed() -> bool:
-    """Whether moto's DynamoDB backends run the transactions of this module."""
+    """Whether moto's DynamoDB backends run the transactions of this module (and its
+    `ClientRequestToken` rules)."""
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler
 
-    return DynamoDBBackend.transact_write_items is transact_write_items
+    return (
+        DynamoDBBackend.transact_write_items is transact_write_items
+        and DynamoHandler.transact_write_items is transact_write_items_response
+    )
 
 
 def install() -> None:
     """Make every moto DynamoDB backend in this process (the in-process mock and the embedded
-    server alike) run `transact_write_items` above. Idempotent. Raises MotoVersionError, and
-    changes nothing, when the installed moto is not PINNED_MOTO_VERSION."""
+    server alike) run `transact_write_items` above, and its handler keep `ClientRequestToken`s.
+    Idempotent. Raises MotoVersionError, and changes nothing, when the installed moto is not
+    PINNED_MOTO_VERSION."""
     require_pinned_moto("moto_transactions", "transact_write_items")
     if installed():
         return
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler
 
-    _saved["moto"] = DynamoDBBackend.transact_write_items
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    if DynamoDBBackend.transact_write_items is not transact_write_items:
+        _saved["moto"] = DynamoDBBackend.transact_write_items
+        DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    if DynamoHandler.transact_write_items is not transact_write_items_response:
+        _saved["handler"] = DynamoHandler.transact_write_items
+        DynamoHandler.transact_write_items = transact_write_items_response  # type: ignore[method-assign]

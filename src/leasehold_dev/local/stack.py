@@ -198,7 +198,8 @@ def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
     """An embedded moto server on 127.0.0.1 and a free port. DynamoDB requests are served one at
     a time: DynamoDB evaluates a condition and applies its write atomically, moto's threaded
     server does not — without this, two workers could both pass the same claim condition.
-    Transactions run leasehold_dev.local.moto_transactions and queries
+    Transactions run leasehold_dev.local.moto_transactions (which also keeps each
+    `ClientRequestToken` for ten minutes, as DynamoDB does) and queries
     leasehold_dev.local.moto_queries (neither costs time in proportion to the table); attribute
     values are serialized by the fast path of leasehold_dev.local.moto_serialization. With
     `durability` (a data directory's journal, leasehold_dev.local.moto_durable), every write it
