@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.clock import Clock, SystemClock, iso
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.ids import time_ordered_ids
+from leasehold.domain.ids import key_of, time_ordered_ids
 from leasehold.domain.job import Owner, Priority
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.sdk.context import Operation, StepContext
@@ -326,6 +326,13 @@ class Items:
     def plain(item: Mapping[str, Any]) -> dict[str, Any]:
         """An item as plain Python: numbers as int (float when fractional), sets as set."""
         return deserialize_item(item)
+
+    @staticmethod
+    def key(*parts: str) -> str:
+        """A key value from parts — `items.key("BOOKMARKS", tenant)` — as the engine makes its
+        own (decision ID1): joined with `#`, each part's `%` and `#` percent-escaped, so no
+        tenant, user or id can make two tuples one key; a part holding neither is as it is."""
+        return key_of(*parts)
 
 
 idempotency = IdempotencyKeys()
