@@ -30,6 +30,7 @@ from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.sdk.context import Operation, StepContext
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.kind import CAPABILITIES, Kind
+from leasehold.sdk.routes import check_request_text
 from leasehold.service.jobs import (
     check_idempotency_key,
     job_request,
@@ -196,6 +197,7 @@ def job_writes(
     if idempotency_key is not None and job_id is not None:
         raise ValueError("give a job_id or an idempotency_key, not both")
     check_idempotency_key(idempotency_key)
+    check_request_text(owner, payload, scope=scope, fingerprint=fingerprint, run_at=run_at)
     body = job_request(
         engine_kind.name,
         payload,

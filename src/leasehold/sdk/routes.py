@@ -101,6 +101,20 @@ def require_text(value: str, where: str) -> str:
     return value
 
 
+def check_request_text(owner: Owner, payload: Any, **others: str | None) -> None:
+    """A request made in code (`job_writes`, `submit_direct`) holds only Unicode text: the
+    owner's ids, every string of the payload (values and keys) and the `others` given by name.
+    A lone surrogate — which no UTF-8 request, DynamoDB item or hash can carry — is a
+    ValidationError naming where it is (`'payload.items[1].name'`), as `POST /jobs` answers
+    a body holding one, never a UnicodeEncodeError from deep in a write."""
+    require_text(owner.tenant, "the owner's tenant")
+    require_text(owner.user_id, "the owner's user id")
+    for name, value in others.items():
+        if isinstance(value, str):
+            require_text(value, f"'{name}'")
+    _check_json_text({"payload": payload})
+
+
 def _check_json_text(value: Any) -> None:
     """Every string of a parsed body, keys too, is text; the message names the first one that
     is not by its path (`'payload.steps[0].name'`). Iterative: as deep as json.loads went."""
