@@ -49,7 +49,13 @@ def body_of(event: Mapping[str, Any], *, required: bool = True) -> Any:
             raise ValidationError("a JSON body is required")
         return None
     if event.get("isBase64Encoded"):
-        data = base64.b64decode(raw)
+        try:
+            data = base64.b64decode(raw)
+            # JSON between systems is UTF-8 (RFC 8259 §8.1): json.loads(bytes) would take
+            # UTF-16 and UTF-32 too, which the local gateway's text path never could
+            data.decode("utf-8")
+        except ValueError as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
+            raise ValidationError("the body is not UTF-8 text", code="malformed_json") from exc
     else:
         text = str(raw)
         if _lone_surrogate(text) is not None:
