@@ -262,3 +262,13 @@ def test_escaping_is_only_of_the_separator_and_the_escape() -> None:
     assert escaped("plain", "|") == "plain"
     assert key_of("OWNER", "a#b", "c") == "OWNER#a%23b#c"
     assert hash_source("a|b", "c|d", "e", verbatim=1) == "a%7Cb|c|d|e"
+
+
+def test_applications_build_their_keys_with_the_same_encoding() -> None:
+    from leasehold import items
+    from leasehold_apps.reading_list.codec import bookmarks_partition
+
+    assert items.key("ORDER", "acme", "o-1") == "ORDER#acme#o-1"
+    assert items.key("ORDER", "a#b", "c") != items.key("ORDER", "a", "b#c")
+    assert bookmarks_partition("study-group") == "BOOKMARKS#study-group"  # as stored before
+    assert bookmarks_partition("a#b") == "BOOKMARKS#a%23b"
