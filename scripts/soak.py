@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from leasehold import ApiError, Client  # noqa: E402
+from leasehold.domain.job import Owner  # noqa: E402
+from leasehold.store.items import slots_key  # noqa: E402
 from leasehold_dev.local.runner import LocalStack  # noqa: E402
 from leasehold_dev.local.stack import client  # noqa: E402
 
@@ -199,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         for user in USERS:
             item = dynamodb.get_item(
                 TableName=table,
-                Key={"pk": {"S": f"SLOTS#study-group#{user}"}, "sk": {"S": "SLOTS"}},
+                Key=slots_key(Owner("study-group", user)),
                 ConsistentRead=True,
             ).get("Item")
             if item:

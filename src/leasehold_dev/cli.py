@@ -595,7 +595,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     new.add_argument("directory", help="the project's directory (new or empty); names the project")
     new.add_argument(
-        "--package", help="the Python package (default: the directory's name, _ for -)"
+        "--package",
+        help="the Python package (default: the directory's name, _ for -); not the name of "
+        "a standard-library module or of one leasehold's dependencies install",
     )
     new.add_argument(
         "--leasehold",

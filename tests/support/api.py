@@ -74,6 +74,7 @@ def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Itera
         path_id: str | None = None,
         query: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
+        claims: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
         event = copy.deepcopy(load_event(event_name))
         event["headers"].pop("idempotency-key", None)  # only where a test gives one
@@ -81,7 +82,9 @@ def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Itera
             event["body"] = json.dumps(body)
         if raw_body is not None:
             event["body"] = raw_body
-        if user is None:
+        if claims is not None:  # the caller's JWT claims exactly as given (`user` is ignored)
+            event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
+        elif user is None:
             event["requestContext"].pop("authorizer", None)
         elif user != "keep":
             claims = {

@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+MAX_CODE_CHARS = 100
+"""An error code a kind gives (`FatalError(code=…)`, `Operation.fail(code, …)`) is kept up to
+this many characters and cut there, as its message is cut at 500 (decision ID2)."""
+
+
+def bounded_code(code: object, default: str) -> str:
+    """An error code as it is stored: a code is an identifier, so a non-empty string is kept up
+    to MAX_CODE_CHARS characters and cut there; anything else (None, empty, a number) is
+    `default`, the error's own code."""
+    if not isinstance(code, str) or not code:
+        return default
+    return code[:MAX_CODE_CHARS]
+
 
 class LeaseholdError(Exception):
     """Root of every error leasehold raises on purpose."""
@@ -141,8 +154,9 @@ class StepError(LeaseholdError):
     ) -> None:
         super().__init__(message)
         self.effect_settled = effect_settled
-        self.error_code = error_code or self.code
-        """What the job's `error.code` says (a kind may be more precise than the class)."""
+        self.error_code = bounded_code(error_code, self.code)
+        """What the job's `error.code` says (a kind may be more precise than the class; cut at
+        MAX_CODE_CHARS)."""
 
 
 class TransientStepError(StepError):
@@ -200,7 +214,7 @@ class StopJobError(LeaseholdError):
         if state not in {"failed", "dead"}:
             raise ValueError(f"a kind may end a job failed or dead, not {state!r}")
         self.reason = reason
-        self.error_code = error_code
+        self.error_code = bounded_code(error_code, bounded_code(str(reason), self.code))
         self.record = record or {}
         self.state = state
 

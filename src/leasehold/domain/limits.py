@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasehold.domain.errors import ValidationError
+from leasehold.domain.ids import hash_source, key_of
 from leasehold.domain.job import Owner
 
 KEYS = ("user", "tenant", "kind")
@@ -131,6 +132,19 @@ def key_value(
     return text
 
 
+def _scope(key: str, owner: Owner, value: str) -> tuple[str, ...]:
+    """Whose a key's items are: the tenant's (and the user's, or the payload value's), or the
+    whole kind's (`*`). Parts of an encoded key (decision ID1), never joined: a tenant, user or
+    value holding `#` cannot reach another's items."""
+    if key == "user":
+        return owner.tenant, owner.user_id
+    if key == "tenant":
+        return (owner.tenant,)
+    if key == "kind":
+        return ("*",)
+    return owner.tenant, value
+
+
 def slot_keys(
     limits: Sequence[Limit],
     kind: str,
@@ -145,16 +159,12 @@ def slot_keys(
     out = []
     for limit in limits:
         value = key_value(limit, kind, owner, payload, strict=strict)
-        scope = {
-            "user": f"{owner.tenant}#{owner.user_id}",
-            "tenant": owner.tenant,
-            "kind": "*",
-        }.get(limit.key, f"{owner.tenant}#{value}")
-        digest = hashlib.sha256(f"{job_id}|{limit.key}".encode()).digest()
+        source = hash_source(job_id, limit.key, verbatim=0)
+        digest = hashlib.sha256(source.encode()).digest()
         out.append(
             SlotKey(
                 label=f"{limit.key}:{value}",
-                base=f"SLOTS#K#{kind}#{limit.key}#{scope}",
+                base=key_of("SLOTS", "K", kind, limit.key, *_scope(limit.key, owner, value)),
                 limit=limit,
                 start=int.from_bytes(digest[:4], "big") % limit.shards,
             )
@@ -222,15 +232,10 @@ def rate_keys(
     for rate in rates:
         limit = Limit(rate.key, 1)
         value = key_value(limit, kind, owner, payload, strict=strict)
-        scope = {
-            "user": f"{owner.tenant}#{owner.user_id}",
-            "tenant": owner.tenant,
-            "kind": "*",
-        }.get(rate.key, f"{owner.tenant}#{value}")
         out.append(
             RateKey(
                 label=f"{rate.key}:{value}",
-                name=f"RATE#{kind}#{rate.key}#{scope}",
+                name=key_of("RATE", kind, rate.key, *_scope(rate.key, owner, value)),
                 interval_ms=rate.interval_ms,
             )
         )

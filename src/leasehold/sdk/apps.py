@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.clock import Clock, SystemClock, iso
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.ids import time_ordered_ids
+from leasehold.domain.ids import key_of, time_ordered_ids
 from leasehold.domain.job import Owner, Priority
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.sdk.context import Operation, StepContext
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.kind import CAPABILITIES, Kind
+from leasehold.sdk.routes import check_request_text
 from leasehold.service.jobs import (
     check_idempotency_key,
     job_request,
@@ -196,6 +197,7 @@ def job_writes(
     if idempotency_key is not None and job_id is not None:
         raise ValueError("give a job_id or an idempotency_key, not both")
     check_idempotency_key(idempotency_key)
+    check_request_text(owner, payload, scope=scope, fingerprint=fingerprint, run_at=run_at)
     body = job_request(
         engine_kind.name,
         payload,
@@ -326,6 +328,13 @@ class Items:
     def plain(item: Mapping[str, Any]) -> dict[str, Any]:
         """An item as plain Python: numbers as int (float when fractional), sets as set."""
         return deserialize_item(item)
+
+    @staticmethod
+    def key(*parts: str) -> str:
+        """A key value from parts — `items.key("BOOKMARKS", tenant)` — as the engine makes its
+        own (decision ID1): joined with `#`, each part's `%` and `#` percent-escaped, so no
+        tenant, user or id can make two tuples one key; a part holding neither is as it is."""
+        return key_of(*parts)
 
 
 idempotency = IdempotencyKeys()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+from leasehold.domain.errors import bounded_code
 from leasehold.domain.job import Owner
 from leasehold.domain.storable import NotStorableError, check_storable
 from leasehold.sdk.errors import FatalError
@@ -150,8 +151,10 @@ class Operation:
         self._runtime.ledger.confirm(self.operation_id, dict(receipt), reconciled=reconciled)
 
     def fail(self, code: str, message: str) -> None:
-        """The provider refused it and charged nothing: `failed`."""
-        self._runtime.ledger.fail(self.operation_id, {"code": code, "message": message[:500]})
+        """The provider refused it and charged nothing: `failed`. `code` is kept up to 100
+        characters, `message` up to 500."""
+        error = {"code": bounded_code(code, "provider_refused"), "message": str(message)[:500]}
+        self._runtime.ledger.fail(self.operation_id, error)
 
     def release(self, why: str) -> None:
         """Nothing reached the provider (the connection never opened): the next try calls again

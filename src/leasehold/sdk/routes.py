@@ -49,7 +49,13 @@ def body_of(event: Mapping[str, Any], *, required: bool = True) -> Any:
             raise ValidationError("a JSON body is required")
         return None
     if event.get("isBase64Encoded"):
-        data = base64.b64decode(raw)
+        try:
+            data = base64.b64decode(raw)
+            # JSON between systems is UTF-8 (RFC 8259 §8.1): json.loads(bytes) would take
+            # UTF-16 and UTF-32 too, which the local gateway's text path never could
+            data.decode("utf-8")
+        except ValueError as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
+            raise ValidationError("the body is not UTF-8 text", code="malformed_json") from exc
     else:
         text = str(raw)
         if _lone_surrogate(text) is not None:
@@ -99,6 +105,20 @@ def require_text(value: str, where: str) -> str:
             f"character {at})"
         )
     return value
+
+
+def check_request_text(owner: Owner, payload: Any, **others: str | None) -> None:
+    """A request made in code (`job_writes`, `submit_direct`) holds only Unicode text: the
+    owner's ids, every string of the payload (values and keys) and the `others` given by name.
+    A lone surrogate — which no UTF-8 request, DynamoDB item or hash can carry — is a
+    ValidationError naming where it is (`'payload.items[1].name'`), as `POST /jobs` answers
+    a body holding one, never a UnicodeEncodeError from deep in a write."""
+    require_text(owner.tenant, "the owner's tenant")
+    require_text(owner.user_id, "the owner's user id")
+    for name, value in others.items():
+        if isinstance(value, str):
+            require_text(value, f"'{name}'")
+    _check_json_text({"payload": payload})
 
 
 def _check_json_text(value: Any) -> None:

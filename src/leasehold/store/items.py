@@ -11,6 +11,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from leasehold.domain.errors import JobNotFoundError
+from leasehold.domain.ids import key_of
 from leasehold.domain.job import Budget, Checkpoint, Job, Owner
 from leasehold.domain.states import JobState
 
@@ -38,11 +39,8 @@ def job_key(job_id: str) -> dict[str, Any]:
 
 
 def slots_key(owner: Owner) -> dict[str, Any]:
-    return {"pk": {"S": f"SLOTS#{owner.tenant}#{owner.user_id}"}, "sk": {"S": "SLOTS"}}
-
-
-def idempotency_key(owner: Owner, key: str) -> dict[str, Any]:
-    return {"pk": {"S": f"IDEMP#{owner.tenant}#{owner.user_id}#{key}"}, "sk": {"S": "IDEMP"}}
+    """The owner's own slots (`SLOTS#<tenant>#<user>`, encoded: decision ID1)."""
+    return {"pk": {"S": key_of("SLOTS", owner.tenant, owner.user_id)}, "sk": {"S": "SLOTS"}}
 
 
 ACTIVE_PARTITION = "STATE#active"
@@ -66,7 +64,8 @@ def state_partition(state: JobState) -> str | None:
 
 
 def owner_partition(owner: Owner) -> str:
-    return f"OWNER#{owner.tenant}#{owner.user_id}"
+    """The owner's `by_owner` partition (`OWNER#<tenant>#<user>`, encoded: decision ID1)."""
+    return key_of("OWNER", owner.tenant, owner.user_id)
 
 
 def time_sort_key(created_at: int, job_id: str) -> str:

@@ -16,6 +16,7 @@ from leasehold.domain.errors import (
     LeaseholdError,
     ValidationError,
 )
+from leasehold.domain.ids import hash_source
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.store.guards import new_job_writes
@@ -50,15 +51,18 @@ def fingerprint_hash(fingerprint: str) -> str:
 
 def request_token(owner: Owner, idempotency: str, fp_hash: str) -> str:
     """Same key and body → same ClientRequestToken: an SDK retry of a commit whose answer was
-    lost succeeds on DynamoDB instead of failing its own condition."""
-    source = f"{owner.tenant}|{owner.user_id}|{idempotency}|{fp_hash}"
+    lost succeeds on DynamoDB instead of failing its own condition. The parts are encoded, not
+    joined (decision ID1): no separator in a tenant, user or key makes two owners' tokens alike."""
+    source = hash_source(owner.tenant, owner.user_id, idempotency, fp_hash, verbatim=1)
     return hashlib.sha256(source.encode()).hexdigest()[:36]
 
 
 def derived_id(prefix: str, owner: Owner, idempotency: str, namespace: str = "") -> str:
     """The id of what a keyed request makes: the same tenant, user and key always name the same
-    job (or bookmark), so a repeat meets the first one's condition (decision C4)."""
-    source = f"{namespace}|{owner.tenant}|{owner.user_id}|{idempotency}"
+    job (or bookmark), so a repeat meets the first one's condition (decision C4). The parts are
+    encoded, not joined (decision ID1): tenant `a|b` with user `c` and tenant `a` with user
+    `b|c` name different jobs; an ordinary identity's ids are what the plain join made."""
+    source = hash_source(namespace, owner.tenant, owner.user_id, idempotency, verbatim=2)
     return f"{prefix}_{hashlib.sha256(source.encode()).hexdigest()[:22]}"
 
 

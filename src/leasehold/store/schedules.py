@@ -17,6 +17,7 @@ from leasehold.domain.errors import (
     ScheduleNotFoundError,
     ScheduleQuotaExceededError,
 )
+from leasehold.domain.ids import key_of
 from leasehold.domain.job import Owner
 from leasehold.domain.schedule import (
     SCHEDULE_ACTIVE,
@@ -34,9 +35,14 @@ DUE_PARTITION = "SCHEDULES#due"
 SCHEDULE_PREFIX = "SCHED#"
 
 
+def schedule_partition(tenant: str, user_id: str) -> str:
+    """The owner's schedules' partition (`SCHED#<tenant>#<user>`, encoded: decision ID1)."""
+    return key_of(SCHEDULE_PREFIX.rstrip("#"), tenant, user_id)
+
+
 def schedule_key(tenant: str, user_id: str, schedule_id: str) -> dict[str, Any]:
     return {
-        "pk": {"S": f"{SCHEDULE_PREFIX}{tenant}#{user_id}"},
+        "pk": {"S": schedule_partition(tenant, user_id)},
         "sk": {"S": f"{SCHEDULE_PREFIX}{schedule_id}"},
     }
 
@@ -47,7 +53,7 @@ sort key: not `SCHED#…`, so the owner's listing never meets it."""
 
 
 def count_key(tenant: str, user_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"{SCHEDULE_PREFIX}{tenant}#{user_id}"}, "sk": {"S": COUNT_SORT_KEY}}
+    return {"pk": {"S": schedule_partition(tenant, user_id)}, "sk": {"S": COUNT_SORT_KEY}}
 
 
 def due_sort_key(next_tick_at: int, schedule_id: str) -> str:
@@ -181,7 +187,7 @@ class ScheduleStore:
         self, owner: Owner, *, limit: int, cursor: str | None
     ) -> tuple[list[Schedule], str | None]:
         """The owner's schedules, newest first (ids are time-ordered), one Query page."""
-        partition = f"{SCHEDULE_PREFIX}{owner.tenant}#{owner.user_id}"
+        partition = schedule_partition(owner.tenant, owner.user_id)
         params: dict[str, Any] = {
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
             "ExpressionAttributeValues": {":p": {"S": partition}, ":s": {"S": SCHEDULE_PREFIX}},

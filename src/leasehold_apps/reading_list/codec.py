@@ -17,8 +17,8 @@ _BOOKMARK_ID = re.compile(r"^b_[0-9a-f]{22}$")
 
 def bookmarks_partition(tenant: str) -> str:
     """One item collection per tenant: the list is shared by the tenant's members, oldest first
-    (bookmark ids sort by creation time)."""
-    return f"BOOKMARKS#{tenant}"
+    (bookmark ids sort by creation time). Encoded as the engine's keys are (decision ID1)."""
+    return items.key("BOOKMARKS", tenant)
 
 
 def bookmark_key(tenant: str, bookmark_id: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@ Local only: the header X-Demo-User stands in for a Cognito JWT (arch §4)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -74,7 +75,15 @@ def build_event(
     if path_parameters:
         event["pathParameters"] = path_parameters
     if body:
-        event["body"] = body.decode("utf-8", errors="replace")
+        try:
+            event["body"] = body.decode("utf-8")
+        except UnicodeDecodeError:
+            # Bytes that are not UTF-8 cannot be a JSON string of the event: API Gateway hands
+            # a binary body over base64-encoded, and so does this gateway — the handler decodes
+            # it and answers what the deployed API answers (400 malformed_json). Decoding with
+            # replacement characters made a stray byte valid JSON, and a job.
+            event["body"] = base64.b64encode(body).decode("ascii")
+            event["isBase64Encoded"] = True
     return event
 
 

@@ -15,11 +15,13 @@ suite; a project checks its own copies against the leasehold it has installed
 
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import re
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import leasehold
@@ -77,6 +79,7 @@ class Project:
                 f"the package name {name!r} must be a Python identifier that is not a keyword "
                 "and does not begin with 'leasehold'"
             )
+        _refuse_shadowing(name)
         return Project(slug, name, leasehold_requirement or default_requirement())
 
     def values(self) -> dict[str, str]:
@@ -86,6 +89,89 @@ class Project:
             "package_name": self.package_name,
             "leasehold_requirement": self.leasehold_requirement,
         }
+
+
+def _refuse_shadowing(name: str) -> None:
+    """The project's package sits first on the path of its function and its tests (`src/`):
+    named as a module of the standard library or of what a project installs, it would stand in
+    for that module in every import — leasehold's own `import json` included."""
+    choose = "choose another with --package (e.g. --package my_jobs)"
+    if name in sys.stdlib_module_names:
+        raise ScaffoldError(
+            f"the package name {name!r} is a module of Python's standard library: the "
+            f"project's package would shadow it in every import; {choose}"
+        )
+    if name in dependency_modules():
+        raise ScaffoldError(
+            f"the package name {name!r} is a module that leasehold or one of its dependencies "
+            f"installs: the project's package would shadow it in every import; {choose}"
+        )
+
+
+DEPENDENCY_FLOOR = frozenset(
+    {
+        "boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3",
+        "aws_lambda_powertools", "fastjsonschema", "moto", "pytest", "_pytest", "yaml",
+        "samtranslator", "samcli", "cookiecutter",
+    }
+)  # fmt: skip
+"""Modules a project always gets with leasehold (its runtime pins and the `project` extra),
+refused even where the installed distributions cannot be read."""
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+_EXTRA_MARKER = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
+
+
+@functools.cache
+def dependency_modules() -> frozenset[str]:
+    """The top-level modules of leasehold's distribution and of every distribution it requires,
+    with the `project` extra a new project installs, followed through their own requirements
+    (and the extras asked of them), as installed here — plus DEPENDENCY_FLOOR."""
+    try:
+        owners = metadata.packages_distributions()
+    except Exception:  # noqa: BLE001 - a broken environment still gets the floor
+        return DEPENDENCY_FLOOR
+    wanted = _requirement_closure("leasehold", frozenset({"project"}))
+    found = {
+        module
+        for module, distributions in owners.items()
+        if any(_normal(distribution) in wanted for distribution in distributions)
+    }
+    return DEPENDENCY_FLOOR | found
+
+
+def _normal(name: str) -> str:
+    """A distribution's name as PEP 503 compares names."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_closure(root: str, extras: frozenset[str]) -> set[str]:
+    """`root` and every distribution it requires, transitively: a requirement guarded by
+    `extra == "x"` counts when `x` was asked of its distribution; other markers are taken as
+    true (refusing one name too many is harmless)."""
+    asked: dict[str, frozenset[str]] = {}
+    todo = [(root, extras)]
+    while todo:
+        name, want = todo.pop()
+        key = _normal(name)
+        if key in asked and want <= asked[key]:
+            continue
+        asked[key] = asked.get(key, frozenset()) | want
+        try:
+            requirements = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for requirement in requirements:
+            match = _REQUIREMENT.match(requirement)
+            if match is None:
+                continue
+            needs = {_normal(extra) for extra in _EXTRA_MARKER.findall(requirement)}
+            if needs and not needs & {_normal(extra) for extra in asked[key]}:
+                continue
+            extras_asked = frozenset(
+                part.strip() for part in (match.group(2) or "").split(",") if part.strip()
+            )
+            todo.append((match.group(1), extras_asked))
+    return set(asked)
 
 
 def default_requirement() -> str:
