@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from leasehold.domain.ids import key_of
 from leasehold.store.expressions import Expression
 from leasehold.store.items import deserialize_item
 from leasehold.store.table import ConditionFailed, Table
@@ -42,9 +43,8 @@ SUBMIT_COUNTER_TTL_SECONDS = 120
 
 
 def submit_counter_key(tenant: str, second: int) -> dict[str, Any]:
-    """One item per tenant and second (decision Q3). The tenant is the whole rest of the
-    partition key: no separator can make two tenants share one."""
-    return {"pk": {"S": f"SUBMITS#{tenant}"}, "sk": {"S": f"S#{second:011d}"}}
+    """One item per tenant and second (decision Q3), the tenant encoded (decision ID1)."""
+    return {"pk": {"S": key_of("SUBMITS", tenant)}, "sk": {"S": f"S#{second:011d}"}}
 
 
 class SubmitCounter:
