@@ -1,0 +1,28 @@
+"""A lagging global secondary index for one test (leasehold_dev.local.moto_index_lag): index
+Queries answer from the table as it stood `lag_ms` ago on the test's clock; base-table reads are
+current. Used by the invariant tests (stateful machine, crash matrix, delayed jobs, schedules,
+sweeper) and by the readers' own tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from leasehold.domain.clock import Clock
+from leasehold_dev.local import moto_index_lag
+
+LAG_MS = 500
+"""The lag the invariant tests run with: longer than a step of most tests, shorter than a lease."""
+
+
+@contextmanager
+def lagging_index(
+    clock: Clock, lag_ms: int = LAG_MS, *, random_up_to: bool = False, seed: int = 0
+) -> Iterator[None]:
+    """Index reads lag `lag_ms` (or up to it) behind the table on `clock` until the block ends."""
+    moto_index_lag.install()
+    moto_index_lag.configure(lag_ms, clock=clock.now_ms, random_up_to=random_up_to, seed=seed)
+    try:
+        yield
+    finally:
+        moto_index_lag.configure(0)
