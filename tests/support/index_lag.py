@@ -20,9 +20,21 @@ def lagging_index(
     clock: Clock, lag_ms: int = LAG_MS, *, random_up_to: bool = False, seed: int = 0
 ) -> Iterator[None]:
     """Index reads lag `lag_ms` (or up to it) behind the table on `clock` until the block ends."""
-    moto_index_lag.install()
-    moto_index_lag.configure(lag_ms, clock=clock.now_ms, random_up_to=random_up_to, seed=seed)
+    lag_on(clock, lag_ms, random_up_to=random_up_to, seed=seed)
     try:
         yield
     finally:
-        moto_index_lag.configure(0)
+        lag_off()
+
+
+def lag_on(
+    clock: Clock, lag_ms: int = LAG_MS, *, random_up_to: bool = False, seed: int = 0
+) -> None:
+    """Index reads lag from now on (for an object whose life is not one block: a state machine);
+    `lag_off()` when it ends."""
+    moto_index_lag.install()
+    moto_index_lag.configure(lag_ms, clock=clock.now_ms, random_up_to=random_up_to, seed=seed)
+
+
+def lag_off() -> None:
+    moto_index_lag.configure(0)

@@ -67,6 +67,7 @@ class _Lag:
     clock: Callable[[], int] = wall_clock_ms
     rng: random.Random = field(default_factory=random.Random)
     generation: int = 0  # bumped by configure(): history of an earlier setting is ignored
+    stale_reads: int = 0  # index reads that saw at least one item other than as stored
 
     def read_lag(self) -> int:
         if self.random_up_to:
@@ -98,11 +99,18 @@ def configure(
         _lag.clock = clock or wall_clock_ms
         _lag.rng = random.Random(seed)
         _lag.generation += 1
+        _lag.stale_reads = 0
 
 
 def lag_ms() -> int:
     """The lag now configured (0: off)."""
     return _lag.lag_ms
+
+
+def stale_reads() -> int:
+    """Index reads since `configure` that answered from a past unlike the table as stored
+    (tests check that the lag they turned on was met at all)."""
+    return _lag.stale_reads
 
 
 def parse_lag(text: str | None) -> int:
@@ -232,6 +240,7 @@ def items_as_of(table: Any, as_of: int) -> dict[Any, Any]:
     items = dict(table.items)
     ranged = table.range_key_attr is not None
     copied: set[Any] = set()
+    stale = False
     oldest_needed = _lag.clock() - _lag.lag_ms
     for key in list(history):
         records = history[key]
@@ -243,6 +252,7 @@ def items_as_of(table: Any, as_of: int) -> dict[Any, Any]:
         then = next((prior for written_at, prior in records if written_at > as_of), _UNCHANGED)
         if then is _UNCHANGED:
             continue  # nothing written since as_of: the item as stored is the item then
+        stale = True
         hash_key, range_key = key
         if not ranged:
             if then is None:
@@ -257,6 +267,7 @@ def items_as_of(table: Any, as_of: int) -> dict[Any, Any]:
             items[hash_key].pop(range_key, None)
         else:
             items[hash_key][range_key] = then
+    _lag.stale_reads += stale
     return items
 
 
