@@ -74,7 +74,6 @@ from tests.support.stateful import (
     SkewedClock,
 )
 
-
 INDEX_LAG_MS = 3_000
 STALE_INDEX_READS = {"reads": 0}  # index reads that answered from a past unlike the table
 

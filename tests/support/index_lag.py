@@ -38,3 +38,7 @@ def lag_on(
 
 def lag_off() -> None:
     moto_index_lag.configure(0)
+
+
+current_index = moto_index_lag.current_index
+"""Index reads in the block see the table as stored: a test's own look, not the code's."""
