@@ -9,8 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from leasehold import Kind, StepContext
 from leasehold.domain.states import JobState
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION
+from leasehold.testing import LeaseholdTestbed
 from tests.support.harness import ALICE, LEASE_MS, OPS, Harness, steps
 from tests.support.index_lag import lagging_index
 
@@ -98,3 +100,24 @@ def test_an_owners_listing_filtered_by_state_shows_each_job_as_it_is(lagged: Har
     everything, _ = h.stores.jobs.list_for_owner(ALICE, state=None, limit=10, cursor=None)
     assert queued == []
     assert [(job.job_id, job.state.value) for job in everything] == [(job_id, "succeeded")]
+
+
+def test_the_testbeds_drain_does_not_take_a_lagging_index_for_nothing_left_to_do() -> None:
+    # Given a testbed whose index lags, and a job whose worker dies inside its step in the
+    # millisecond it was submitted (the index does not list the job yet)
+    with LeaseholdTestbed([quick]) as tb, lagging_index(tb.clock):
+        tb.crash(in_step="only")
+        job_id = tb.submit("quick", {})
+        # When it drains: the job is still running, and the testbed must wait out its lease
+        tb.drain()
+        # Then the sweeper took it on and the second attempt finished it
+        assert tb.state(job_id) == "succeeded"
+        assert tb.view(job_id)["attempts"] == 2
+
+
+quick = Kind("quick", schema={"type": "object"})
+
+
+@quick.step()
+def only(ctx: StepContext, payload: dict[str, object]) -> dict[str, object]:
+    return {}
