@@ -223,7 +223,7 @@ def test_with_the_candidate_queries_installed_too_the_index_still_lags(
 def test_a_lag_spec_that_is_not_whole_milliseconds_is_refused() -> None:
     assert moto_index_lag.parse_lag("") == 0
     assert moto_index_lag.parse_lag(" 250 ") == 250
-    for bad in ("-1", "0.5", "500ms", "lots"):
+    for bad in ("-1", "0.5", "500ms", "lots", "²"):
         with pytest.raises(moto_index_lag.IndexLagSpecError, match="LEASEHOLD_GSI_LAG_MS"):
             moto_index_lag.parse_lag(bad)
 

@@ -78,9 +78,8 @@ class _Lag:
 
 
 _lag = _Lag()
-_lock = (
-    threading.Lock()
-)  # the embedded server's DynamoDB lock already serialises; the mock does not
+# The embedded server's DynamoDB lock already serialises requests; the in-process mock does not.
+_lock = threading.Lock()
 
 
 def configure(
@@ -133,7 +132,7 @@ def parse_lag(text: str | None) -> int:
     value = (text or "").strip()
     if not value:
         return 0
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise IndexLagSpecError(f"{LAG_ENVIRONMENT}={text!r}: a whole number of ms (e.g. 500)")
     return int(value)
 
