@@ -126,6 +126,10 @@ def _parameter_problem(declared: dict[str, Any], value: str) -> str | None:
     return None
 
 
+MAX_GSI_LAG_MS = 60_000
+"""`local up --gsi-lag-ms`'s bound: a minute behind is already far past what AWS shows."""
+
+
 def _cmd_local_up(args: argparse.Namespace) -> int:
     from leasehold.store.faults import FaultPlan, FaultSpecError
     from leasehold_dev.local.locate import data_path_for_up, state_path_for_up, template_for_up
@@ -141,6 +145,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         FaultPlan.parse(args.faults)
     except FaultSpecError as exc:
         raise CliError(f"--faults: {exc}") from exc
+    if not 0 <= args.gsi_lag_ms <= MAX_GSI_LAG_MS:
+        raise CliError(f"--gsi-lag-ms must be between 0 and {MAX_GSI_LAG_MS}")
     if args.in_memory and (args.fresh or args.data):
         raise CliError("--in-memory keeps nothing: it goes with neither --data nor --fresh")
     cwd = Path.cwd()
@@ -155,6 +161,7 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         port=args.port,
         state_path=state,
         faults=args.faults,
+        gsi_lag_ms=args.gsi_lag_ms,
         handler_log=functions_log,
         kinds=args.kinds,
         data_dir=None if args.in_memory else data_path_for_up(args.data, cwd),
@@ -180,6 +187,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         for index in range(args.workers):
             stack.spawn_worker(f"worker-{index + 1}", logs)
         faults = f"; faults {args.faults}" if args.faults else ""
+        if args.gsi_lag_ms:
+            faults += f"; indexes lag {args.gsi_lag_ms} ms"
         if stack.restored is not None:
             for line in stack.restored.lines():
                 print(line, flush=True)
@@ -528,6 +537,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="inject store and queue faults, e.g. "
         "'dynamodb.TransactWriteItems:TransactionConflict=0.05,sqs.SendMessageBatch:InternalError=0.03'",
+    )
+    up.add_argument(
+        "--gsi-lag-ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="make the table's indexes lag this far behind it, as a GSI may on AWS: an index "
+        "Query answers from the table as it stood MS ago (default 0: current)",
     )
     up.set_defaults(run=_cmd_local_up)
     down = local.add_parser(

@@ -61,9 +61,36 @@ def test_twenty_jobs_over_two_worker_processes_each_succeed_once(stack: LocalSta
     assert all('"message":"succeeded"' in log for log in logs.values()), "one worker did nothing"
 
 
+E2E_GSI_LAG_MS = 300
+"""The lag of the lagging stack's indexes: above what AWS usually shows, well below a lease."""
+
+
+@pytest.fixture
+def lagging_stack(tmp_path: Path) -> Iterator[LocalStackProcess]:
+    """A stack whose indexes lag (`local up --gsi-lag-ms`): the sweeper, the listings and the
+    schedules' trigger read them as on AWS, a moment behind the table."""
+    running = LocalStackProcess(tmp_path, extra=("--gsi-lag-ms", str(E2E_GSI_LAG_MS)))
+    try:
+        yield running
+    finally:
+        running.stop()
+    assert running.process.returncode == 0, running.log.read_text()[-2000:]
+
+
 def test_a_worker_killed_mid_job_loses_its_lease_and_another_finishes(
     stack: LocalStackProcess,
 ) -> None:
+    killed_worker_is_recovered(stack)
+
+
+def test_with_lagging_indexes_a_killed_workers_job_is_rescued_once(
+    lagging_stack: LocalStackProcess,
+) -> None:
+    killed_worker_is_recovered(lagging_stack)
+    assert f"indexes lag {E2E_GSI_LAG_MS} ms" in lagging_stack.startup[-1]
+
+
+def killed_worker_is_recovered(stack: LocalStackProcess) -> None:
     stack.start_worker("w1")
     stack.start_worker("w2")
     body = {

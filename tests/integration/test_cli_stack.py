@@ -161,6 +161,13 @@ def test_in_memory_goes_with_neither_data_nor_fresh(tmp_path: Path) -> None:
         assert not (tmp_path / "d").exists()
 
 
+def test_an_index_lag_out_of_range_is_refused_in_one_line(tmp_path: Path) -> None:
+    for given in ("-1", "60001"):
+        out = _cli("local", "up", "--gsi-lag-ms", given, "--state", str(tmp_path / "s.json"),
+                   cwd=tmp_path)  # fmt: skip
+        assert "--gsi-lag-ms must be between 0 and 60000" in _one_line_error(out)
+
+
 def test_a_state_file_whose_stack_is_gone_is_stale(tmp_path: Path) -> None:
     state = _state(tmp_path / "s.json", process=_exited_process())
     with pytest.raises(StackError, match="not running any more"):

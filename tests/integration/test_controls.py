@@ -5,6 +5,7 @@ sees it is in test_synthetic_kind.py, on `leasehold.testing`)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +18,15 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.states import JobState
 from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, steps
+from tests.support.index_lag import lagging_index
 from tests.support.kinds import ScriptedKind
+
+
+@pytest.fixture(autouse=True)
+def lagging(harness: Harness) -> Iterator[None]:
+    """Cancel, approval and the sweeper meet an index 500 ms behind the table."""
+    with lagging_index(harness.clock):
+        yield
 
 
 def _job(harness: Harness, job_id: str) -> Any:

@@ -5,6 +5,7 @@ and URL edits; the operator's path."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,17 @@ from leasehold_apps.reading_list.enrich import EnrichKind
 from leasehold_apps.reading_list.service import BookmarkService
 from leasehold_dev.local.provider import ProviderServer
 from tests.support.harness import ALICE, LEASE_MS, Harness
+from tests.support.index_lag import lagging_index
 from tests.support.kinds import registry
+
+
+@pytest.fixture(autouse=True)
+def lagging(harness: Harness) -> Iterator[None]:
+    """The sweeper finds its jobs through the by_state index: every test here runs with the
+    index 500 ms behind the table, and what it says must still hold."""
+    with lagging_index(harness.clock):
+        yield
+
 
 CAPABILITIES = ["idempotent", "lookup", "none"]
 RECOVERABLE = {"idempotent", "lookup"}

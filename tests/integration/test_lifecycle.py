@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +16,16 @@ from leasehold.domain.errors import StaleEpochError, StepInterruptedError
 from leasehold.domain.states import JobState
 from leasehold.service.worker import Disposition
 from tests.support.harness import ALICE, BOB, LEASE_MS, Harness, steps
+from tests.support.index_lag import lagging_index
 from tests.support.kinds import ScriptedKind
+
+
+@pytest.fixture(autouse=True)
+def lagging(harness: Harness) -> Iterator[None]:
+    """The sweeper finds its jobs through the by_state index: every test here runs with the
+    index 500 ms behind the table, and what it says must still hold."""
+    with lagging_index(harness.clock):
+        yield
 
 
 def test_accept_commits_job_and_outbox_together_the_key_names_the_job(harness: Harness) -> None:

@@ -4,11 +4,13 @@ however the trigger fires, the missed-tick policies, owner scope and the audit t
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from leasehold.domain.clock import iso
 from leasehold.domain.errors import JobNotFoundError, ValidationError
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job
@@ -17,6 +19,7 @@ from leasehold.domain.states import JobState
 from leasehold.service.schedules import ScheduleService, tick_job_id
 from leasehold.store.schedules import DUE_PARTITION, ScheduleStore, schedule_key
 from tests.support.harness import ALICE, BOB, Harness, registry, steps
+from tests.support.index_lag import current_index, lagging_index
 
 PAYLOAD = steps({})
 
@@ -31,8 +34,18 @@ def service(harness: Harness, kinds: Any = None) -> ScheduleService:
     )
 
 
+@pytest.fixture(autouse=True)
+def lagging(harness: Harness) -> Iterator[None]:
+    """Every test here runs with the index 500 ms behind the table: the trigger finds due
+    schedules through it, and must fire each tick once, never early."""
+    with lagging_index(harness.clock):
+        yield
+
+
 def alices_jobs(harness: Harness) -> list[Job]:
-    jobs, _ = harness.stores.jobs.list_for_owner(ALICE, state=None, limit=100, cursor=None)
+    """The test's own look (the index as stored: the jobs a fire just wrote)."""
+    with current_index():
+        jobs, _ = harness.stores.jobs.list_for_owner(ALICE, state=None, limit=100, cursor=None)
     return jobs
 
 
@@ -171,6 +184,29 @@ def test_a_fire_before_the_tick_makes_nothing_and_each_tick_later_makes_one(
         service(harness).fire_due()  # a duplicate trigger in the same minute
     assert len(alices_jobs(harness)) == 3
     assert all(job.state is JobState.QUEUED for job in alices_jobs(harness))
+
+
+def test_a_schedule_just_ticked_is_not_fired_early_by_an_index_that_still_says_due(
+    harness: Harness,
+) -> None:
+    # Given a schedule whose tick was fired 100 ms ago (the index lags 500 ms)
+    view = create(harness)
+    tick = to_tick(harness, view, plus_ms=1_000)
+    assert service(harness).fire_due() == {"schedule_jobs": 1}
+    harness.clock.advance(100)
+    # When the trigger runs again while the index still lists the schedule at that tick
+    report = service(harness).fire_due()
+    # Then nothing fires: its next tick is a minute away, whatever the index says
+    assert report == {}
+    after = service(harness).get(ALICE, view["schedule_id"])
+    assert after["ticks_fired"] == 1
+    assert after["next_tick_at"] == iso(tick + MINUTE_MS)
+    next_job = tick_job_id(ALICE, view["schedule_id"], tick + MINUTE_MS)
+    assert harness.store.get(next_job) is None
+    # And at the next tick it fires once, as it would have without the lag
+    harness.clock.advance(MINUTE_MS)
+    assert service(harness).fire_due() == {"schedule_jobs": 1}
+    assert harness.store.get(next_job) is not None
 
 
 # ------------------------------------------------------------------ missed ticks

@@ -2,7 +2,8 @@
 relay (outbox → stream → relay → queue, with delays and early messages), workers whose clocks
 are skewed and whose steps take time (so they heartbeat), crashes before and after any store
 write, cancels mid-step, approvals, sweeps, operator replays and resolves, late writes from
-workers thought dead, and store faults injected at the client boundary — against moto, and
+workers thought dead, store faults injected at the client boundary, and indexes that lag up to
+3 s behind the table (leasehold_dev.local.moto_index_lag) — against moto, and
 checks every invariant from the table after every step:
 
 - at most one valid lease (no claim while an earlier claim's lease is live by its clock);
@@ -52,10 +53,11 @@ from leasehold.store.slots import holders_of
 from leasehold_apps.reading_list.enrich import EnrichKind
 from leasehold_apps.reading_list.provider import Capability
 from leasehold_apps.reading_list.service import BookmarkService
-from leasehold_dev.local import moto_transactions
+from leasehold_dev.local import moto_index_lag, moto_transactions
 from tests.support.clockqueue import ClockQueue
 from tests.support.fake_provider import FakeProvider
 from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness
+from tests.support.index_lag import lag_off, lag_on
 from tests.support.kinds import registry
 from tests.support.stateful import (
     FAULTS,
@@ -72,6 +74,9 @@ from tests.support.stateful import (
     SkewedClock,
 )
 
+INDEX_LAG_MS = 3_000
+STALE_INDEX_READS = {"reads": 0}  # index reads that answered from a past unlike the table
+
 
 class LeaseholdMachine(AppliedWrites, RuleBasedStateMachine):
     def __init__(self) -> None:
@@ -80,6 +85,10 @@ class LeaseholdMachine(AppliedWrites, RuleBasedStateMachine):
         self.mock = mock_aws()
         self.mock.start()
         self.h = Harness.create(seed=11)
+        # Index reads lag up to 3 s behind the table (a GSI is eventually consistent; longer
+        # than most of the machine's clock steps, so the sweeper meets it): no reader may act
+        # on what the index says without the item agreeing
+        lag_on(self.h.clock, INDEX_LAG_MS, random_up_to=True, seed=11)
         # The billable provider: recoverable capabilities only, so the invariant is strict —
         # at most one charge per operation, whatever crashes and lost answers happen
         self.provider = FakeProvider(Capability.IDEMPOTENT_KEY, lose_rate=0.25)
@@ -108,7 +117,12 @@ class LeaseholdMachine(AppliedWrites, RuleBasedStateMachine):
         try:
             self._drain()
         finally:
-            self.mock.stop()
+            self.stop()
+
+    def stop(self) -> None:
+        STALE_INDEX_READS["reads"] += moto_index_lag.stale_reads()
+        lag_off()
+        self.mock.stop()
 
     # ------------------------------------------------------------------ rules
 
@@ -444,6 +458,7 @@ class LeaseholdMachine(AppliedWrites, RuleBasedStateMachine):
 
 def test_the_machine_runs_a_thousand_interleaved_steps() -> None:
     STEP_COUNTER["steps"] = 0
+    STALE_INDEX_READS["reads"] = 0
     run_state_machine_as_test(
         LeaseholdMachine,
         settings=settings(
@@ -455,6 +470,7 @@ def test_the_machine_runs_a_thousand_interleaved_steps() -> None:
         ),
     )
     assert STEP_COUNTER["steps"] >= 1_000, STEP_COUNTER
+    assert STALE_INDEX_READS["reads"] > 0  # the lagging index was met, not merely switched on
 
 
 def test_with_only_store_and_queue_faults_every_job_succeeds_once() -> None:
@@ -488,5 +504,7 @@ def test_with_only_store_and_queue_faults_every_job_succeeds_once() -> None:
         # the faults moto never raises were among them
         assert machine.h.injected("UpdateItem:TransactionConflictException") > 0
         assert machine.h.injected("Query:ThrottlingException") > 0
+
+        assert moto_index_lag.stale_reads() > 0  # the sweeper met the lagging index
     finally:
-        machine.mock.stop()
+        machine.stop()

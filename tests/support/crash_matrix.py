@@ -22,6 +22,7 @@ from leasehold.testing import LeaseholdTestbed
 from leasehold.testing.crashes import WatchedKind, WorkerCrashed
 from leasehold.testing.delivery import Message, QueueSource
 from leasehold.testing.report import Delivery
+from tests.support.index_lag import lagging_index
 
 TERMINAL = {"succeeded", "failed", "cancelled", "dead", "unknown"}
 
@@ -192,6 +193,7 @@ def run(scenario: Scenario, point: Point | None) -> tuple[Outcome, list[str]]:
         mock.patch.dict(os.environ, scenario.env),
         counting_steps() as runs,
         MatrixBed(kinds, settings=scenario.settings or None) as tb,
+        lagging_index(tb.clock),
     ):
         scenario.setup(tb, side)
         tb.drain()

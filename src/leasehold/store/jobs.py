@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from leasehold.domain.errors import (
     IdempotencyConflictError,
     JobNotFoundError,
@@ -19,6 +21,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import hash_source
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
+from leasehold.store.errors import translate
 from leasehold.store.guards import new_job_writes
 from leasehold.store.items import (
     ACTIVE_PARTITION,
@@ -36,6 +39,29 @@ from leasehold.store.table import ConditionFailed, Table
 
 MAX_KEY_BYTES = 1024
 """DynamoDB's limit for a sort key (a partition key may be 2,048 bytes; none of ours come close)."""
+
+
+@dataclass(frozen=True)
+class IndexRange:
+    """What an index Query asked for: items whose `partition_attribute` is `partition` (and
+    whose `sort_attribute` is at most `sort_upto`, when given). A GSI is eventually consistent:
+    it may list an item that has left the range since, so each item read back is checked
+    against the range again (decision GL2) before it is believed."""
+
+    partition_attribute: str
+    partition: str
+    sort_attribute: str
+    sort_upto: str | None = None
+
+    def holds(self, item: dict[str, Any]) -> bool:
+        """Whether the item, as stored now, is still in the range the index listed it in."""
+        partition = item.get(self.partition_attribute, {}).get("S")
+        if partition != self.partition:
+            return False
+        if self.sort_upto is None:
+            return True
+        sort = item.get(self.sort_attribute, {}).get("S")
+        return sort is not None and sort <= self.sort_upto
 
 
 @dataclass(frozen=True)
@@ -211,7 +237,7 @@ class JobStore:
             limit=limit,
             start=start,
             keep=None if state is None else (lambda job: job.state is state),
-            index_keys=("gsi2pk", "gsi2sk"),
+            index=IndexRange("gsi2pk", partition, "gsi2sk"),
         )
 
     def list_by_state(
@@ -295,22 +321,22 @@ class JobStore:
         start = decode_cursor(
             cursor, partition_attribute="gsi1pk", partition=partition, sort_attribute="gsi1sk"
         )
-        shared = partition == ACTIVE_PARTITION
 
         def keep(job: Job) -> bool:
+            # queued and running share a partition; a job in the due index is queued, and a
+            # lagging index may still list one that has been cancelled since
             return (
-                (not shared or job.state is state)
+                job.state is state
                 and (kind is None or job.kind == kind)
                 and (tenant is None or job.owner.tenant == tenant)
             )
 
-        filtered = shared or kind is not None or tenant is not None
         return self._query_jobs(
             params,
             limit=limit,
             start=start,
-            keep=keep if filtered else None,
-            index_keys=("gsi1pk", "gsi1sk"),
+            keep=keep,
+            index=IndexRange("gsi1pk", partition, "gsi1sk"),
         )
 
     def list_active(self, *, limit: int) -> list[Job]:
@@ -322,25 +348,61 @@ class JobStore:
             "ScanIndexForward": True,
         }
         jobs, _ = self._query_jobs(
-            params, limit=limit, start=None, keep=None, index_keys=("gsi1pk", "gsi1sk")
+            params,
+            limit=limit,
+            start=None,
+            keep=None,
+            index=IndexRange("gsi1pk", ACTIVE_PARTITION, "gsi1sk"),
         )
         return jobs
 
     def list_due(self, *, until: int, limit: int) -> list[Job]:
-        """Jobs in the due index (decision F1) due at or before `until`, soonest first."""
+        """Jobs in the due index (decision F1) due at or before `until`, soonest first — each
+        still in the due index and due by then as its item says (decision GL2)."""
+        upto = due_upto(until)
         params: dict[str, Any] = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": "gsi1pk = :p AND gsi1sk <= :u",
-            "ExpressionAttributeValues": {
-                ":p": {"S": DUE_PARTITION},
-                ":u": {"S": due_upto(until)},
-            },
+            "ExpressionAttributeValues": {":p": {"S": DUE_PARTITION}, ":u": {"S": upto}},
             "ScanIndexForward": True,
         }
         jobs, _ = self._query_jobs(
-            params, limit=limit, start=None, keep=None, index_keys=("gsi1pk", "gsi1sk")
+            params,
+            limit=limit,
+            start=None,
+            keep=None,
+            index=IndexRange("gsi1pk", DUE_PARTITION, "gsi1sk", sort_upto=upto),
         )
         return jobs
+
+    def unfinished_consistent(self, *, max_pages: int = 100) -> tuple[list[Job], list[Job]]:
+        """Every job with something left to do — (active: queued and running; delayed: in the due
+        index) — from a strongly consistent Scan of the table, not from an index: for a small
+        table whose reader must not take an eventually consistent index's word that nothing is
+        left (the testbed's idle check, decision GL6). Costs the whole table in reads."""
+        params: dict[str, Any] = {
+            "TableName": self._table.name,
+            "ConsistentRead": True,
+            "FilterExpression": "gsi1pk IN (:active, :due)",
+            "ExpressionAttributeValues": {
+                ":active": {"S": ACTIVE_PARTITION},
+                ":due": {"S": DUE_PARTITION},
+            },
+        }
+        active: list[Job] = []
+        delayed: list[Job] = []
+        for _ in range(max_pages):
+            try:
+                page = self._table.client.scan(**params)
+            except (ClientError, BotoCoreError) as exc:
+                raise translate(exc) from exc
+            for item in page["Items"]:
+                due = item["gsi1pk"]["S"] == DUE_PARTITION
+                (delayed if due else active).append(job_from_item(item))
+            if "LastEvaluatedKey" not in page:
+                break
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return active, delayed
 
     def count_due(self, *, max_pages: int = 10) -> int:
         """Jobs waiting in the due index (bounded: at most `max_pages` pages)."""
@@ -380,13 +442,14 @@ class JobStore:
         limit: int,
         start: dict[str, Any] | None,
         keep: Callable[[Job], bool] | None,
-        index_keys: tuple[str, str],
+        index: IndexRange,
         max_pages: int = 10,
     ) -> tuple[list[Job], str | None]:
-        """Query the index page by page, read the items, keep those `keep` accepts (all of
-        them when it is None),
+        """Query the index page by page, read the items (strongly consistent), keep those still
+        in the `index` range asked for and that `keep` accepts (all of them when it is None),
         until `limit` jobs or the pages run out. The cursor is the index key of the last job
         returned (or of the last page read), so nothing is skipped or repeated."""
+        index_keys = (index.partition_attribute, index.sort_attribute)
         jobs: list[Job] = []
         last_key: dict[str, Any] | None = None
         for _ in range(max_pages):
@@ -395,7 +458,11 @@ class JobStore:
                 page_params["ExclusiveStartKey"] = start
             page = self._table.query(**page_params)
             keys = [{"pk": item["pk"], "sk": item["sk"]} for item in page["Items"]]
-            found = {item["pk"]["S"]: job_from_item(item) for item in self._table.batch_get(keys)}
+            found = {
+                item["pk"]["S"]: job_from_item(item)
+                for item in self._table.batch_get(keys)
+                if index.holds(item)
+            }
             last_key = page.get("LastEvaluatedKey")
             for key in keys:
                 job = found.get(key["pk"]["S"])

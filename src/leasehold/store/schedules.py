@@ -89,6 +89,12 @@ def schedule_item(schedule: Schedule) -> dict[str, Any]:
     return {name: serialize(value) for name, value in doc.items()}
 
 
+def _due_at(schedule: Schedule, now: int) -> bool:
+    """Whether the schedule, as its item says, is active with a tick at or before `now`."""
+    tick = schedule.next_tick_at
+    return schedule.state == SCHEDULE_ACTIVE and tick is not None and tick <= now
+
+
 def _owner_id(schedule: Schedule) -> tuple[str, str, str]:
     return schedule.owner_tenant, schedule.owner_user, schedule.schedule_id
 
@@ -243,7 +249,11 @@ class ScheduleStore:
         raise LeaseholdError("the schedule kept changing while it was being deleted")
 
     def due(self, now: int, *, limit: int) -> list[Schedule]:
-        """Active schedules whose next tick is at or before `now`, earliest first."""
+        """Active schedules whose next tick is at or before `now`, earliest first.
+
+        The index only nominates: a GSI is eventually consistent, so it may still list a
+        schedule at a tick fired a moment ago (its next tick a period away) or one deleted since.
+        Each is kept only if its item — read strongly consistent — is active and due at `now`."""
         page = self._table.query(
             IndexName=STATE_INDEX,
             KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :s",
@@ -257,7 +267,7 @@ class ScheduleStore:
         keys = [{"pk": item["pk"], "sk": item["sk"]} for item in page["Items"]]
         found = [schedule_from_item(item) for item in self._table.batch_get(keys)]
         return sorted(
-            (s for s in found if s.state == SCHEDULE_ACTIVE and s.next_tick_at is not None),
+            (s for s in found if _due_at(s, now)),
             key=lambda s: (s.next_tick_at or 0, s.schedule_id),
         )
 

@@ -56,8 +56,6 @@ TABLE_NAME = "leasehold-jobs"
 """The jobs table's name on the testbed's moto."""
 QUEUE_PREFIX = "leasehold-"
 """The queues are `leasehold-work`, `leasehold-dlq` and `leasehold-relay-failures`."""
-MAX_DUE_MS = 9_999_999_999_999
-"""The latest time the due index sorts (13 digits of milliseconds)."""
 _OPEN: list[LeaseholdTestbed] = []  # moto's SQS follows one clock: one open testbed at a time
 
 
@@ -459,8 +457,11 @@ class LeaseholdTestbed:
 
     def _next_event_ms(self) -> int | None:
         self._ready()
+        # Not from the by_state index: an index may lag (a GSI is eventually consistent), and
+        # a job it does not list yet would look like nothing left to do
+        active, delayed = self._reads.jobs.unfinished_consistent()
         return next_event_ms(
-            self._reads.jobs.list_active(limit=1000),
+            active,
             [
                 hidden
                 for name in ("high", "work", "low")
@@ -468,7 +469,7 @@ class LeaseholdTestbed:
             ],
             now=self.clock.now_ms(),
             grace_ms=self.settings.lost_wakeup_grace_seconds * 1000,
-            delayed=self._reads.jobs.list_due(until=MAX_DUE_MS, limit=1),
+            delayed=delayed,
             due_window_ms=DUE_WINDOW_MS,
         )
 

@@ -73,15 +73,20 @@ def quiet_local_noise() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def spawn(timeout: float = START_SECONDS, data: Path | None = None) -> MotoProcess:
-    """Start the server process (with `data`: serving that data directory) and wait (at most
-    `timeout` seconds) until it serves. Its stderr is this process's; its stdout carries the
-    ready line only."""
+def spawn(
+    timeout: float = START_SECONDS, data: Path | None = None, gsi_lag_ms: int = 0
+) -> MotoProcess:
+    """Start the server process (with `data`: serving that data directory; with `gsi_lag_ms`:
+    its indexes that far behind the table) and wait (at most `timeout` seconds) until it serves.
+    Its stderr is this process's; its stdout carries the ready line only."""
+    from leasehold_dev.local.moto_index_lag import LAG_ENVIRONMENT
+
     command = [sys.executable, "-m", "leasehold_dev.local.moto_process"]
     command += ["--parent-pid", str(os.getpid())]
     if data is not None:
         command += ["--data", str(data)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE)
+    environment = {**os.environ, LAG_ENVIRONMENT: str(gsi_lag_ms)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=environment)
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
     line = b""

@@ -104,6 +104,7 @@ class LocalStack:
         parameters: dict[str, str] | None = None,
         handler_log: Path | None = None,
         faults: str = "",
+        gsi_lag_ms: int = 0,
         kinds: str | None = None,
         data_dir: Path | None = None,
         fresh: bool = False,
@@ -116,6 +117,8 @@ class LocalStack:
         self.restored: RestoreSummary | None = None
         self._scratch: Path | None = None  # the providers' ledgers when nothing is kept
         self.faults = faults
+        self.gsi_lag_ms = gsi_lag_ms
+        """How far the table's indexes lag behind it (leasehold_dev.local.moto_index_lag)."""
         self.kinds = kinds
         """LEASEHOLD_KINDS for every function (the template's `Kinds` parameter); None: the
         template's default."""
@@ -165,7 +168,7 @@ class LocalStack:
             except JournalError as exc:
                 raise StackError(str(exc)) from exc
         try:
-            self._moto = moto_process.spawn(data=self.data_dir)
+            self._moto = moto_process.spawn(data=self.data_dir, gsi_lag_ms=self.gsi_lag_ms)
         except moto_process.MotoProcessError as exc:
             raise StackError(str(exc)) from exc
         endpoint = self._moto.endpoint

@@ -203,7 +203,9 @@ def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
     leasehold_dev.local.moto_queries (neither costs time in proportion to the table); attribute
     values are serialized by the fast path of leasehold_dev.local.moto_serialization. With
     `durability` (a data directory's journal, leasehold_dev.local.moto_durable), every write it
-    acknowledges is on disk first and `POST RESTORE_PATH` loads the directory's state."""
+    acknowledges is on disk first and `POST RESTORE_PATH` loads the directory's state. With
+    `LEASEHOLD_GSI_LAG_MS` in the environment, index queries lag that far behind the table
+    (leasehold_dev.local.moto_index_lag), as a GSI may on AWS."""
     import threading
 
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -212,6 +214,7 @@ def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
 
     from leasehold_dev.local import (
         moto_expressions,
+        moto_index_lag,
         moto_queries,
         moto_serialization,
         moto_serving,
@@ -226,6 +229,8 @@ def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
     moto_expressions.install()
     moto_serialization.install()
     moto_queries.install()
+    moto_index_lag.install()
+    moto_index_lag.configure_from_environment()
     dynamodb_lock = threading.Lock()
     outage = threading.Event()
 
