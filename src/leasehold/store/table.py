@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.domain.errors import LeaseholdError, StoreUnavailableError
-from leasehold.store.errors import error_code, translate
+from leasehold.domain.errors import ItemTooLargeError, LeaseholdError, StoreUnavailableError
+from leasehold.store.errors import error_code, is_item_size_message, translate
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -216,6 +216,14 @@ class Table:
                 codes = {str(reason.get("Code") or "") for reason in reasons}
                 if "ConditionalCheckFailed" in codes:
                     raise ConditionFailed(reasons=reasons) from exc
+                oversized = [
+                    str(reason.get("Message") or "")
+                    for reason in reasons
+                    if reason.get("Code") == "ValidationError"
+                    and is_item_size_message(str(reason.get("Message") or ""))
+                ]
+                if oversized:  # an item of the transaction would pass 400 KB
+                    raise ItemTooLargeError(f"DynamoDB refused the write: {oversized[0]}") from exc
                 if not codes & RETRYABLE_CANCELLATIONS:
                     raise LeaseholdError(
                         f"transaction cancelled: {sorted(c for c in codes if c)}"
