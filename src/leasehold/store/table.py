@@ -133,9 +133,12 @@ class Table:
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
 
-    def batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Items for `keys` (strongly consistent), unprocessed keys retried a bounded number of
-        times; a key still unprocessed after that is `StoreUnavailableError`."""
+    def batch_get(
+        self, keys: list[dict[str, Any]], *, consistent: bool = True
+    ) -> list[dict[str, Any]]:
+        """Items for `keys` (strongly consistent unless `consistent` is False: half the read
+        units, for a display that may lag a second), unprocessed keys retried a bounded number
+        of times; a key still unprocessed after that is `StoreUnavailableError`."""
         found: list[dict[str, Any]] = []
         pending = list(keys)
         try:
@@ -144,7 +147,7 @@ class Table:
                     return found
                 chunk, pending = pending[:100], pending[100:]
                 answer = self.client.batch_get_item(
-                    RequestItems={self.name: {"Keys": chunk, "ConsistentRead": True}}
+                    RequestItems={self.name: {"Keys": chunk, "ConsistentRead": consistent}}
                 )
                 found.extend(answer["Responses"].get(self.name, []))
                 unprocessed = (
