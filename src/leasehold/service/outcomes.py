@@ -179,7 +179,6 @@ class Outcomes:
         already at the limit), it is tried once more without the outputs and the kind state;
         refused again, the message is let go all the same (its lease runs out for the sweeper)
         — a redelivery could only be refused again."""
-        self._telemetry.count("JobsTooLarge")
         logger.error("job item too large", extra=attempt.log_keys | {"detail": message})
         error = {"code": ITEM_TOO_LARGE, "message": message[:500]}
         attempt.checkpoint = replace(attempt.job.checkpoint)  # what the item holds
