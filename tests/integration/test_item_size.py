@@ -202,3 +202,32 @@ def test_an_injected_size_refusal_of_a_checkpoint_fails_the_job_and_acks(harness
     assert _ended(view) == ("failed", "handler_error", "item_too_large")
     assert SIZE_REFUSAL in view["error"]["message"]
     assert "step 0" in view["error"]["message"]
+
+
+def test_a_failure_refused_for_size_too_is_written_without_the_outputs(harness: Harness) -> None:
+    # Given an item DynamoDB refuses to grow at all: the checkpoint and the first failure write
+    job_id = harness.submit(payload=steps({}, {}))
+    refused = _refuse_checkpoints(harness.dynamodb, times=2)
+    result = harness.deliver(job_id)
+    # Then the failure is written once more without the outputs and the kind state
+    assert refused == [1, 1]
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "failed")
+    raw = harness.raw(job_id)
+    assert (raw["state"], raw["error"]["code"], raw["outputs"]) == (
+        "failed",
+        "item_too_large",
+        "[]",
+    )
+
+
+def test_a_job_whose_every_write_is_refused_for_size_still_lets_the_message_go(
+    harness: Harness,
+) -> None:
+    job_id = harness.submit(payload=steps({}, {}))
+    refused = _refuse_checkpoints(harness.dynamodb, times=3)
+    result = harness.deliver(job_id)
+    # Then nothing could be written, and a redelivery could only be refused again: the message
+    # goes; the job stays running until its lease runs out (the sweeper's)
+    assert refused == [1, 1, 1]
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "item_too_large")
+    assert harness.state(job_id) == "running"
