@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from leasehold import Effect, Kind, Step, StepContext
+from leasehold import Effect, FatalError, Kind, Step, StepContext
 from leasehold.domain import sizes
 from leasehold.service.worker import Disposition
 from leasehold.store.items import job_key
@@ -231,3 +231,23 @@ def test_a_job_whose_every_write_is_refused_for_size_still_lets_the_message_go(
     assert refused == [1, 1, 1]
     assert (result.disposition, result.outcome) == (Disposition.ACK, "item_too_large")
     assert harness.state(job_id) == "running"
+
+
+careful = Kind("careful")
+
+
+@careful.step()
+def save_less_when_refused(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        ctx.save_progress({"seen": "x" * (40 * 1024)})
+    except FatalError as refused:
+        assert refused.error_code == "item_too_large"
+        ctx.save_progress({"seen": "x" * 1024})
+    return {"ok": True}
+
+
+def test_a_kind_can_catch_the_refusal_and_save_less() -> None:
+    with LeaseholdTestbed([careful]) as tb:
+        job_id = tb.submit("careful", {})
+        tb.run_until_idle()
+        assert tb.view(job_id)["state"] == "succeeded"

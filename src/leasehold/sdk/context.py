@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+from leasehold.domain.errors import FatalStepError
 from leasehold.domain.job import Owner
+from leasehold.sdk.errors import FatalError
 
 if TYPE_CHECKING:
     from leasehold.domain.job import Job
@@ -279,8 +281,15 @@ class StepContext:
 
     def save_progress(self, state: Mapping[str, Any]) -> None:
         """Save a small JSON document under the fence, within a step: a crash resumes the step
-        with `progress` set to it. Keep it small (it is stored on the job item)."""
-        self._runtime.save_progress(dict(state))
+        with `progress` set to it. Keep it small (it is stored on the job item): over 32 KiB of
+        JSON it is not saved and `FatalError` (code `item_too_large`) is raised — uncaught, the
+        job ends `failed`; caught, save less."""
+        try:
+            self._runtime.save_progress(dict(state))
+        except FatalStepError as refused:
+            if isinstance(refused, FatalError):
+                raise
+            raise FatalError(str(refused), code=refused.error_code) from None
 
 
 __all__ = ["JobInfo", "Operation", "StepContext", "StepLogger"]
