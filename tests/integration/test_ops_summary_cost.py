@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from leasehold.service import ops
 from tests.support.harness import ALICE, Harness, steps
 
 pytestmark = pytest.mark.integration
@@ -65,5 +66,27 @@ def test_the_summary_costs_the_same_reads_for_60_and_600_active_jobs() -> None:
     assert large_items == small_items <= 65, (small_items, large_items)
     assert large_requests == small_requests, (small_requests, large_requests)
     assert sum(large_requests.values()) <= 16  # 6 counts, 5 samples (a query and a batch get)
-    # And the counts are the index's, whole
+    # And the counts are the index's, whole; queued and running are not told apart (too many)
     assert (small["counts"]["active"], large["counts"]["active"]) == (60, 600)
+    assert (large["counts"]["queued"], large["counts"]["running"], large["queue_depth"]) == (
+        None,
+        None,
+        None,
+    )
+    assert large["counts_capped"] == []
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_a_count_stops_at_its_cap_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "COUNT_CAP", 10)
+    _, _, summary = _summary_cost(12)
+    assert summary["counts"]["active"] == 10 and summary["counts_capped"] == ["active"]
+    assert summary["counts"]["queued"] is None  # not told apart past the cap
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_a_few_active_jobs_are_told_apart() -> None:
+    _, _, summary = _summary_cost(8)
+    counts = summary["counts"]
+    assert (counts["active"], counts["queued"], counts["running"]) == (8, 6, 2)
+    assert summary["queue_depth"] == 6

@@ -144,7 +144,7 @@ class OpsService:
         oldest_active = self._store.sample("active", limit=ACTIVE_SAMPLE)
         queued = [job for job in oldest_active if job.state is JobState.QUEUED]
         ready: int | None = None
-        if active <= len(oldest_active):
+        if "active" not in capped and active <= len(oldest_active):
             ready = len(queued)
             counts[JobState.QUEUED.value] = ready + delayed
             counts[JobState.RUNNING.value] = len(oldest_active) - ready
