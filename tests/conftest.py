@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from leasehold_dev.local import moto_text, moto_transactions
+from leasehold_dev.local import moto_item_size, moto_text, moto_transactions
 from tests.support.api import Call, call_fixture
 from tests.support.atomic import serialise_dynamodb
 from tests.support.harness import Harness
@@ -47,6 +47,7 @@ def moto_behaves_like_the_service() -> Iterator[None]:
     unapplied, and botocore's retries keep their rules but not their real-time sleeps."""
     moto_transactions.install()  # transactions that cost what DynamoDB's would, not the table
     moto_text.install()  # a lone surrogate is refused, as DynamoDB refuses it
+    moto_item_size.install()  # an update refused for the item's size changes nothing
     patches = pytest.MonkeyPatch()
     serialise_dynamodb(patches)
     instant_sdk_backoff(patches)

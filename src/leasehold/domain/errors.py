@@ -144,6 +144,12 @@ class StoreRefusedError(LeaseholdError):
     code = "invalid_request"
 
 
+class ItemTooLargeError(StoreRefusedError):
+    """DynamoDB refused a write because the item would pass its 400 KB limit (its message
+    says so): the worker ends the job `failed` / `item_too_large` rather than let the message
+    be re-delivered into the DLQ (arch §17; the budget is leasehold.domain.sizes)."""
+
+
 class StepError(LeaseholdError):
     """A step failed. In a step with an external effect the engine assumes the effect's outcome
     is uncertain (the job becomes `unknown`) unless the kind says `effect_settled=True`: it knows

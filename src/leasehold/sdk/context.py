@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from leasehold.domain.errors import bounded_code
+from leasehold.domain.errors import FatalStepError, bounded_code
 from leasehold.domain.job import Owner
 from leasehold.domain.storable import NotStorableError, check_storable
 from leasehold.sdk.errors import FatalError
@@ -284,14 +284,21 @@ class StepContext:
 
     def save_progress(self, state: Mapping[str, Any]) -> None:
         """Save a small JSON document under the fence, within a step: a crash resumes the step
-        with `progress` set to it. Keep it small (it is stored on the job item). A document
-        the store could not keep exactly (domain/storable.py's rule, as for outputs) ends the
-        step with `FatalError` code `progress_not_json`, nothing saved."""
+        with `progress` set to it. Keep it small (it is stored on the job item): over 32 KiB of
+        JSON it is not saved and `FatalError` (code `item_too_large`) is raised — uncaught, the
+        job ends `failed`; caught, save less. A document the store could not keep exactly
+        (domain/storable.py's rule, as for outputs) ends the step with `FatalError` code
+        `progress_not_json`, nothing saved."""
         try:
             check_storable(state, "progress")
         except NotStorableError as exc:
             raise FatalError(f"{exc}: progress cannot be saved", code="progress_not_json") from exc
-        self._runtime.save_progress(dict(state))
+        try:
+            self._runtime.save_progress(dict(state))
+        except FatalStepError as refused:
+            if isinstance(refused, FatalError):
+                raise
+            raise FatalError(str(refused), code=refused.error_code) from None
 
 
 __all__ = ["JobInfo", "Operation", "StepContext", "StepLogger"]

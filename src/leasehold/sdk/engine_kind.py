@@ -97,7 +97,8 @@ class EngineKind:
                 effect_settled=operation is None,
             ) from exc
         if len(encoded.encode()) > MAX_OUTPUT_BYTES:
-            # Outputs live on the job item (≤ 400 KB, and every checkpoint rewrites them).
+            # Outputs live on the job item (its budget: leasehold.domain.sizes), and every
+            # checkpoint rewrites them.
             raise FatalError(
                 f"step '{step.name}' returned {len(encoded.encode())} bytes of JSON, over "
                 f"{MAX_OUTPUT_BYTES}",

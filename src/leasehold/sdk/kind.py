@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from aws_lambda_powertools import Logger
 
+from leasehold.domain import sizes
 from leasehold.domain.errors import LeaseholdError, ValidationError
 from leasehold.domain.job import PRIORITIES, Owner, Priority
 from leasehold.domain.limits import Limit, Rate, check_limits, check_rates, key_value
@@ -42,10 +43,12 @@ StepFunction = Callable[[StepContext, dict[str, Any]], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-MAX_PAYLOAD_LIMIT = 48 * 1024
-"""The most a kind may allow for its payload (the API's whole body is at most 64 KiB)."""
-MAX_OUTPUT_BYTES = 16 * 1024
-"""The largest step output (compact UTF-8 JSON): checkpointed on the job item with the others."""
+MAX_PAYLOAD_LIMIT = sizes.PAYLOAD_BUDGET
+"""The most a kind may allow for its payload (the API's whole body is at most 64 KiB): the
+payload's share of the job item's budget (leasehold.domain.sizes)."""
+MAX_OUTPUT_BYTES = sizes.OUTPUT_LIMIT
+"""The largest step output (compact UTF-8 JSON): checkpointed on the job item with the others,
+all of them together at most sizes.OUTPUTS_BUDGET (96 KiB)."""
 DEFAULT_STEP_TIMEOUT_SECONDS = 10.0
 
 

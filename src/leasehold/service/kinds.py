@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aws_lambda_powertools import Logger
 
+from leasehold.domain import sizes
 from leasehold.domain.clock import Clock
+from leasehold.domain.errors import FatalStepError
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.limits import Limit, Rate
 from leasehold.service.telemetry import Telemetry
@@ -176,6 +178,7 @@ class OperationLedger:
             "step": step,
             "started_at": now,
         }
+        self._within_budget(operation_id, entry)
         self._attempt.job = self._store.submit(self._attempt.job, entry, intent, now=now)
         self._telemetry.count("EffectsSubmitted")
         logger.info(
@@ -183,9 +186,24 @@ class OperationLedger:
             extra=self._attempt.log_keys | {"operation_id": operation_id, "provider": provider},
         )
 
+    def _within_budget(self, operation_id: str, entry: dict[str, Any]) -> None:
+        """FatalStepError (`item_too_large`) when the ledger with `entry` would pass its share of
+        the job item (leasehold.domain.sizes): nothing is written. With its effect open, the step
+        ends as any failed effect step does — the receipt was not recorded."""
+        ledger = {**self._attempt.job.operations, operation_id: entry}
+        size = sizes.json_bytes(ledger)
+        if size > sizes.LEDGER_BUDGET:
+            raise FatalStepError(
+                f"operation {operation_id}: the ledger would be {size} bytes with this entry "
+                f"({sizes.json_bytes(entry)} bytes), over its share of the job item "
+                f"({sizes.LEDGER_BUDGET} bytes)",
+                error_code=sizes.ITEM_TOO_LARGE,
+            )
+
     def _settle(self, operation_id: str, state: str, details: dict[str, Any]) -> None:
         now = self._clock.now_ms()
         entry = {**(self.get(operation_id) or {}), **details, "state": state, "settled_at": now}
+        self._within_budget(operation_id, entry)
         self._attempt.job = self._store.settle(self._attempt.job, operation_id, entry, now=now)
         logger.info(
             f"operation {state}", extra=self._attempt.log_keys | {"operation_id": operation_id}
@@ -285,7 +303,16 @@ class StepRuntime:
         return self._attempt.job.kind_state
 
     def save_progress(self, state: dict[str, Any]) -> None:
-        """Save the kind's progress under the fence (a crash resumes from it)."""
+        """Save the kind's progress under the fence (a crash resumes from it). Progress over
+        its share of the job item (leasehold.domain.sizes) is not saved: FatalStepError
+        (`item_too_large`), which ends the job `failed` unless the step catches it."""
+        size = sizes.json_bytes(state)
+        if size > sizes.KIND_STATE_BUDGET:
+            raise FatalStepError(
+                f"step {self.step_index} ('{self.step_name}') saved {size} bytes of progress, "
+                f"over its share of the job item ({sizes.KIND_STATE_BUDGET} bytes)",
+                error_code=sizes.ITEM_TOO_LARGE,
+            )
         self._attempt.job = self._save(self._attempt.job, state)
 
     @property

@@ -26,6 +26,16 @@ MAX_NOTE = 500
 MAX_REDRIVE = 100
 """The most dead letters one `POST /ops/dlq/redrive` handles: a request must end well inside
 API Gateway's 30 s; the answer says how many are left, and the operator asks again."""
+COUNT_CAP = 1000
+"""Each of the summary's counts stops here (shown as "1,000+"): one COUNT query of at most this
+many index entries, ≈ 13 read units, whatever the table holds."""
+ACTIVE_SAMPLE = 25
+"""The oldest active jobs the summary reads (eventually consistent): the oldest queued job, the
+oldest of each kind, and queued told apart from running while there are no more than this."""
+RECENT_SAMPLE = 10
+"""The newest jobs of each other indexed state the summary reads, for the last hour's chart."""
+COUNTED_APART = (JobState.WAITING_APPROVAL, JobState.FAILED, JobState.DEAD, JobState.UNKNOWN)
+"""The states the index holds each in a partition of its own: counted without reading a job."""
 HOUR_MS = 3_600_000
 BUCKET_MS = 300_000
 CHART_SERIES = ("retries", "dead", "failed", "unknown", "succeeded", "cancelled", "operator")
@@ -116,40 +126,52 @@ class OpsService:
         self._telemetry = telemetry
 
     def summary(self) -> dict[str, Any]:
+        """The overview, at a bounded cost whatever the table holds (arch §17): every count is
+        one COUNT query on the keys-only state index (no job item read to count, each capped at
+        COUNT_CAP), and the jobs it shows — the oldest queued, the chart's outcomes — are a
+        bounded sample read eventually consistent: at most 16 DynamoDB requests and 65 job
+        items a call (bench/ops_summary.py measures it)."""
         now = self._clock.now_ms()
-        counts = {state.value: self._store.count_by_state(state) for state in JobState}
-        # Jobs delayed beyond SQS's reach wait in the due index (decision F1): queued, not
-        # yet dispatched; the queue depth is what could run now or within 15 minutes.
-        delayed = self._store.count_due()
-        ready = counts[JobState.QUEUED.value] or 0
-        counts[JobState.QUEUED.value] = ready + delayed
-        # the oldest that could run now: a job delayed on purpose is not late
-        queued, _ = self._store.list_by_state(JobState.QUEUED, limit=100, include_delayed=False)
+        counts: dict[str, int | None] = {state.value: None for state in JobState}
+        capped: list[str] = []
+        for name in ("active", "delayed", *(state.value for state in COUNTED_APART)):
+            counts[name], at_cap = self._store.count_indexed(name, cap=COUNT_CAP)
+            if at_cap:
+                capped.append(name)
+        active, delayed = counts.pop("active") or 0, counts.pop("delayed") or 0
+        # The oldest active jobs, read: queued and running share one index entry (C3), so
+        # they are told apart here — whole when the sample holds every active job.
+        oldest_active = self._store.sample("active", limit=ACTIVE_SAMPLE)
+        queued = [job for job in oldest_active if job.state is JobState.QUEUED]
+        ready: int | None = None
+        if "active" not in capped and active <= len(oldest_active):
+            ready = len(queued)
+            counts[JobState.QUEUED.value] = ready + delayed
+            counts[JobState.RUNNING.value] = len(oldest_active) - ready
         oldest = _oldest(queued[0], now) if queued else None
         oldest_by_kind: dict[str, Any] = {}
         for job in queued:  # oldest first: the first of each kind is its oldest
             oldest_by_kind.setdefault(job.kind, _oldest(job, now))
-        failed, _ = self._store.list_by_state(JobState.FAILED, limit=100)
-        recent: list[Any] = []
-        for state in (
-            JobState.QUEUED,
-            JobState.RUNNING,
-            JobState.WAITING_APPROVAL,
-            JobState.DEAD,
-            JobState.UNKNOWN,
-        ):
-            jobs, _ = self._store.list_by_state(state, limit=100)
-            recent.extend(jobs)
+        recent = {
+            state: self._store.sample(state.value, limit=RECENT_SAMPLE, newest=True)
+            for state in COUNTED_APART
+        }
+        shown = oldest_active + [job for jobs in recent.values() for job in jobs]
         stats = self._queue.stats()
         return {
-            "counts": counts,
-            "counts_note": "succeeded and cancelled jobs leave the state index: not counted "
-            "(null); queued and running are told apart over the first 1,000 active jobs; "
-            "queued includes `delayed` (due more than 15 minutes ahead, not in queue_depth)",
+            "counts": {**counts, "active": active},
+            "counts_capped": capped,
+            "counts_note": "from the state index, eventually consistent (a second behind at "
+            f"most, as a rule), each counted up to {COUNT_CAP:,} (`counts_capped`: at least "
+            "that many); `active` is queued + running (one index entry): they are told apart "
+            f"only while there are at most {ACTIVE_SAMPLE} (else null); queued includes "
+            "`delayed` (due more than 15 minutes ahead); succeeded and cancelled jobs leave "
+            "the index (null)",
             "queue_depth": ready,
             "delayed": delayed,
             "oldest_queued": oldest,
             "oldest_queued_by_kind": oldest_by_kind,
+            "oldest_scope": f"the {ACTIVE_SAMPLE} oldest active (queued or running) jobs",
             "sqs": {
                 "visible": stats.visible,
                 "in_flight": stats.in_flight,
@@ -159,22 +181,26 @@ class OpsService:
             "totals": {
                 "retries": sum(
                     1
-                    for job in recent + failed
+                    for job in shown
                     for entry in job.history
                     if entry.get("outcome") == JobState.QUEUED.value
                 ),
                 "budget_exhausted": sum(
-                    1 for job in failed if job.stop_reason == StopReason.BUDGET_EXHAUSTED.value
+                    1
+                    for job in recent[JobState.FAILED]
+                    if job.stop_reason == StopReason.BUDGET_EXHAUSTED.value
                 ),
-                "scope": "retries over the first 100 jobs of each non-succeeded state; "
-                "budget exhaustion over the first 100 failed jobs",
+                "scope": f"retries over the {ACTIVE_SAMPLE} oldest active jobs and the "
+                f"{RECENT_SAMPLE} newest of each other indexed state; budget exhaustion over the "
+                f"{RECENT_SAMPLE} newest failed jobs",
             },
             "last_hour": {
-                **last_hour(recent + failed, now),
-                "scope": "history entries of the first 100 jobs of each state the state index "
-                "holds (queued, running, waiting_approval, failed, dead, unknown): succeeded and "
-                "cancelled jobs leave the index, so their outcomes are counted only while a job "
-                "of theirs is still listed; CloudWatch's JobsSucceeded counts them all",
+                **last_hour(shown, now),
+                "scope": f"history entries of the {ACTIVE_SAMPLE} oldest active jobs and the "
+                f"{RECENT_SAMPLE} newest waiting_approval, failed, dead and unknown jobs (a "
+                "bounded sample, so that a refresh costs the same whatever the table holds); "
+                "succeeded and cancelled jobs leave the index; CloudWatch's JobsSucceeded, "
+                "JobsFailed, JobsDead and JobsRetried count every job",
             },
         }
 

@@ -10,9 +10,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock
-from leasehold.domain.errors import RelatedItemChangedError
+from leasehold.domain.errors import ItemTooLargeError, RelatedItemChangedError
 from leasehold.domain.job import Job
 from leasehold.domain.policies import RetryPolicy
+from leasehold.domain.sizes import ITEM_TOO_LARGE
 from leasehold.domain.states import JobState, StopReason
 from leasehold.service.kinds import Attempt, Disposition, JobKind, StepPlan, WakeupResult
 from leasehold.service.telemetry import Telemetry
@@ -141,9 +142,11 @@ class Outcomes:
         related: bool = True,
         note: str | None = None,
         settle_effect: bool = False,
+        shed: bool = False,
     ) -> WakeupResult:
         """End the attempt in `target` (failed, dead, cancelled, unknown) with `reason`.
-        `settle_effect`: the step that opened an effect ran to its end, so its intent goes."""
+        `settle_effect`: the step that opened an effect ran to its end, so its intent goes.
+        `shed`: the kind's saved progress goes too (an item too large to end otherwise)."""
         now = self._clock.now_ms()
         also = attempt.kind.outcome_writes(attempt.job, target, None, error, now) if related else []
         try:
@@ -157,6 +160,7 @@ class Outcomes:
                 history=self._ended(attempt, "stopped", target, str(reason), note),
                 also=also,
                 settle_effect=settle_effect,
+                shed=shed,
             )
         except RelatedItemChangedError as changed:
             return self._related_changed(attempt, changed)
@@ -165,6 +169,41 @@ class Outcomes:
             "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": str(reason)}
         )
         return self._result(target.value)
+
+    def too_large(
+        self, attempt: Attempt, message: str, *, settle_effect: bool = False
+    ) -> WakeupResult:
+        """The job item would pass its size budget, or DynamoDB refused a write of it for size:
+        `failed` / `item_too_large` with `message` (the part, the step and the sizes), written
+        from the checkpoint the item holds. Should even that write be refused (an item that was
+        already at the limit), it is tried once more without the outputs and the kind state;
+        refused again, the message is let go all the same (its lease runs out for the sweeper)
+        — a redelivery could only be refused again."""
+        logger.error("job item too large", extra=attempt.log_keys | {"detail": message})
+        error = {"code": ITEM_TOO_LARGE, "message": message[:500]}
+        attempt.checkpoint = replace(attempt.job.checkpoint)  # what the item holds
+        try:
+            return self.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
+                error,
+                settle_effect=settle_effect,
+            )
+        except ItemTooLargeError:
+            attempt.checkpoint = replace(attempt.checkpoint, outputs=[])
+        try:
+            return self.stop(
+                attempt,
+                JobState.FAILED,
+                StopReason.HANDLER_ERROR,
+                error,
+                settle_effect=settle_effect,
+                shed=True,
+            )
+        except ItemTooLargeError:
+            logger.error("the failure itself was refused for size", extra=attempt.log_keys)
+            return self._result(ITEM_TOO_LARGE)
 
     def budget_stop(self, attempt: Attempt, message: str) -> WakeupResult:
         self._telemetry.count("BudgetExhausted")

@@ -21,11 +21,13 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from leasehold.domain import sizes
 from leasehold.domain.clock import Clock
 from leasehold.domain.errors import (
     ClaimRejectedError,
     FatalStepError,
     HandBackError,
+    ItemTooLargeError,
     RateLimitedError,
     SlotsFullError,
     StaleEpochError,
@@ -283,6 +285,13 @@ class WorkerService:
             self._telemetry.count("StaleWritesRejected")
             logger.warning("stale write rejected", extra=attempt.log_keys | {"detail": str(stale)})
             return WakeupResult(Disposition.ACK, "stale")
+        except ItemTooLargeError as refused:
+            # Belt and braces (the budget should have stopped it, leasehold.domain.sizes): a
+            # retry would be refused again, so the job ends here and the message goes — never
+            # re-delivered until it lands in the DLQ.
+            index = attempt.job.checkpoint.next_step  # the step whose write was refused
+            name = attempt.plan[index].name if index < len(attempt.plan) else "?"
+            return self._outcomes.too_large(attempt, f"step {index} ('{name}'): {refused}")
         except StoreUnavailableError as unavailable:
             # Nothing could be saved: keep the message. The lease runs out and the sweeper (or a
             # redelivery) takes the job on from its last checkpoint — or to `unknown` if an
@@ -334,11 +343,23 @@ class WorkerService:
             if isinstance(output, WakeupResult):
                 return output
             checkpoint = attempt.checkpoint
+            outputs = [*checkpoint.outputs, output]
+            outputs_bytes = sizes.json_bytes(outputs)
+            if outputs_bytes > sizes.OUTPUTS_BUDGET:
+                # Refused before the write that would carry it: the item keeps the last
+                # checkpoint, and the step ran to its end (an effect it opened is settled).
+                return self._outcomes.too_large(
+                    attempt,
+                    f"step {index} ('{step.name}') returned {sizes.json_bytes(output)} bytes; "
+                    f"the job's step outputs would be {outputs_bytes} bytes, over their share "
+                    f"of the job item ({sizes.OUTPUTS_BUDGET} bytes)",
+                    settle_effect=True,
+                )
             attempt.checkpoint = Checkpoint(
                 next_step=index + 1,
                 cost_used=checkpoint.cost_used + step.cost,
                 steps_used=checkpoint.steps_used + 1,
-                outputs=[*checkpoint.outputs, output],
+                outputs=outputs,
                 approved_step=checkpoint.approved_step,
                 step_failures=0,
             )
@@ -439,8 +460,8 @@ class WorkerService:
         )
         try:
             return kind.run_step(attempt.job.payload, index, try_number, context)
-        except (StoreUnavailableError, StaleEpochError):
-            raise
+        except (StoreUnavailableError, StaleEpochError, ItemTooLargeError):
+            raise  # the store's answer to the step's own write (progress, the ledger)
         except StepInterruptedError:
             if attempt.lease_lost:
                 logger.warning("lease lost during the step", extra=attempt.log_keys)

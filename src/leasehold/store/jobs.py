@@ -424,16 +424,61 @@ class JobStore:
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return total
 
-    def count_by_state(self, state: JobState, *, max_pages: int = 10) -> int | None:
-        """Jobs in a state, from the index (bounded: at most `max_pages` pages); None for the
-        states the index does not hold. `queued` and `running` are told apart by reading up to
-        1,000 of their items."""
-        partition = state_partition(state)
+    def count_indexed(self, which: JobState | str, *, cap: int) -> tuple[int, bool]:
+        """How many index entries a `by_state` partition holds, counted up to `cap`: (count,
+        whether it reached the cap — then there are at least that many). `which` is a state
+        the index holds apart (waiting_approval, failed, dead, unknown), `"active"` (queued and
+        running: one partition) or `"delayed"` (the due index, decision F1).
+
+        One Query, `Select=COUNT`, `Limit=cap`: it reads no job item; the keys-only index
+        costs by its entries (~100 B each, so ≤ 1,000 entries ≈ 13 read units), eventually
+        consistent — a count may lag a write by a second, which an overview can afford."""
+        if which == "active":
+            partition: str | None = ACTIVE_PARTITION
+        elif which == "delayed":
+            partition = DUE_PARTITION
+        else:
+            partition = state_partition(JobState(which))
+        if partition is None or (partition == ACTIVE_PARTITION and which != "active"):
+            raise ValueError(f"{which} is not counted apart in the state index")
+        page = self._table.query(
+            IndexName=STATE_INDEX,
+            KeyConditionExpression="gsi1pk = :p",
+            ExpressionAttributeValues={":p": {"S": partition}},
+            Select="COUNT",
+            Limit=cap,
+        )
+        count = int(page["Count"])
+        return count, count >= cap and "LastEvaluatedKey" in page
+
+    def sample(self, which: JobState | str, *, limit: int, newest: bool = False) -> list[Job]:
+        """Up to `limit` jobs of a `by_state` partition (as `count_indexed` names them), oldest
+        first (or newest first): one Query of `limit` index keys and one BatchGetItem of their
+        items, read eventually consistent — what an overview shows, at a bounded cost."""
+        partition = (
+            ACTIVE_PARTITION
+            if which == "active"
+            else DUE_PARTITION
+            if which == "delayed"
+            else state_partition(JobState(which))
+        )
         if partition is None:
-            return None
-        if partition == ACTIVE_PARTITION:
-            return sum(1 for job in self.list_active(limit=1000) if job.state is state)
-        return self._count(partition, max_pages)
+            return []
+        page = self._table.query(
+            IndexName=STATE_INDEX,
+            KeyConditionExpression="gsi1pk = :p",
+            ExpressionAttributeValues={":p": {"S": partition}},
+            ScanIndexForward=not newest,
+            Limit=limit,
+        )
+        keys = [{"pk": item["pk"], "sk": item["sk"]} for item in page["Items"]]
+        if not keys:
+            return []
+        found = {
+            item["pk"]["S"]: job_from_item(item)
+            for item in self._table.batch_get(keys, consistent=False)
+        }
+        return [found[key["pk"]["S"]] for key in keys if key["pk"]["S"] in found]
 
     def _query_jobs(
         self,

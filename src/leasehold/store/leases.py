@@ -367,20 +367,24 @@ class LeaseStore:
         approval: dict[str, Any] | None = None,
         settle_effect: bool = False,
         also: list[dict[str, Any]] | None = None,
+        shed: bool = False,
     ) -> None:
         """The outcome of this worker's attempt, under the fence (arch §3.3–3.5), in one
         transaction with the per-user slot release, a retry's delayed wake-up and any `also`
         items (a kind's own writes that must land with the outcome, or not at all).
 
         An open effect intent is kept unless `settle_effect` (the step that opened it ran to
-        its end). Raises StaleEpochError when the fence fails, RelatedItemChangedError (with
-        the item's index in `also`) when one of `also`'s conditions fails."""
+        its end); `shed` removes the kind's saved progress (an item too large to end otherwise).
+        Raises StaleEpochError when the fence fails, RelatedItemChangedError (with the item's
+        index in `also`) when one of `also`'s conditions fails."""
         expr = fenced(job, now, require_deadline=target is not JobState.DEAD)
         _set_checkpoint(expr, checkpoint, live=target is not JobState.SUCCEEDED)
         state_change(expr, target, from_active=True)
         expr.remove("lease_owner", "lease_expires_at")
         if settle_effect:
             expr.remove("effect_intent")
+        if shed:  # an item too large to end otherwise: the kind's saved progress goes
+            expr.remove("kind_state")
         keep_for_operators(expr, target, now)
         set_history(expr, job, history)
         if result is not None:

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.domain.errors import LeaseholdError, StoreUnavailableError
-from leasehold.store.errors import error_code, translate
+from leasehold.domain.errors import ItemTooLargeError, LeaseholdError, StoreUnavailableError
+from leasehold.store.errors import error_code, is_item_size_message, translate
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -146,9 +146,12 @@ class Table:
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
 
-    def batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Items for `keys` (strongly consistent), unprocessed keys retried a bounded number of
-        times; a key still unprocessed after that is `StoreUnavailableError`."""
+    def batch_get(
+        self, keys: list[dict[str, Any]], *, consistent: bool = True
+    ) -> list[dict[str, Any]]:
+        """Items for `keys` (strongly consistent unless `consistent` is False: half the read
+        units, for a display that may lag a second), unprocessed keys retried a bounded number
+        of times; a key still unprocessed after that is `StoreUnavailableError`."""
         found: list[dict[str, Any]] = []
         pending = list(keys)
         try:
@@ -157,7 +160,7 @@ class Table:
                     return found
                 chunk, pending = pending[:100], pending[100:]
                 answer = self.client.batch_get_item(
-                    RequestItems={self.name: {"Keys": chunk, "ConsistentRead": True}}
+                    RequestItems={self.name: {"Keys": chunk, "ConsistentRead": consistent}}
                 )
                 found.extend(answer["Responses"].get(self.name, []))
                 unprocessed = (
@@ -263,6 +266,14 @@ class Table:
                 codes = {str(reason.get("Code") or "") for reason in reasons}
                 if "ConditionalCheckFailed" in codes:
                     raise ConditionFailed(reasons=reasons) from exc
+                oversized = [
+                    str(reason.get("Message") or "")
+                    for reason in reasons
+                    if reason.get("Code") == "ValidationError"
+                    and is_item_size_message(str(reason.get("Message") or ""))
+                ]
+                if oversized:  # an item of the transaction would pass 400 KB
+                    raise ItemTooLargeError(f"DynamoDB refused the write: {oversized[0]}") from exc
                 if not codes & RETRYABLE_CANCELLATIONS:
                     raise LeaseholdError(
                         f"transaction cancelled: {sorted(c for c in codes if c)}"

@@ -200,7 +200,8 @@ def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
     server does not — without this, two workers could both pass the same claim condition.
     Transactions run leasehold_dev.local.moto_transactions (which also keeps each
     `ClientRequestToken` for ten minutes, as DynamoDB does) and queries
-    leasehold_dev.local.moto_queries (neither costs time in proportion to the table); attribute
+    leasehold_dev.local.moto_queries (neither costs time in proportion to the table); an update
+    refused for the item's size changes nothing (leasehold_dev.local.moto_item_size); attribute
     values are serialized by the fast path of leasehold_dev.local.moto_serialization. With
     `durability` (a data directory's journal, leasehold_dev.local.moto_durable), every write it
     acknowledges is on disk first and `POST RESTORE_PATH` loads the directory's state. With
@@ -215,6 +216,7 @@ def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
     from leasehold_dev.local import (
         moto_expressions,
         moto_index_lag,
+        moto_item_size,
         moto_queries,
         moto_serialization,
         moto_serving,
@@ -225,6 +227,7 @@ def start_moto(durability: Durability | None = None) -> tuple[Any, str]:
 
     moto_transactions.install()
     moto_text.install()
+    moto_item_size.install()
     moto_serving.install()
     moto_expressions.install()
     moto_serialization.install()
