@@ -25,6 +25,10 @@ from leasehold_dev.local.moto_transactions import require_pinned_moto
 _saved: dict[str, Callable[..., Any]] = {}  # moto's method, once install() replaced it
 
 
+_bypass: list[bool] = [False]
+"""Set by `uninstalled()`: every call goes straight to moto's own update_item."""
+
+
 def _moto_update_item() -> Callable[..., Any]:
     from moto.dynamodb.models import DynamoDBBackend
 
@@ -36,6 +40,8 @@ def update_item(self: Any, table_name: str, key: dict[str, Any], *args: Any, **k
     from moto.dynamodb.exceptions import ItemSizeToUpdateTooLarge
 
     original = _moto_update_item()
+    if _bypass[0]:
+        return original(self, table_name, key, *args, **kwargs)
     try:
         table = self.get_table(table_name)
         hash_key, range_key = self.get_keys_value(table, key)
@@ -55,9 +61,9 @@ def update_item(self: Any, table_name: str, key: dict[str, Any], *args: Any, **k
 
 
 def installed() -> bool:
-    from moto.dynamodb.models import DynamoDBBackend
-
-    return DynamoDBBackend.update_item is update_item
+    # Not `DynamoDBBackend.update_item is update_item`: another patch (moto_index_lag) may wrap
+    # this one, and installing again over it would make the two call each other for ever.
+    return "moto" in _saved
 
 
 def install() -> None:
@@ -75,14 +81,10 @@ def install() -> None:
 
 @contextlib.contextmanager
 def uninstalled() -> Iterator[None]:
-    """moto's own update_item for the block (the test that shows why the patch exists)."""
-    from moto.dynamodb.models import DynamoDBBackend
-
-    was = installed()
-    if was:
-        DynamoDBBackend.update_item = _saved["moto"]  # type: ignore[method-assign]
+    """moto's own update_item for the block (the test that shows why the patch exists): the
+    patch passes every call straight through, wherever it sits among other patches."""
+    was, _bypass[0] = _bypass[0], True
     try:
         yield
     finally:
-        if was:
-            DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
+        _bypass[0] = was

@@ -54,9 +54,7 @@ def call_action(self: Any) -> Any:
 
 
 def installed() -> bool:
-    from moto.dynamodb.responses import DynamoHandler
-
-    return DynamoHandler.call_action is call_action
+    return "moto" in _saved  # not an identity check: another patch may wrap this one
 
 
 def install() -> None:
