@@ -337,6 +337,21 @@ class LeaseStore:
         expr.set("lease_expires_at", now + lease_ms).remove("effect_intent")
         return self._fenced_update(expr, job, stale_message="checkpoint under a lost lease")
 
+    def rebase(
+        self, job: Job, checkpoint: Checkpoint, step_list: str, *, now: int, lease_ms: int
+    ) -> Job:
+        """Kind versions (decision KV3): the step list the job goes on under, with the
+        checkpoint mapped onto it, under the fence, before a step of it runs. Only a job that
+        crossed a deploy changing its kind's steps (or that recorded none) makes this write."""
+        expr = fenced(job, now)
+        _set_checkpoint(expr, checkpoint)
+        expr.set("step_list", step_list).set("lease_expires_at", now + lease_ms)
+        if checkpoint.approved_step is None:
+            expr.remove("approved_step")
+        else:
+            expr.set("approved_step", checkpoint.approved_step)
+        return self._fenced_update(expr, job, stale_message="step list under a lost lease")
+
     def save_progress(self, job: Job, state: dict[str, Any], *, now: int, lease_ms: int) -> Job:
         """A kind's own progress inside a step (the agent's checkpoint), under the fence,
         extending the lease: a resume starts from it."""

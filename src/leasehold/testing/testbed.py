@@ -314,16 +314,24 @@ class LeaseholdTestbed:
         return self.applications.request(method, path, body, owner=who, headers=headers)
 
     def replay(
-        self, job_id: str, *, note: str | None = None, checked_provider: bool = False
+        self,
+        job_id: str,
+        *,
+        note: str | None = None,
+        checked_provider: bool = False,
+        from_start: bool = False,
     ) -> dict[str, Any]:
         """The operator's replay (`POST /ops/jobs/{id}/replay`); an `unknown` job needs
-        `checked_provider=True` and a `note`."""
+        `checked_provider=True` and a `note`. `from_start`: every step again, under the
+        kind's current steps (a job stopped `kind_changed`)."""
         self._ready()
         body: dict[str, Any] = {}
         if note is not None:
             body["note"] = note
         if checked_provider:
             body["checked_provider"] = True
+        if from_start:
+            body["from"] = "start"
         return self._ops.replay(job_id, OPERATOR, body)
 
     def resolve(
