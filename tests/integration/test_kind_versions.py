@@ -35,10 +35,15 @@ class Deploy:
         self.calls: list[str] = []
         self.fail_once: set[str] = set()
 
-    def version(self, *names: str, migrations: Mapping[str, Migration] | None = None) -> EngineKind:
+    def version(
+        self,
+        *names: str,
+        migrations: Mapping[str, Migration] | None = None,
+        approval: str = "",
+    ) -> EngineKind:
         kind = Kind("steady", migrations=migrations)
         for name in names:
-            kind.step(name)(self._step(name))
+            kind.step(name, approval=name == approval)(self._step(name))
         return EngineKind(kind)
 
     def _step(self, name: str) -> Any:
@@ -54,11 +59,14 @@ class Deploy:
     def kinds(self, kind: EngineKind) -> dict[str, JobKind]:
         return {"steady": kind}
 
-    def submit(self, kind: EngineKind, payload: dict[str, Any] | None = None) -> str:
-        jobs = JobService(
+    def jobs(self, kind: EngineKind) -> JobService:
+        return JobService(
             self.h.stores, self.kinds(kind), self.h.clock, self.h.new_id, self.h.telemetry
         )
-        return jobs.accept(ALICE, {"kind": "steady", "payload": payload or {}}, None).job_id
+
+    def submit(self, kind: EngineKind, payload: dict[str, Any] | None = None) -> str:
+        body = {"kind": "steady", "payload": payload or {}}
+        return self.jobs(kind).accept(ALICE, body, None).job_id
 
     def deliver(self, kind: EngineKind, job_id: str) -> str:
         self.h.clock.advance(RETRY_WAIT_MS)
@@ -284,3 +292,36 @@ def test_replay_refuses_an_unknown_from(deploy: Deploy) -> None:
     with pytest.raises(ValidationError, match="'from' must be"):
         ops.replay(job_id, OPS, {"from": "step 2"})
     assert deploy.h.state(job_id) == "failed"
+
+
+def approved_at_b(deploy: Deploy) -> str:
+    """A job of [a, b (asks approval)] paused before b, then approved: queued again."""
+    v1 = deploy.version("a", "b", approval="b")
+    job_id = deploy.submit(v1)
+    assert deploy.deliver(v1, job_id) == "waiting_approval"
+    job = deploy.h.store.get(job_id)
+    assert job is not None
+    deploy.jobs(v1).decide_approval(ALICE, job_id, {"decision": "approve", "version": job.version})
+    return job_id
+
+
+def test_an_approval_given_to_a_step_that_changed_is_not_used_by_the_new_one(
+    deploy: Deploy,
+) -> None:
+    job_id = approved_at_b(deploy)
+    v2 = deploy.version("a", "b2", approval="b2")
+
+    assert deploy.deliver(v2, job_id) == "failed"
+
+    assert deploy.calls == ["a"]  # b2 never runs on b's approval
+    job = deploy.h.store.get(job_id)
+    assert job is not None and job.error is not None and job.error["code"] == "kind_changed"
+
+
+def test_an_approved_step_that_did_not_change_runs_on_after_an_append(deploy: Deploy) -> None:
+    job_id = approved_at_b(deploy)
+    v2 = deploy.version("a", "b", "c", approval="b")
+
+    assert deploy.deliver(v2, job_id) == "succeeded"
+
+    assert deploy.calls == ["a", "b", "c"]  # b's approval is used once, not asked again

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import PRIORITIES, Owner, Priority
@@ -187,8 +187,13 @@ class Checkpoint:
     outputs: tuple[Any, ...] = ()
 
 
-Migration = Callable[[Checkpoint], Checkpoint]
-"""Maps a checkpoint of an older step list onto the kind's current one (docs/sdk.md)."""
+class Migration(Protocol):
+    """A kind's migration: maps a job's checkpoint under an older step list onto the kind's
+    current one (docs/sdk.md, "Changing a kind's steps"). Any function of this shape will do."""
+
+    def __call__(self, old: Checkpoint, /) -> Checkpoint:
+        """The checkpoint the job goes on from in the current list."""
+        ...
 
 
 @dataclass
