@@ -20,6 +20,7 @@ from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.ops import OpsService
 from leasehold.store.history import expand
+from leasehold.testing import LeaseholdTestbed
 from tests.support.harness import ALICE, OPS, Harness
 
 pytestmark = pytest.mark.integration
@@ -325,3 +326,41 @@ def test_an_approved_step_that_did_not_change_runs_on_after_an_append(deploy: De
     assert deploy.deliver(v2, job_id) == "succeeded"
 
     assert deploy.calls == ["a", "b", "c"]  # b's approval is used once, not asked again
+
+
+def test_the_testbed_deploys_a_changed_kind_under_a_job_in_flight() -> None:
+    """What a user's own test of a changed kind looks like (docs/sdk.md): leasehold.testing's
+    testbed, a job waiting for its retry, `deploy` of v2, then a replay from the start."""
+    calls: list[str] = []
+    tries: dict[str, int] = {}
+
+    def make(*names: str, migrations: Mapping[str, Migration] | None = None) -> Kind:
+        kind = Kind("steady", migrations=migrations)
+        for name in names:
+
+            def run(ctx: StepContext, payload: dict[str, Any], name: str = name) -> str:
+                calls.append(name)
+                tries[name] = tries.get(name, 0) + 1
+                if name == "c" and tries[name] == 1:
+                    raise RetryableError("c is not ready yet")
+                return name
+
+            kind.step(name)(run)
+        return kind
+
+    with LeaseholdTestbed([make("a", "b", "c")]) as tb:
+        job_id = tb.submit("steady", {})
+        tb.run_until_idle()
+        assert tb.state(job_id) == "queued" and calls == ["a", "b", "c"]
+
+        tb.deploy(make("a", "x", "b", "c"))
+        tb.drain()
+
+        view = tb.view(job_id)
+        assert view["state"] == "failed" and view["error"]["code"] == "kind_changed"
+        assert calls == ["a", "b", "c"]
+
+        tb.replay(job_id, note="v2 is out", from_start=True)
+        tb.drain()
+        assert tb.view(job_id)["state"] == "succeeded"
+        assert calls == ["a", "b", "c", "a", "x", "b", "c"]
