@@ -173,6 +173,7 @@ def test_a_step_appended_after_the_checkpoint_runs_on(deploy: Deploy) -> None:
     assert job is not None and job.state is JobState.SUCCEEDED
     assert job.result == {"step": "c", "saw": ["a", "b"]}
     assert job.step_list == step_list_of(v2.plan({})).encode()  # the list it finished under
+    assert job.steps_total == 3  # the view's progress counts the new list
 
 
 def test_the_next_step_changed_runs_on_when_the_job_holds_nothing_of_it(deploy: Deploy) -> None:
@@ -268,6 +269,7 @@ def test_replay_from_the_start_runs_the_new_steps_from_step_zero(deploy: Deploy)
     job = deploy.h.store.get(job_id)
     assert job is not None and job.result == {"step": "c", "saw": ["a", "b", "x"]}
     assert job.step_list == step_list_of(v2.plan({})).encode()
+    assert job.steps_total == 4
 
 
 def test_replay_from_the_checkpoint_stops_the_job_again_without_running_a_step(

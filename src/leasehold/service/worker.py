@@ -345,6 +345,7 @@ class WorkerService:
                 attempt.job,
                 verdict.checkpoint,
                 verdict.step_list,
+                steps_total=len(attempt.plan),
                 now=self._clock.now_ms(),
                 lease_ms=self._settings.lease.lease_ms,
             )

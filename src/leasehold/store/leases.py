@@ -338,14 +338,23 @@ class LeaseStore:
         return self._fenced_update(expr, job, stale_message="checkpoint under a lost lease")
 
     def rebase(
-        self, job: Job, checkpoint: Checkpoint, step_list: str, *, now: int, lease_ms: int
+        self,
+        job: Job,
+        checkpoint: Checkpoint,
+        step_list: str,
+        *,
+        steps_total: int,
+        now: int,
+        lease_ms: int,
     ) -> Job:
-        """Kind versions (decision KV3): the step list the job goes on under, with the
-        checkpoint mapped onto it, under the fence, before a step of it runs. Only a job that
-        crossed a deploy changing its kind's steps (or that recorded none) makes this write."""
+        """Kind versions (decision KV3): the step list the job goes on under (and its length,
+        for the view's progress), with the checkpoint mapped onto it, under the fence, before
+        a step of it runs. Only a job that crossed a deploy changing its kind's steps (or that
+        recorded none) makes this write."""
         expr = fenced(job, now)
         _set_checkpoint(expr, checkpoint)
-        expr.set("step_list", step_list).set("lease_expires_at", now + lease_ms)
+        expr.set("step_list", step_list).set("steps_total", steps_total)
+        expr.set("lease_expires_at", now + lease_ms)
         if checkpoint.approved_step is None:
             expr.remove("approved_step")
         else:
