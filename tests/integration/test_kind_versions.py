@@ -165,15 +165,21 @@ def test_a_step_appended_after_the_checkpoint_runs_on(deploy: Deploy) -> None:
     v1 = deploy.version("a", "b")
     job_id = deploy.to_checkpoint(v1, "b")
     v2 = deploy.version("a", "b", "c")
+    deploy.fail_once = {"c"}  # to see the job between its steps under v2
+
+    assert deploy.deliver(v2, job_id) == "retry_scheduled"
+    job = deploy.h.store.get(job_id)
+    assert job is not None and job.checkpoint.next_step == 2
+    assert job.step_list == step_list_of(v2.plan({})).encode()  # it goes on under v2 now
+    assert job.steps_total == 3  # the view's progress counts the new list
 
     assert deploy.deliver(v2, job_id) == "succeeded"
 
-    assert deploy.calls == ["a", "b", "b", "c"]
+    assert deploy.calls == ["a", "b", "b", "c", "c"]
     job = deploy.h.store.get(job_id)
     assert job is not None and job.state is JobState.SUCCEEDED
     assert job.result == {"step": "c", "saw": ["a", "b"]}
-    assert job.step_list == step_list_of(v2.plan({})).encode()  # the list it finished under
-    assert job.steps_total == 3  # the view's progress counts the new list
+    assert "step_list" not in deploy.h.raw(job_id)  # a finished job keeps no list (C6)
 
 
 def test_the_next_step_changed_runs_on_when_the_job_holds_nothing_of_it(deploy: Deploy) -> None:
@@ -204,7 +210,6 @@ def test_a_migration_maps_the_old_checkpoint_and_the_job_runs_on(deploy: Deploy)
     job = deploy.h.store.get(job_id)
     assert job is not None and job.state is JobState.SUCCEEDED
     assert job.result == {"step": "c", "saw": ["a", "b", "x"]}
-    assert job.step_list == step_list_of(v2.plan({})).encode()
 
 
 @pytest.mark.parametrize(
@@ -262,14 +267,19 @@ def test_replay_from_the_start_runs_the_new_steps_from_step_zero(deploy: Deploy)
     assert raw["cost_used"] == 0 and raw["steps_used"] == 0
     assert "from the start" in expand(raw["history"][-1])["reason"]
     deploy.calls.clear()
+    deploy.fail_once = {"c"}  # to see the job between its steps
+
+    assert deploy.deliver(v2, job_id) == "retry_scheduled"
+    job = deploy.h.store.get(job_id)
+    assert job is not None and job.checkpoint.next_step == 3
+    assert job.step_list == step_list_of(v2.plan({})).encode()  # recorded at its claim
+    assert job.steps_total == 4
 
     assert deploy.deliver(v2, job_id) == "succeeded"
 
-    assert deploy.calls == ["a", "x", "b", "c"]
+    assert deploy.calls == ["a", "x", "b", "c", "c"]
     job = deploy.h.store.get(job_id)
     assert job is not None and job.result == {"step": "c", "saw": ["a", "b", "x"]}
-    assert job.step_list == step_list_of(v2.plan({})).encode()
-    assert job.steps_total == 4
 
 
 def test_replay_from_the_checkpoint_stops_the_job_again_without_running_a_step(

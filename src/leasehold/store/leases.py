@@ -412,7 +412,8 @@ class LeaseStore:
             # The result carries what the steps produced: the checkpoint's copy goes, with what
             # only a live job needs, so the finished item stays under 1 KiB (one write unit)
             # where it can (decision C6).
-            expr.remove("outputs", "step_failures", "last_dispatch_at")
+            # A succeeded job never runs again (nor replays): its step list goes too (KV1).
+            expr.remove("outputs", "step_failures", "last_dispatch_at", "step_list")
         if error is not None:
             expr.set("error", error)
         if stop_reason is not None:
