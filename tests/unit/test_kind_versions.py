@@ -8,6 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from leasehold import Checkpoint, Effect, Kind, KindDefinitionError
 from leasehold.domain.job import Checkpoint as Saved
@@ -163,3 +165,32 @@ def test_an_unreadable_recorded_list_is_taken_as_none() -> None:
 def test_a_bad_migration_is_refused_where_it_is_declared(migrations: Any, why: str) -> None:
     with pytest.raises(KindDefinitionError, match=why):
         Kind("k", migrations=migrations)
+
+
+NAMES = st.sampled_from(["a", "b", "c", "d", "e"])
+LISTS = st.lists(NAMES, min_size=1, max_size=6, unique=True)
+
+
+@given(old=LISTS, new=LISTS, data=st.data())
+@settings(max_examples=300, deadline=None)
+def test_a_job_never_runs_on_under_a_list_whose_done_part_differs(
+    old: list[str], new: list[str], data: st.DataObject
+) -> None:
+    """Whatever the two lists and the checkpoint: the job runs on only when the steps it
+    finished (and the one it holds an approval of) are the same steps at the same places, and
+    then always."""
+    done = data.draw(st.integers(0, len(old) - 1), label="next_step")
+    approved = data.draw(st.booleans(), label="approved")
+    job = job_at(kind(*old), done)
+    if approved:
+        job.checkpoint.approved_step = done
+    verdict = resume(job, kind(*new))
+    upto = done + 1 if approved else done
+    same = old[:upto] == new[:upto] and len(new) >= upto
+    assert isinstance(verdict, RunOn) is same, (old, new, done, approved, verdict)
+    if isinstance(verdict, RunOn):
+        assert verdict.write is (old != new)
+        assert verdict.checkpoint.outputs == job.checkpoint.outputs
+    else:
+        first = next(i for i in range(upto) if i >= len(new) or old[i] != new[i])
+        assert verdict.error["step"] == str(first)
