@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from leasehold import Checkpoint, Kind, Migration, RetryableError, StepContext, ValidationError
+from leasehold import (
+    Checkpoint,
+    Effect,
+    Kind,
+    Migration,
+    RetryableError,
+    StepContext,
+    ValidationError,
+)
 from leasehold.domain.states import JobState
 from leasehold.domain.versions import StepList
 from leasehold.sdk.engine_kind import EngineKind
@@ -41,10 +49,15 @@ class Deploy:
         *names: str,
         migrations: Mapping[str, Migration] | None = None,
         approval: str = "",
+        effect: str = "",
     ) -> EngineKind:
         kind = Kind("steady", migrations=migrations)
         for name in names:
-            kind.step(name, approval=name == approval)(self._step(name))
+            kind.step(
+                name,
+                approval=name == approval,
+                effect=Effect("acme-pay", "idempotent_key") if name == effect else None,
+            )(self._step(name))
         return EngineKind(kind)
 
     def _step(self, name: str) -> Any:
@@ -376,3 +389,19 @@ def test_the_testbed_deploys_a_changed_kind_under_a_job_in_flight() -> None:
         tb.drain()
         assert tb.view(job_id)["state"] == "succeeded"
         assert calls == ["a", "b", "c", "a", "x", "b", "c"]
+
+
+def test_a_changed_step_with_its_effect_open_leaves_the_job_unknown(deploy: Deploy) -> None:
+    v1 = deploy.version("a", "pay", effect="pay")
+    job_id = deploy.to_checkpoint(v1, "pay")  # the provider's answer was lost: still open
+    job = deploy.h.store.get(job_id)
+    assert job is not None and job.effect_intent is not None
+    v2 = deploy.version("a", "charge", effect="charge")
+
+    assert deploy.deliver(v2, job_id) == "unknown"
+
+    assert deploy.calls == ["a", "pay"]  # charge never runs on pay's open operation
+    job = deploy.h.store.get(job_id)
+    assert job is not None and job.state is JobState.UNKNOWN
+    assert job.error is not None and "changed under this job" in job.error["message"]
+    assert job.effect_intent is not None  # kept for the operator to reconcile

@@ -47,6 +47,8 @@ class Changed:
 
     error: dict[str, str]
     effect_open: bool
+    why: str = ""
+    """What changed, without the advice (the `unknown` error's reason when an effect is open)."""
 
 
 def migration_of(kind: object) -> Migrate | None:
@@ -92,11 +94,13 @@ def on_resume(
             checkpoint = replace(checkpoint, step_failures=0)
         return RunOn(checkpoint, encoded, write=True)
     now = f"'{plan[differs].name}'" if differs < len(plan) else "no step"
-    message = (
+    why = (
         f"kind '{kind_name}' changed under this job: its checkpoint (step {done} of "
         f"{len(recorded.digests)}) belongs to steps {recorded.fingerprint}, the kind now has "
-        f"steps {current.fingerprint}; step {differs} differs (now {now}). Declare a migration "
-        f"from {recorded.fingerprint}, or replay the job from its start"
+        f"steps {current.fingerprint}; step {differs} differs (now {now})"
+    )
+    message = (
+        f"{why}. Declare a migration from {recorded.fingerprint}, or replay the job from its start"
     )
     return Changed(
         {
@@ -107,6 +111,7 @@ def on_resume(
             "step": str(differs),
         },
         effect_open=bool(job.effect_intent),
+        why=why[:300],
     )
 
 
@@ -124,7 +129,8 @@ def _migrated(
     try:
         mapped = migrate(recorded.fingerprint, job.checkpoint, job.payload)
     except ValueError as refused:
-        return Changed({**failed, "message": str(refused)[:500]}, bool(job.effect_intent))
+        message = str(refused)[:500]
+        return Changed({**failed, "message": message}, bool(job.effect_intent), message[:300])
     if mapped is None:
         return None
     why = _refused(job, mapped, len(plan))
@@ -135,7 +141,7 @@ def _migrated(
             f"the migration from steps {recorded.fingerprint} to {current.fingerprint} of kind "
             f"'{job.kind}' cannot be used: {why}"
         )
-        return Changed({**failed, "message": message[:500]}, bool(job.effect_intent))
+        return Changed({**failed, "message": message[:500]}, bool(job.effect_intent), message[:300])
     checkpoint = Checkpoint(
         next_step=mapped.next_step,
         cost_used=job.checkpoint.cost_used,

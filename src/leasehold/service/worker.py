@@ -336,7 +336,7 @@ class WorkerService:
                 | {"code": verdict.error["code"], "detail": verdict.error["message"]},
             )
             if verdict.effect_open:
-                return self._outcomes.uncertain(attempt, verdict.error["message"])
+                return self._outcomes.uncertain(attempt, verdict.why)
             return self._outcomes.stop(
                 attempt, JobState.FAILED, StopReason.KIND_CHANGED, verdict.error
             )
