@@ -249,6 +249,8 @@ def test_a_migration_that_fails_stops_the_job_once(
     assert job is not None and job.stop_reason == "kind_changed"
     assert job.error is not None and job.error["code"] == "migration_failed"
     assert why in job.error["message"]
+    assert v1.kind.fingerprint() in job.error["message"]
+    assert v2.kind.fingerprint() in job.error["message"]
     assert job.attempts == 2  # stopped at once: no retry spent on it
 
 
@@ -405,3 +407,18 @@ def test_a_changed_step_with_its_effect_open_leaves_the_job_unknown(deploy: Depl
     assert job is not None and job.state is JobState.UNKNOWN
     assert job.error is not None and "changed under this job" in job.error["message"]
     assert job.effect_intent is not None  # kept for the operator to reconcile
+
+
+def test_the_api_takes_from_in_a_replay_body(call: Any) -> None:
+    """Through the API function: a bad `from` is a 400 naming it; `{"from": "start"}` reaches
+    the replay (a queued job is not replayable: 409, nothing changes)."""
+    status, made, _ = call("api-submit-job.json")
+    assert status == 202
+    job_id = made["job_id"]
+    status, body, _ = call("api-ops-replay.json", path_id=job_id, user="ops", body={"from": 2})
+    assert status == 400 and "'from' must be" in body["error"]["message"]
+    status, body, _ = call(
+        "api-ops-replay.json", path_id=job_id, user="ops", body={"from": "start"}
+    )
+    assert status == 409 and body["error"]["code"] == "not_replayable"
+    assert call("api-get-job.json", path_id=job_id)[1]["state"] == "queued"

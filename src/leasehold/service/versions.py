@@ -129,7 +129,7 @@ def _migrated(
     try:
         mapped = migrate(recorded.fingerprint, job.checkpoint, job.payload)
     except ValueError as refused:
-        message = str(refused)[:500]
+        message = f"{refused} (to steps {current.fingerprint})"[:500]
         return Changed({**failed, "message": message}, bool(job.effect_intent), message[:300])
     if mapped is None:
         return None
