@@ -422,3 +422,30 @@ def test_the_api_takes_from_in_a_replay_body(call: Any) -> None:
     )
     assert status == 409 and body["error"]["code"] == "not_replayable"
     assert call("api-get-job.json", path_id=job_id)[1]["state"] == "queued"
+
+
+def test_replay_from_the_start_keeps_the_old_ledger_apart_from_the_new_run(
+    deploy: Deploy,
+) -> None:
+    v1 = deploy.version("pay", "b", effect="pay")
+    job_id = deploy.to_checkpoint(v1, "b")  # pay confirmed its operation, b failed once
+    old_id = f"{job_id}:0"
+    assert deploy.h.store.get(job_id).operations[old_id]["state"] == "confirmed"  # type: ignore[union-attr]
+    v2 = deploy.version("charge", "b", effect="charge")
+    assert deploy.deliver(v2, job_id) == "failed"  # step 0 is another step now
+    ops = OpsService(
+        deploy.h.stores, deploy.h.queue, deploy.h.clock, deploy.h.telemetry, {"steady": v2}
+    )
+    ops.replay(job_id, OPS, {"from": "start", "note": "charge replaces pay"})
+    deploy.calls.clear()
+
+    assert deploy.deliver(v2, job_id) == "succeeded"
+
+    # charge ran: it did not take pay's confirmed operation at index 0 for its own
+    assert deploy.calls == ["charge", "b"]
+    job = deploy.h.store.get(job_id)
+    assert job is not None and job.result == {"step": "b", "saw": ["charge"]}
+    kept = job.operations[f"{old_id}~1"]
+    assert kept["state"] == "confirmed" and kept["receipt"]["step"] == "pay"
+    assert "superseded_at" in kept
+    assert job.operations[old_id]["receipt"]["step"] == "charge"
