@@ -448,4 +448,6 @@ def test_replay_from_the_start_keeps_the_old_ledger_apart_from_the_new_run(
     kept = job.operations[f"{old_id}~1"]
     assert kept["state"] == "confirmed" and kept["receipt"]["step"] == "pay"
     assert "superseded_at" in kept
+    shown = {row["operation_id"]: row for row in ops.show(job_id)["operations"]}
+    assert shown[f"{old_id}~1"]["superseded_at"].endswith("Z")  # a time, as the others
     assert job.operations[old_id]["receipt"]["step"] == "charge"
