@@ -47,10 +47,12 @@ from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
 from leasehold.sdk.direct import Submitted, submit_direct
 from leasehold.sdk.errors import FatalError, NotFoundError, RetryableError
 from leasehold.sdk.kind import (
+    Checkpoint,
     Effect,
     Finished,
     Kind,
     KindDefinitionError,
+    Migration,
     Outcome,
     RelatedChange,
     Schedule,
@@ -68,6 +70,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApiError",
+    "Checkpoint",
     "Client",
     "ConditionFailed",
     "ConflictError",
@@ -83,6 +86,7 @@ __all__ = [
     "KindLoadError",
     "LeaseholdError",
     "Limit",
+    "Migration",
     "NewJob",
     "NotFoundError",
     "Operation",

@@ -48,7 +48,10 @@ def _cmd_ops(args: argparse.Namespace) -> int:
             result = client.ops.show(args.job_id)
         elif command == "replay":
             result = client.ops.replay(
-                args.job_id, note=args.note, checked_provider=args.checked_provider
+                args.job_id,
+                note=args.note,
+                checked_provider=args.checked_provider,
+                from_start=args.from_start,
             )
         elif command == "cancel":
             result = client.ops.cancel(args.job_id, note=args.note)
@@ -230,6 +233,12 @@ def add_ops_commands(commands: Any) -> None:
         "--checked-provider",
         action="store_true",
         help="you checked the provider (required to replay an unknown job)",
+    )
+    replay.add_argument(
+        "--from-start",
+        action="store_true",
+        help="run every step again under the kind's current steps (a job stopped "
+        "kind_changed), not from its checkpoint",
     )
     cancel = command("cancel", "cancel any tenant's job (a running one is asked to stop)")
     cancel.add_argument("job_id")

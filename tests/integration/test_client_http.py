@@ -521,11 +521,13 @@ def test_the_operator_acts_send_what_the_routes_take(api: ScriptedApi) -> None:
     client, _ = _client(api)
     client.ops.replay("j_1")
     client.ops.replay("j_1", note="checked", checked_provider=True)
+    client.ops.replay("j_1", note="kind v2", from_start=True)
     client.ops.resolve("j_1", "succeeded", note="charged", receipt="r-1")
     client.ops.show("j_1")
     assert [(s.method, s.path, s.body) for s in api.seen] == [
         ("POST", "/ops/jobs/j_1/replay", {}),
         ("POST", "/ops/jobs/j_1/replay", {"note": "checked", "checked_provider": True}),
+        ("POST", "/ops/jobs/j_1/replay", {"note": "kind v2", "from": "start"}),
         (
             "POST",
             "/ops/jobs/j_1/resolve",

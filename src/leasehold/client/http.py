@@ -484,16 +484,25 @@ class Ops:
         return self._client._object("GET", f"/ops/jobs/{_segment(job_id)}")
 
     def replay(
-        self, job_id: str, *, note: str | None = None, checked_provider: bool = False
+        self,
+        job_id: str,
+        *,
+        note: str | None = None,
+        checked_provider: bool = False,
+        from_start: bool = False,
     ) -> dict[str, Any]:
         """A dead, failed or unknown job back to queued under the same id (`POST
         /ops/jobs/{job_id}/replay`); an unknown job needs `checked_provider=True` and a
-        `note` (`ApiError.InvalidInput` without). `ApiError.Conflict` in another state."""
+        `note` (`ApiError.InvalidInput` without). `ApiError.Conflict` in another state.
+        `from_start`: run every step again under the kind's current steps, the checkpoint
+        dropped (a job stopped `kind_changed`), instead of going on from the checkpoint."""
         body: dict[str, Any] = {}
         if note is not None:
             body["note"] = note
         if checked_provider:
             body["checked_provider"] = True
+        if from_start:
+            body["from"] = "start"
         path = f"/ops/jobs/{_segment(job_id)}/replay"
         return self._client._object("POST", path, body, repeat_safe=True)
 

@@ -160,6 +160,10 @@ class Job:
     """When the current (or last) attempt was claimed: its start on the operator's timeline."""
     priority: str = DEFAULT_PRIORITY
     """high | normal | low: which queue its wake-ups go to (decision F4). Never changes."""
+    step_list: str | None = None
+    """The digests of the steps its checkpoint refers to (`d1.d2.…`, domain/versions.py),
+    recorded at accept; None for a job accepted before kind versions or replayed from its
+    start (its next claim records the kind's list then, decision KV1)."""
 
 
 def _positive_int(value: Any, name: str, *, low: int, high: int) -> int:
@@ -277,6 +281,7 @@ def new_job(
     budget: Budget | None = None,
     due_at: int | None = None,
     priority: str = DEFAULT_PRIORITY,
+    step_list: str | None = None,
 ) -> Job:
     """A job as accepted: queued, due now (or at `due_at`, a delayed job), no attempt made yet.
     A delayed job's deadline counts from when it is due, not from when it was accepted."""
@@ -300,4 +305,5 @@ def new_job(
         steps_total=steps_total,
         last_dispatch_at=now,
         priority=priority,
+        step_list=step_list,
     )

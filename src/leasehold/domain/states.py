@@ -69,6 +69,8 @@ class StopReason(StrEnum):
     DEADLINE_EXCEEDED = "deadline_exceeded"
     EFFECT_UNCERTAIN = "effect_uncertain"
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
+    KIND_CHANGED = "kind_changed"
+    """A deploy changed the kind's steps inside the part the job had done (decision KV2)."""
 
 
 TERMINAL_STATES: frozenset[JobState] = frozenset(

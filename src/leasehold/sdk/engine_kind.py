@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.errors import FatalStepError, StepError, ValidationError
+from leasehold.domain.job import Checkpoint as SavedCheckpoint
 from leasehold.domain.job import Owner
 from leasehold.domain.storable import (
     OUTPUT_NOT_JSON,
@@ -20,6 +21,7 @@ from leasehold.sdk.context import JobInfo, Operation, StepContext
 from leasehold.sdk.errors import FatalError
 from leasehold.sdk.kind import (
     MAX_OUTPUT_BYTES,
+    Checkpoint,
     Effect,
     Finished,
     Kind,
@@ -30,7 +32,7 @@ from leasehold.sdk.kind import (
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
-    from leasehold.domain.job import Checkpoint, Job
+    from leasehold.domain.job import Job
     from leasehold.domain.states import JobState
     from leasehold.service.kinds import StepPlan, StepRuntime
 
@@ -118,7 +120,34 @@ class EngineKind:
                 ctx.ledger.note_output(operation.operation_id, output)  # the step confirmed it
         return output
 
-    def result(self, job: Job, checkpoint: Checkpoint) -> Any:
+    def migrate(
+        self, fingerprint: str, checkpoint: SavedCheckpoint, payload: dict[str, Any]
+    ) -> SavedCheckpoint | None:
+        """The kind's migration from the step list of `fingerprint` applied to a job's saved
+        checkpoint (service/versions.py); None when the kind declares none from it. A migration
+        that raises or returns something else than a `Checkpoint` is a ValueError naming it."""
+        migration = self.kind.migrations.get(fingerprint)
+        if migration is None:
+            return None
+        where = f"the migration from steps {fingerprint} of kind '{self.name}'"
+        try:
+            mapped = migration(
+                Checkpoint(next_step=checkpoint.next_step, outputs=tuple(checkpoint.outputs))
+            )
+        except Exception as failed:  # the user's code: said once, never retried
+            raise ValueError(f"{where} raised {type(failed).__name__}") from failed
+        if (
+            not isinstance(mapped, Checkpoint)
+            or isinstance(mapped.next_step, bool)
+            or not isinstance(mapped.next_step, int)
+            or not isinstance(mapped.outputs, tuple | list)
+        ):
+            raise ValueError(
+                f"{where} returned {type(mapped).__name__}, not a leasehold.Checkpoint"
+            )
+        return SavedCheckpoint(next_step=mapped.next_step, outputs=list(mapped.outputs))
+
+    def result(self, job: Job, checkpoint: SavedCheckpoint) -> Any:
         hooks = self.kind._hooks  # noqa: SLF001 - the engine's side of the same declaration
         outputs = list(checkpoint.outputs)
         if hooks.result is None:

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from aws_lambda_powertools import Logger
 
@@ -29,8 +29,9 @@ from leasehold.domain.policies import (
     MAX_PAYLOAD_BYTES,
     MAX_STEPS,
 )
+from leasehold.domain.versions import is_fingerprint
 from leasehold.sdk.context import JobInfo, StepContext
-from leasehold.service.kinds import StepPlan
+from leasehold.service.kinds import StepPlan, step_list_of
 
 logger = Logger(service="leasehold", child=True)
 
@@ -180,6 +181,28 @@ class RelatedChange:
     """The item as it was (DynamoDB attribute-value form), None when it is gone."""
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """A job's place in its kind's steps, as a migration sees and returns it: the first
+    `next_step` steps are finished, with `outputs` their outputs in step order.
+
+    A migration (`Kind(..., migrations={old_fingerprint: fn})`) gets the checkpoint a job saved
+    under the step list of `old_fingerprint` and returns where the job goes on in the kind's
+    current list: `len(outputs) == next_step`, every output JSON."""
+
+    next_step: int
+    outputs: tuple[Any, ...] = ()
+
+
+class Migration(Protocol):
+    """A kind's migration: maps a job's checkpoint under an older step list onto the kind's
+    current one (docs/sdk.md, "Changing a kind's steps"). Any function of this shape will do."""
+
+    def __call__(self, old: Checkpoint, /) -> Checkpoint:
+        """The checkpoint the job goes on from in the current list."""
+        ...
+
+
 @dataclass
 class _Hooks:
     checks: list[Callable[[dict[str, Any], Owner], None]] = field(default_factory=list)
@@ -214,6 +237,10 @@ class Kind:
     - `priority`: `"high"`, `"normal"` (the default) or `"low"` — the priority of this kind's
       jobs when a request names none. Each priority has its own queue and workers: a high job
       does not wait behind a normal backlog, and a low job is never starved.
+    - `migrations`: `{old_fingerprint: fn}` — after a deploy that changed the steps a job had
+      already done, `fn(Checkpoint) -> Checkpoint` maps the job's checkpoint under the old
+      list (`Kind.fingerprint()` before the change) onto this one; without one such a job
+      stops `failed` / `kind_changed` (docs/sdk.md, "Changing a kind's steps").
 
     Unless a `result` hook says otherwise, the job's result is the last step's output."""
 
@@ -230,6 +257,7 @@ class Kind:
         rate: Sequence[Rate] | None = None,
         schedules: Sequence[Schedule] = (),
         priority: Priority = "normal",
+        migrations: Mapping[str, Migration] | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise KindDefinitionError(
@@ -278,6 +306,9 @@ class Kind:
             raise KindDefinitionError(f"kind '{name}': only a submittable kind has schedules")
         self.schedules: tuple[Schedule, ...] = tuple(schedules)
         """The schedules declared on the kind (created by the sweeper at its cold start)."""
+        self.migrations: dict[str, Migration] = _check_migrations(name, migrations)
+        """How a job checkpointed under an older step list (by its fingerprint) goes on under
+        this one (kind versions, docs/sdk.md)."""
         self._steps: list[Step] = []
         self._hooks = _Hooks()
 
@@ -436,6 +467,13 @@ class Kind:
         approval, bare effect), for a job of this payload."""
         return [_plan_of(step) for step in self.steps_for(payload)]
 
+    def fingerprint(self, payload: Mapping[str, Any] | None = None) -> str:
+        """The fingerprint of the step list a job of `payload` records (12 hex characters): the
+        steps' names, order, approvals and effects — not their code, cost or timeout. A kind
+        with a planner needs the payload; one with declared steps has one fingerprint. Note it
+        before changing the steps, to declare a migration from it."""
+        return step_list_of(self.plan(dict(payload or {}))).fingerprint
+
 
 def _plan_of(step: Step) -> StepPlan:
     return StepPlan(
@@ -444,7 +482,32 @@ def _plan_of(step: Step) -> StepPlan:
         duration_ms=round(float(step.timeout_seconds) * 1000),
         needs_approval=step.approval,
         has_effect=step.effect is True,
+        effect_id=(
+            f"{step.effect.provider}/{step.effect.capability}"
+            if isinstance(step.effect, Effect)
+            else None
+        ),
     )
+
+
+def _check_migrations(
+    name: str, migrations: Mapping[str, Migration] | None
+) -> dict[str, Migration]:
+    if migrations is None:
+        return {}
+    if not isinstance(migrations, Mapping):
+        raise KindDefinitionError(f"kind '{name}': migrations is a mapping fingerprint -> fn")
+    for fingerprint, migrate in migrations.items():
+        if not is_fingerprint(fingerprint):
+            raise KindDefinitionError(
+                f"kind '{name}': migration key {fingerprint!r} is not a fingerprint (12 hex "
+                "characters, as Kind.fingerprint() gives)"
+            )
+        if not callable(migrate):
+            raise KindDefinitionError(
+                f"kind '{name}': migration from {fingerprint} is not callable"
+            )
+    return dict(migrations)
 
 
 def _compile_schema(name: str, schema: dict[str, Any] | None) -> Callable[[Any], Any] | None:
@@ -480,10 +543,12 @@ def _check_schema(validate: Callable[[Any], Any], payload: dict[str, Any]) -> No
 __all__ = [
     "CAPABILITIES",
     "Capability",
+    "Checkpoint",
     "Effect",
     "Finished",
     "Kind",
     "KindDefinitionError",
+    "Migration",
     "Outcome",
     "RelatedChange",
     "Step",

@@ -25,7 +25,7 @@ from leasehold.domain.job import (
 from leasehold.domain.policies import MAX_STEPS
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
-from leasehold.service.kinds import JobKind
+from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view
 from leasehold.store import Stores
@@ -220,6 +220,7 @@ def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: in
         budget=spec.budget,
         due_at=due_at,
         priority=spec.priority or DEFAULT_PRIORITY,
+        step_list=step_list_of(plan).encode(),
     )
 
 

@@ -25,6 +25,7 @@ from leasehold.domain.clock import Clock
 from leasehold.domain.errors import FatalStepError
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.limits import Limit, Rate
+from leasehold.domain.versions import StepList, step_digest
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.leases import LedgerStore
 
@@ -43,6 +44,20 @@ class StepPlan:
     duration_ms: int
     needs_approval: bool
     has_effect: bool
+    effect_id: str | None = None
+    """An SDK `Effect`'s `provider/capability` (None for none): part of the step's identity in
+    the job's step list (kind versions, decision KV1), never used to run it."""
+
+    def digest(self) -> str:
+        """This step's identity in a job's step list (domain/versions.py)."""
+        return step_digest(
+            self.name, self.needs_approval, "intent" if self.has_effect else self.effect_id
+        )
+
+
+def step_list_of(plan: list[StepPlan]) -> StepList:
+    """The step list a job of this plan records (its fingerprint names the kind's version)."""
+    return StepList(tuple(step.digest() for step in plan))
 
 
 def concurrency_of(kind: object) -> tuple[Limit, ...] | None:

@@ -238,13 +238,21 @@ class OpsService:
         return operator_view(job, self._clock.now_ms(), self._kinds)
 
     def replay(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
-        """Body optional: `{"note"?, "checked_provider"?}`; an `unknown` job needs both."""
+        """Body optional: `{"note"?, "checked_provider"?, "from"?}`; an `unknown` job needs the
+        first two. `from`: `checkpoint` (the default: finished steps are not run again) or
+        `start` (every step again under the kind's current list, decision KV4)."""
         body = {} if body is None else body
-        if not isinstance(body, dict) or set(body) - {"note", "checked_provider"}:
-            raise ValidationError('the body must be {"note"?: ..., "checked_provider"?: true}')
+        if not isinstance(body, dict) or set(body) - {"note", "checked_provider", "from"}:
+            raise ValidationError(
+                'the body must be {"note"?: ..., "checked_provider"?: true, '
+                '"from"?: "checkpoint" | "start"}'
+            )
         checked = body.get("checked_provider", False)
         if not isinstance(checked, bool):
             raise ValidationError("'checked_provider' must be true or false")
+        start = body.get("from", "checkpoint")
+        if start not in ("checkpoint", "start"):
+            raise ValidationError('\'from\' must be "checkpoint" or "start"')
         note = _note(body, required=checked)
         job = self._stores.operator.replay(
             job_id,
@@ -252,6 +260,7 @@ class OpsService:
             note=note,
             checked_provider=checked,
             now=self._clock.now_ms(),
+            from_start=start == "start",
         )
         self._telemetry.count("JobsReplayed")
         logger.info(
@@ -261,6 +270,7 @@ class OpsService:
                 "operator": operator.user_id,
                 "note": note,
                 "checked_provider": checked,
+                "from": start,
             },
         )
         return job_view(job, self._kinds)

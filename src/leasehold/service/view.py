@@ -70,7 +70,7 @@ def operations_view(job: Job) -> list[dict[str, Any]]:
     out = []
     for operation_id, entry in sorted(job.operations.items()):
         row: dict[str, Any] = {"operation_id": operation_id, **entry}
-        for name in ("submitted_at", "settled_at"):
+        for name in ("submitted_at", "settled_at", "superseded_at"):
             if name in row:
                 row[name] = iso(row[name])
         out.append(row)

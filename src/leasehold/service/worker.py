@@ -56,6 +56,7 @@ from leasehold.service.kinds import (
 )
 from leasehold.service.outcomes import Outcomes, effect_uncertain_error
 from leasehold.service.telemetry import Telemetry
+from leasehold.service.versions import Changed, migration_of, on_resume
 from leasehold.store import Stores
 from leasehold.store.leases import ClaimRejection, reconcilable
 from leasehold.store.queue import Wakeup, WakeupQueue
@@ -328,6 +329,43 @@ class WorkerService:
                 JobState.FAILED,
                 StopReason.HANDLER_ERROR,
                 {"code": "plan_failed", "message": f"planning raised {type(failed).__name__}"},
+            )
+        return self._resume(attempt, kind)
+
+    def _resume(self, attempt: Attempt, kind: JobKind) -> WakeupResult | None:
+        """Kind versions (arch §23, decisions KV1–KV4): a checkpoint is never run on under a
+        step list whose finished part differs from the one it was made under. A change inside
+        that part stops the job `failed` / `kind_changed` at once (`unknown` with an effect
+        open) unless the kind declares a migration; a change after it runs on, the new list
+        recorded in one fenced write before any step of it runs."""
+        verdict = on_resume(attempt.job, kind.name, attempt.plan, migration_of(kind))
+        if isinstance(verdict, Changed):
+            logger.warning(
+                "kind changed under the job",
+                extra=attempt.log_keys
+                | {"code": verdict.error["code"], "detail": verdict.error["message"]},
+            )
+            if verdict.effect_open:
+                return self._outcomes.uncertain(attempt, verdict.why)
+            return self._outcomes.stop(
+                attempt, JobState.FAILED, StopReason.KIND_CHANGED, verdict.error
+            )
+        if verdict.write:
+            attempt.job = self._leases.rebase(
+                attempt.job,
+                verdict.checkpoint,
+                verdict.step_list,
+                steps_total=len(attempt.plan),
+                now=self._clock.now_ms(),
+                lease_ms=self._settings.lease.lease_ms,
+            )
+            attempt.checkpoint = replace(
+                verdict.checkpoint, outputs=list(verdict.checkpoint.outputs)
+            )
+            logger.info(
+                "step list recorded",
+                extra=attempt.log_keys
+                | {"step": verdict.checkpoint.next_step, "migrated_from": verdict.migrated_from},
             )
         return None
 

@@ -177,6 +177,8 @@ def new_job_item(job: Job, *, due_indexed: bool = False) -> dict[str, Any]:
     }
     if job.priority != "normal":  # a normal job's item is as it was before priorities
         doc["priority"] = job.priority
+    if job.step_list is not None:
+        doc["step_list"] = job.step_list  # what its checkpoints will refer to (decision KV1)
     if job.budget.max_cost is not None:
         doc["max_cost"] = job.budget.max_cost
     if job.budget.max_steps is not None:
@@ -230,4 +232,5 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         last_dispatch_at=doc.get("last_dispatch_at"),
         claimed_at=doc.get("claimed_at"),
         priority=doc.get("priority", "normal"),
+        step_list=doc.get("step_list"),
     )

@@ -338,6 +338,30 @@ class LeaseStore:
         expr.set("lease_expires_at", now + lease_ms).remove("effect_intent")
         return self._fenced_update(expr, job, stale_message="checkpoint under a lost lease")
 
+    def rebase(
+        self,
+        job: Job,
+        checkpoint: Checkpoint,
+        step_list: str,
+        *,
+        steps_total: int,
+        now: int,
+        lease_ms: int,
+    ) -> Job:
+        """Kind versions (decision KV3): the step list the job goes on under (and its length,
+        for the view's progress), with the checkpoint mapped onto it, under the fence, before
+        a step of it runs. Only a job that crossed a deploy changing its kind's steps (or that
+        recorded none) makes this write."""
+        expr = fenced(job, now)
+        _set_checkpoint(expr, checkpoint)
+        expr.set("step_list", step_list).set("steps_total", steps_total)
+        expr.set("lease_expires_at", now + lease_ms)
+        if checkpoint.approved_step is None:
+            expr.remove("approved_step")
+        else:
+            expr.set("approved_step", checkpoint.approved_step)
+        return self._fenced_update(expr, job, stale_message="step list under a lost lease")
+
     def save_progress(self, job: Job, state: dict[str, Any], *, now: int, lease_ms: int) -> Job:
         """A kind's own progress inside a step (the agent's checkpoint), under the fence,
         extending the lease: a resume starts from it."""
@@ -393,7 +417,8 @@ class LeaseStore:
             # The result carries what the steps produced: the checkpoint's copy goes, with what
             # only a live job needs, so the finished item stays under 1 KiB (one write unit)
             # where it can (decision C6).
-            expr.remove("outputs", "step_failures", "last_dispatch_at")
+            # A succeeded job never runs again (nor replays): its step list goes too (KV1).
+            expr.remove("outputs", "step_failures", "last_dispatch_at", "step_list")
         if error is not None:
             expr.set("error", storable_error(error))
         if stop_reason is not None:

@@ -36,12 +36,24 @@ class OperatorStore:
         return job_from_item(item)
 
     def replay(
-        self, job_id: str, *, operator: str, note: str, checked_provider: bool, now: int
+        self,
+        job_id: str,
+        *,
+        operator: str,
+        note: str,
+        checked_provider: bool,
+        now: int,
+        from_start: bool = False,
     ) -> Job:
         """`dead` / `failed` / `unknown` → `queued` under the same job id (decision D12): attempts
         start again, the deadline and the TTL are renewed, budget use is kept, `replays` counts
         up, and the history says who replayed it and why. An `unknown` job is replayed only on
-        the operator's word that they checked the provider (its effect may have happened)."""
+        the operator's word that they checked the provider (its effect may have happened).
+
+        `from_start` (decision KV4): the checkpoint goes — outputs, budget use, an approval, the
+        kind's progress — with the step list it referred to, so the job runs its kind's
+        current steps from step 0; its ledger's operations are kept for the record under new
+        ids (`<id>~<replay>`), so no step of the new run mistakes one for its own."""
         job = self._read(job_id)
         if job.state not in REPLAYABLE_STATES:
             raise ConflictError(
@@ -73,7 +85,8 @@ class OperatorStore:
                 attempt=job.attempts,
                 epoch=job.epoch,
                 reason=f"from {job.state.value}"
-                + (f" ({job.stop_reason})" if job.stop_reason else ""),
+                + (f" ({job.stop_reason})" if job.stop_reason else "")
+                + (", from the start" if from_start else ""),
                 by=operator,
                 note=note,
                 operation_id=(job.effect_intent or {}).get("operation_id"),
@@ -81,7 +94,11 @@ class OperatorStore:
         )
         expr.remove("error", "stop_reason", "result", "effect_intent", "approval", "resolution")
         open_operation = (job.effect_intent or {}).get("operation_id")
-        if open_operation and open_operation in job.operations:
+        if from_start:
+            expr.set("next_step", 0).set("cost_used", 0).set("steps_used", 0)
+            expr.set("outputs", "[]").remove("approved_step", "kind_state", "step_list")
+            expr.set("operations", _superseded(job, open_operation, operator, note, now))
+        elif open_operation and open_operation in job.operations:
             # The operator checked the provider: the next try calls again with the same key
             # (an idempotent provider still deduplicates it).
             expr.set_entry(
@@ -247,3 +264,21 @@ class OperatorStore:
         except ConditionFailed:
             return False
         return True
+
+
+def _superseded(
+    job: Job, open_operation: str | None, operator: str, note: str, now: int
+) -> dict[str, Any]:
+    """The ledger of a job replayed from its start: every operation kept for the record, under
+    an id no step of the new run opens (`<id>~<replay>`); the open one released, as a replay
+    from the checkpoint releases it."""
+    ledger: dict[str, Any] = {}
+    for operation_id, entry_ in job.operations.items():
+        if "~" in operation_id:  # superseded by an earlier replay from the start
+            ledger[operation_id] = entry_
+            continue
+        kept = {**entry_, "superseded_at": now}
+        if operation_id == open_operation:
+            kept |= {"state": "released", "settled_at": now, "released_by": operator, "note": note}
+        ledger[f"{operation_id}~{job.replays + 1}"] = kept
+    return ledger

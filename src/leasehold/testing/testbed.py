@@ -233,6 +233,19 @@ class LeaseholdTestbed:
             rng=self._worker_rng,
         )
 
+    def deploy(self, kinds: KindsSpec) -> None:
+        """A deploy under jobs in flight: `kinds` replace the registered kinds of the same
+        names (others are added), and the worker starts in a fresh execution environment, so
+        a job waiting for its retry resumes under the new code — to test what a changed
+        kind's steps do to in-flight jobs (docs/sdk.md, "Changing a kind's steps"). Kinds
+        only: an application's routes stay as they were."""
+        self._ready()
+        watched, _ = resolve_kinds(
+            kinds, self._crashes, max_step_seconds=self.settings.max_step_seconds
+        )
+        self.kinds.update(watched)  # the API, the operator and the worker share this mapping
+        self._worker = self._new_worker()
+
     def _ready(self) -> None:
         if not self._open:
             raise RuntimeError("the testbed is not open: use `with LeaseholdTestbed(...) as tb:`")
@@ -312,16 +325,24 @@ class LeaseholdTestbed:
         return self.applications.request(method, path, body, owner=who, headers=headers)
 
     def replay(
-        self, job_id: str, *, note: str | None = None, checked_provider: bool = False
+        self,
+        job_id: str,
+        *,
+        note: str | None = None,
+        checked_provider: bool = False,
+        from_start: bool = False,
     ) -> dict[str, Any]:
         """The operator's replay (`POST /ops/jobs/{id}/replay`); an `unknown` job needs
-        `checked_provider=True` and a `note`."""
+        `checked_provider=True` and a `note`. `from_start`: every step again, under the
+        kind's current steps (a job stopped `kind_changed`)."""
         self._ready()
         body: dict[str, Any] = {}
         if note is not None:
             body["note"] = note
         if checked_provider:
             body["checked_provider"] = True
+        if from_start:
+            body["from"] = "start"
         return self._ops.replay(job_id, OPERATOR, body)
 
     def resolve(

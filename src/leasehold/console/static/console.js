@@ -746,12 +746,21 @@
         body.appendChild(el("label", { class: "check" },
           el("input", { type: "checkbox", id: "dialog-checked" }), "I checked the provider"));
       }
+      if (job.stop_reason === "kind_changed") {
+        body.appendChild(el("p", { class: "message", text: "A deploy changed this kind's steps inside the part the job " +
+          "had done. From its checkpoint it stops again unless the kind now declares a migration; from the start it " +
+          "runs every step of the new list." }));
+      }
+      body.appendChild(el("label", { class: "check" },
+        el("input", { type: "checkbox", id: "dialog-from-start" }),
+        "From the start: drop the checkpoint and run every step again"));
       noteField(unknown).forEach((n) => body.appendChild(n));
     }, () => (!unknown || document.getElementById("dialog-checked").checked) && (!unknown || noteValue().length > 0),
     async () => {
       const payload = {};
       if (noteValue()) payload.note = noteValue();
       if (unknown) payload.checked_provider = true;
+      if (document.getElementById("dialog-from-start").checked) payload.from = "start";
       const answer = await api("POST", `/ops/jobs/${encodeURIComponent(job.job_id)}/replay`, payload);
       return afterAct(job, gen, answer, "Replayed");
     }, "Replay");
