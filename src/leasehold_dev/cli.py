@@ -250,6 +250,24 @@ def _cmd_local_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_local_repair(args: argparse.Namespace) -> int:
+    """Salvage a data directory `local up` refuses as damaged (leasehold_dev.local.journal's
+    `repair`): what it kept, what it could not keep, where the damaged files went."""
+    from leasehold_dev.local.journal import JournalError, repair
+    from leasehold_dev.local.locate import data_path_for_up
+
+    data = data_path_for_up(args.data, Path.cwd())
+    if not data.is_dir():
+        raise CliError(f"no data directory at {data} (give the one `local up` used: --data DIR)")
+    try:
+        report = repair(data)
+    except (JournalError, OSError) as exc:
+        raise CliError(str(exc)) from exc
+    for line in report.lines():
+        print(line, flush=True)
+    return 0
+
+
 def _cmd_local_status(args: argparse.Namespace) -> int:
     """Whether the stack runs, where, and where its logs are; `--wait` for a background start."""
     from leasehold_dev.local.processes import WorkerRegistry
@@ -524,6 +542,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_state_option(down)
     down.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL")
     down.set_defaults(run=_cmd_local_down)
+    repair = local.add_parser(
+        "repair",
+        help="salvage a data directory `local up` refuses as damaged: keep every record before "
+        "the damage, move the damaged files aside, say what could not be kept",
+        description="Salvage a data directory that `leasehold local up` refuses as damaged (a "
+        "record in the middle of the journal, or a snapshot line, that does not check out). "
+        "Keeps every journal record before the first damaged one and every snapshot line that "
+        "checks out, moves the damaged snapshot and journal aside into DIR/damaged-<time>/ "
+        "(never deletes them), and says what it could not keep. A directory that loads whole "
+        "is left as it is. The stack must be stopped.",
+    )
+    repair.add_argument(
+        "--data",
+        metavar="DIR",
+        help="the data directory (default: .leasehold/data of the checkout, as `local up`)",
+    )
+    repair.set_defaults(run=_cmd_local_repair)
     status = local.add_parser("status", help="is a stack running: its URL, pid, workers, logs")
     add_state_option(status)
     status.add_argument("--wait", type=float, default=0.0, help="wait up to this many seconds")
