@@ -354,6 +354,10 @@ def run_worker(
     os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = f"{name}@{os.getpid()}"
     handler = load_handler(info, mappings[0].function)
     function = info.functions[mappings[0].function]
+    # Asked to stop (SIGTERM from `local down` / a stopping `local up`, SIGINT from Ctrl-C):
+    # every invocation in hand has no time left from then on, so the engine hands its job back
+    # at the step's next heartbeat (attempt not burned) instead of being killed holding it.
+    stopping = stop_requested_by_signals()
     # One poller per event source mapping, as Lambda has (decision F4): the high, normal and
     # low queues are polled independently, so no backlog on one holds up another.
     pollers = [
@@ -363,10 +367,10 @@ def run_worker(
             handler,
             function.name,
             timeout_ms=function.timeout_seconds * 1000,
+            ends=stopping,
         )
         for mapping in mappings
     ]
-    stopping = stop_requested_by_signals()
     me = ProcessRef.current()
     registry = WorkerRegistry(state_path)
     registry.register(name, me)
