@@ -165,8 +165,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     try:
         logs = state.parent / "logs"
-        for index in range(args.workers):
-            stack.spawn_worker(f"worker-{index + 1}", logs)
+        # Kept running: a worker that dies is restarted, and this terminal says so.
+        stack.supervise_workers([f"worker-{index + 1}" for index in range(args.workers)], logs)
         faults = f"; faults {args.faults}" if args.faults else ""
         if stack.restored is not None:
             for line in stack.restored.lines():
@@ -271,6 +271,7 @@ def _cmd_local_repair(args: argparse.Namespace) -> int:
 def _cmd_local_status(args: argparse.Namespace) -> int:
     """Whether the stack runs, where, and where its logs are; `--wait` for a background start."""
     from leasehold_dev.local.processes import WorkerRegistry
+    from leasehold_dev.local.supervisor import read_status
 
     deadline = time.monotonic() + args.wait
     while True:
@@ -285,11 +286,14 @@ def _cmd_local_status(args: argparse.Namespace) -> int:
             raise CliError("the local stack is still starting")
         time.sleep(0.5)
     workers = WorkerRegistry(path).workers()
+    supervised = read_status(path)
     status = {
         "url": info.api_url,
         "pid": info.pid,
         "state_file": str(path),
         "workers": [{"name": name, "pid": ref.pid} for ref, name in workers.items()],
+        # the workers `local up` keeps running: restarts, how the last one ended, held (s)
+        "supervised": supervised,
         "worker_logs": str(path.parent / "logs"),
         "data": info.data_dir or None,
         "providers": json.loads(info.local_environment.get("LEASEHOLD_LOCAL_PROVIDERS", "{}")),
