@@ -152,6 +152,10 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
 
     def on_signal(*_: object) -> None:
         stopped.set()
+        if stack.supervisor is not None:
+            # Ctrl-C reaches the workers too, and they end once they have handed their jobs
+            # back: none of them is restarted from now on.
+            stack.supervisor.halt()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)

@@ -71,7 +71,8 @@ class WorkerSupervisor:
         )
         self._workers: dict[str, _Supervised] = {}
         self._stopped = False
-        self._lock = threading.Lock()  # a check never spawns once `halt` has returned
+        self._lock = threading.RLock()  # a check never spawns once `halt` has returned
+        # (re-entrant: `local up`'s signal handler halts it, maybe while its own thread is in it)
 
     def start(self, name: str) -> subprocess.Popen[bytes]:
         process = self._spawn(name)
