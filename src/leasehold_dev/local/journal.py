@@ -80,11 +80,16 @@ class DamageError(JournalError):
 
     def __init__(self, path: Path, what: str, number: int, offset: int, detail: str) -> None:
         self.path, self.number, self.offset = path, number, offset
+        kept = (
+            "every journal record before the damage"
+            if what == "record"
+            else "every snapshot line that checks out"
+        )
         super().__init__(
             f"{path}, {what} {number}, at byte {offset}, is damaged ({detail}); the start is "
             "refused rather than serve a state without it. `leasehold local repair --data "
-            f"{path.parent}` keeps every record before the damage, moves the damaged files "
-            "aside (never deletes them) and says what it could not keep; or start with `--fresh`"
+            f"{path.parent}` keeps {kept}, moves the damaged files aside (never deletes them) "
+            "and says what it could not keep; or start with `--fresh`"
         )
 
 
@@ -156,6 +161,12 @@ def _key_from_field(field: str) -> str:
             if isinstance(decoded, str):
                 return decoded
     return field
+
+
+def _torn(line: bytes) -> bool:
+    """A line a crash mid-append can leave: the end of the file without its newline — and not a
+    whole record whose newline alone was damaged (that one checks out with it put back)."""
+    return not line.endswith(b"\n") and parse_record(line[:-1] + b"\n") is None
 
 
 def _framed(payload: bytes) -> bytes:
@@ -382,7 +393,7 @@ class Journal:
             for number, line in enumerate(segment, start=1):
                 changes = parse_record(line)
                 if changes is None:
-                    if last and not line.endswith(b"\n"):
+                    if last and _torn(line):
                         # Cut short at the very end, no newline: the process ended while writing
                         # it, so it was never synced nor answered. (A whole line that does not
                         # check out was written whole and damaged later: it may have been
@@ -732,7 +743,7 @@ def _salvage_segment(
         for number, line in enumerate(segment, start=1):
             changes = parse_record(line)
             if changes is None:
-                if last and not line.endswith(b"\n"):
+                if last and _torn(line):
                     return kept, None
                 return kept, (number, offset)
             journal._apply(changes)
