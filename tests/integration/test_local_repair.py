@@ -273,3 +273,59 @@ def test_a_last_record_whose_newline_alone_was_damaged_is_not_taken_for_a_torn_o
     _flip(segment, segment.stat().st_size - 1)
     with pytest.raises(JournalError, match=r"record 5, at byte \d+"):
         Journal(tmp_path).load()
+
+
+def _snapshot_with_later_records(directory: Path) -> None:
+    """Ten entries in a snapshot (a clean stop), then `k10` in the journal after it."""
+    journal = _open(directory)
+    for n in range(10):
+        journal.wait_durable(
+            journal.append([Change("dynamodb", "JobsTable", f"k{n}", f'{{"v": "value-{n}"}}')])
+        )
+    journal.close()
+    journal = _open(directory)
+    journal.wait_compacted()
+    journal.wait_durable(journal.append([Change("dynamodb", "JobsTable", "k10", "{}")]))
+    journal.close(compact=False)
+
+
+def test_a_damaged_snapshot_header_is_repaired_from_the_oldest_segment_and_said(
+    tmp_path: Path,
+) -> None:
+    _snapshot_with_later_records(tmp_path)
+    snapshot = tmp_path / SNAPSHOT
+    data = bytearray(snapshot.read_bytes())
+    data[3] ^= 0x01  # inside the header's checksum
+    snapshot.write_bytes(bytes(data))
+    with pytest.raises(JournalError, match=r"line 1, at byte 0, is damaged"):
+        Journal(tmp_path).load()
+    report = repair(tmp_path)
+    said = "\n".join(report.lines())
+    assert "the header of snapshot.jsonl" in said and "header was unreadable" in said
+    assert _keys(tmp_path) == sorted(f"k{n}" for n in range(11))
+
+
+@pytest.mark.parametrize("damage", ["snapshot line", "snapshot header"])
+def test_the_stack_s_server_refuses_a_damaged_snapshot_and_starts_after_repair(
+    tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from leasehold_dev.cli import main
+    from leasehold_dev.local import moto_process
+
+    data = tmp_path / "data"
+    _snapshot_with_later_records(data)
+    snapshot = data / SNAPSHOT
+    text = snapshot.read_bytes()
+    if damage == "snapshot line":
+        snapshot.write_bytes(text.replace(b"value-7", b"valuE-7", 1))
+    else:
+        snapshot.write_bytes(text.replace(b'"entries": 10', b'"entries": 19', 1))
+    with pytest.raises(moto_process.MotoProcessError) as refused:
+        moto_process.spawn(data=data).stop()
+    assert f"{SNAPSHOT}, line" in str(refused.value) and "at byte" in str(refused.value)
+    assert main(["local", "repair", "--data", str(data)]) == 0
+    said = capsys.readouterr().out
+    assert "could not keep" in said and "damaged files were moved" in said
+    moto_process.spawn(data=data).stop()
+    expected = [f"k{n}" for n in range(11) if damage == "snapshot header" or n != 7]
+    assert _keys(data) == sorted(expected)
