@@ -6,6 +6,7 @@ files aside (never deletes them) and says what it could not keep."""
 from __future__ import annotations
 
 import re
+import zlib
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,18 @@ def test_the_stack_s_server_refuses_a_damaged_snapshot_and_starts_after_repair(
     moto_process.spawn(data=data).stop()
     expected = [f"k{n}" for n in range(11) if damage == "snapshot header" or n != 7]
     assert _keys(data) == sorted(expected)
+
+
+def test_a_newer_snapshot_format_is_named_and_a_damaged_format_digit_is_damage(
+    tmp_path: Path,
+) -> None:
+    _snapshot_with_later_records(tmp_path)
+    snapshot = tmp_path / SNAPSHOT
+    first, rest = snapshot.read_bytes().split(b"\n", 1)
+    header = first[9:].replace(b'"format": 3', b'"format": 4')
+    snapshot.write_bytes(b"%08x %s\n" % (zlib.crc32(header), header) + rest)
+    with pytest.raises(JournalError, match="newer than this leasehold reads"):
+        Journal(tmp_path).load()
+    snapshot.write_bytes(first.replace(b'"format": 3', b'"format": 7') + b"\n" + rest)
+    with pytest.raises(JournalError, match=r"line 1, at byte 0, is damaged"):
+        Journal(tmp_path).load()

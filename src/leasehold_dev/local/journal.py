@@ -223,7 +223,8 @@ def _header(line: bytes) -> dict[str, int] | None:
 
 
 def _claimed_format(line: bytes) -> int | None:
-    """The format a header line that does not check out says it is, when it says one."""
+    """The format a header line this leasehold does not read says it is, when it says one (the
+    caller trusts it only from a framed line whose checksum matches)."""
     found = re.search(rb'"format": *(\d+)', line)
     return int(found.group(1)) if found else None
 
@@ -355,7 +356,7 @@ class Journal:
                 header = _header(first)
                 if header is None:
                     version = _claimed_format(first)
-                    if version is not None and version > FORMAT:
+                    if version is not None and version > FORMAT and _unframed(first):
                         raise JournalError(
                             f"{path} is format {version}, newer than this leasehold reads "
                             f"({FORMAT}): use the leasehold that wrote it, or start with "
