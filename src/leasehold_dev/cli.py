@@ -171,6 +171,10 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
 
     def on_signal(*_: object) -> None:
         stopped.set()
+        if stack.supervisor is not None:
+            # Ctrl-C reaches the workers too, and they end once they have handed their jobs
+            # back: none of them is restarted from now on.
+            stack.supervisor.halt()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -184,8 +188,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     try:
         logs = state.parent / "logs"
-        for index in range(args.workers):
-            stack.spawn_worker(f"worker-{index + 1}", logs)
+        # Kept running: a worker that dies is restarted, and this terminal says so.
+        stack.supervise_workers([f"worker-{index + 1}" for index in range(args.workers)], logs)
         faults = f"; faults {args.faults}" if args.faults else ""
         if args.gsi_lag_ms:
             faults += f"; indexes lag {args.gsi_lag_ms} ms"
@@ -271,9 +275,28 @@ def _cmd_local_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_local_repair(args: argparse.Namespace) -> int:
+    """Salvage a data directory `local up` refuses as damaged (leasehold_dev.local.journal's
+    `repair`): what it kept, what it could not keep, where the damaged files went."""
+    from leasehold_dev.local.journal import JournalError, repair
+    from leasehold_dev.local.locate import data_path_for_up
+
+    data = data_path_for_up(args.data, Path.cwd())
+    if not data.is_dir():
+        raise CliError(f"no data directory at {data} (give the one `local up` used: --data DIR)")
+    try:
+        report = repair(data)
+    except (JournalError, OSError) as exc:
+        raise CliError(str(exc)) from exc
+    for line in report.lines():
+        print(line, flush=True)
+    return 0
+
+
 def _cmd_local_status(args: argparse.Namespace) -> int:
     """Whether the stack runs, where, and where its logs are; `--wait` for a background start."""
     from leasehold_dev.local.processes import WorkerRegistry
+    from leasehold_dev.local.supervisor import read_status
 
     deadline = time.monotonic() + args.wait
     while True:
@@ -288,11 +311,14 @@ def _cmd_local_status(args: argparse.Namespace) -> int:
             raise CliError("the local stack is still starting")
         time.sleep(0.5)
     workers = WorkerRegistry(path).workers()
+    supervised = read_status(path)
     status = {
         "url": info.api_url,
         "pid": info.pid,
         "state_file": str(path),
         "workers": [{"name": name, "pid": ref.pid} for ref, name in workers.items()],
+        # the workers `local up` keeps running: restarts, how the last one ended, held (s)
+        "supervised": supervised,
         "worker_logs": str(path.parent / "logs"),
         "data": info.data_dir or None,
         "providers": json.loads(info.local_environment.get("LEASEHOLD_LOCAL_PROVIDERS", "{}")),
@@ -553,6 +579,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_state_option(down)
     down.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL")
     down.set_defaults(run=_cmd_local_down)
+    repair = local.add_parser(
+        "repair",
+        help="salvage a data directory `local up` refuses as damaged: keep every record before "
+        "the damage, move the damaged files aside, say what could not be kept",
+        description="Salvage a data directory that `leasehold local up` refuses as damaged (a "
+        "record in the middle of the journal, or a snapshot line, that does not check out). "
+        "Keeps every journal record before the first damaged one and every snapshot line that "
+        "checks out, moves the damaged snapshot and journal aside into DIR/damaged-<time>/ "
+        "(never deletes them), and says what it could not keep. A directory that loads whole "
+        "is left as it is. The stack must be stopped.",
+    )
+    repair.add_argument(
+        "--data",
+        metavar="DIR",
+        help="the data directory (default: .leasehold/data of the checkout, as `local up`)",
+    )
+    repair.set_defaults(run=_cmd_local_repair)
     status = local.add_parser("status", help="is a stack running: its URL, pid, workers, logs")
     add_state_option(status)
     status.add_argument("--wait", type=float, default=0.0, help="wait up to this many seconds")

@@ -106,7 +106,7 @@ def test_a_damaged_snapshot_line_stops_the_start_naming_it(tmp_path: Path, damag
     snapshot = tmp_path / SNAPSHOT
     assert b"value-7" in snapshot.read_bytes()
     snapshot.write_bytes(damage(snapshot.read_bytes()))
-    with pytest.raises(JournalError, match=r"snapshot.jsonl, line \d+, is damaged"):
+    with pytest.raises(JournalError, match=r"snapshot.jsonl, line \d+, at byte \d+, is damaged"):
         Journal(tmp_path).load()
 
 

@@ -204,6 +204,7 @@ def _drain(stream: IO[bytes], path: Path) -> None:
     with path.open("ab") as sink:
         for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
             sink.write(chunk)
+            sink.flush()  # a test reads it while the stack runs (what `local up` printed)
 
 
 __all__ = ["ROOT", "LocalStackProcess", "local_up_command"]

@@ -270,7 +270,8 @@ class StepContext:
 
     def heartbeat(self) -> bool:
         """Tell the engine the step is alive (the lease is renewed when due). Returns False when
-        the step must stop now: its lease is gone or a cancel was requested. Stop by raising
+        the step must stop now: its lease is gone, a cancel was requested, or the invocation is
+        ending (the job is then handed back, attempt not spent). Stop by raising
         `StepInterruptedError` (or returning nothing more); the engine decides what the job
         becomes."""
         return self._runtime.tick()

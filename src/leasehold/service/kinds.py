@@ -144,6 +144,8 @@ class Attempt:
     last_beat: int
     remaining_ms: RemainingMs | None
     lease_lost: bool = False
+    out_of_time: bool = False
+    """The invocation ended (or is about to) while a plain step ran: it is handed back."""
     log_keys: dict[str, Any] = field(default_factory=dict)
 
 

@@ -5,7 +5,8 @@ What the store and the invocation may do to it (arch §3.9) is part of the contr
 - a store that stays unavailable (after the store's bounded retries) never turns into a step
   failure: the message is kept (or re-sent) and the lease, if any, runs out for the sweeper;
 - a record is claimed only when a lease's worth of work fits in the invocation's remaining time,
-  and a step that would not fit is handed back (checkpoint kept, attempt not burned);
+  and a step that would not fit is handed back (checkpoint kept, attempt not burned) — as is a
+  plain step whose invocation ends under it (it stops at its next heartbeat);
 - an open external effect is never erased by anything but the completion of its own step: an
   error, a cancel or a lost lease in an effect step leaves the job `unknown`."""
 
@@ -504,6 +505,10 @@ class WorkerService:
             if attempt.lease_lost:
                 logger.warning("lease lost during the step", extra=attempt.log_keys)
                 return WakeupResult(Disposition.ACK, "lease_lost")
+            if attempt.out_of_time and not attempt.job.cancel_requested:
+                return self._outcomes.hand_back(
+                    attempt, f"the invocation ended during step {index}"
+                )
             if attempt.job.effect_intent:
                 return self._outcomes.uncertain(attempt, "a cancel interrupted the effect step")
             return self._outcomes.stop(
@@ -590,6 +595,16 @@ class WorkerService:
                 )
         if (attempt.job.lease_expires_at or 0) <= now + self._margin() // 2:
             attempt.lease_lost = True
+            return False
+        if (
+            attempt.remaining_ms is not None
+            and not attempt.job.effect_intent  # an effect in flight runs to its end
+            and attempt.remaining_ms() <= self._margin() // 2
+        ):
+            # The invocation is ending under the step (Lambda's timeout is near; the local
+            # stack's worker was asked to stop): stop now and hand the job back, attempt not
+            # burned, rather than be killed holding the lease and spend it.
+            attempt.out_of_time = True
             return False
         return not attempt.job.cancel_requested
 

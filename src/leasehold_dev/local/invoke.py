@@ -28,6 +28,9 @@ class LocalContext:
     function_version: str = "$LATEST"
     log_group_name: str = "local"
     log_stream_name: str = "local"
+    ends: threading.Event | None = None
+    """Once set, no time is left (a local worker asked to stop ends its invocation early: the
+    engine hands the running job back at the step's next heartbeat, attempt not burned)."""
     _started: float = field(default_factory=time.monotonic)
 
     @property
@@ -35,6 +38,8 @@ class LocalContext:
         return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
+        if self.ends is not None and self.ends.is_set():
+            return 0
         return max(0, self.timeout_ms - int((time.monotonic() - self._started) * 1000))
 
 

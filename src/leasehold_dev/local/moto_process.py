@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -119,13 +120,16 @@ def spawn(
 
 
 def serve(parent_pid: int, data: Path | None = None) -> int:
-    """The child: serve until SIGTERM/SIGINT or until `parent_pid` is no longer the parent."""
+    """The child: serve until SIGTERM or until `parent_pid` is no longer the parent. SIGINT is
+    ignored: Ctrl-C reaches the terminal's whole process group at once, and the workers it stops
+    hand their jobs back through this server — `local up` stops it (SIGTERM) after them."""
     from leasehold_dev.local.journal import Journal, JournalError
     from leasehold_dev.local.moto_durable import Durability
     from leasehold_dev.local.stack import start_moto
 
     quiet_local_noise()
     stopping = stop_requested_by_signals()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     journal = Journal(data) if data is not None else None
     try:
         durability = None

@@ -208,7 +208,10 @@ class QueuePoller:
         handler: Handler,
         function_name: str,
         timeout_ms: int = 60_000,
+        ends: threading.Event | None = None,
     ):
+        """`ends`: once set, every invocation has no time left (see LocalContext.ends)."""
+        self._ends = ends
         self._sqs = client("sqs", endpoint)
         self._mapping = mapping
         self._handler = handler
@@ -231,7 +234,7 @@ class QueuePoller:
         try:
             answer = self._handler(
                 sqs_event(messages, self._mapping.queue_url),
-                LocalContext(self._function_name, timeout_ms=self._timeout_ms),
+                LocalContext(self._function_name, timeout_ms=self._timeout_ms, ends=self._ends),
             )
         except Exception:
             return 0

@@ -48,11 +48,14 @@ from leasehold_dev.local.stack import (
     durable_resources,
     restore_data,
 )
+from leasehold_dev.local.supervisor import WorkerSupervisor
 from leasehold_dev.local.template import load_template
 
 DEFAULT_STATE = Path(".leasehold/local-stack.json")
 WORKER_STOP_SECONDS = 5.0
 """How long a worker may take to finish its batch after SIGTERM before it is killed."""
+SUPERVISE_EVERY_SECONDS = 1.0
+"""How often `local up` looks for a worker process that has ended (and restarts it)."""
 STACK_GONE_EXIT_SECONDS = 2.0
 """How soon an attached worker ends after the stack it serves is gone."""
 
@@ -133,6 +136,7 @@ class LocalStack:
         self.gateway: Gateway | None = None
         self.stream_pumps: list[StreamPump] = []
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.supervisor: WorkerSupervisor | None = None
         self._moto: Any = None
         self._log_file: Any = None
         self._threads: list[Repeater] = []
@@ -268,11 +272,34 @@ class LocalStack:
         self.workers.append(process)
         return process
 
+    def supervise_workers(self, names: list[str], log_dir: Path | None = None) -> None:
+        """Start a worker process for each name and keep them running while the stack runs:
+        one that ends is restarted and the restart printed, within a bound (WorkerSupervisor)."""
+        log_dir = log_dir or self.state_path.parent / "logs"
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+
+        supervisor = WorkerSupervisor(
+            lambda name: spawn_worker_process(self.state_path, name, log_dir),
+            say=say,
+            status=self.state_path,
+        )
+        self.supervisor = supervisor
+        for name in names:
+            supervisor.start(name)
+        watch = Repeater("supervisor", SUPERVISE_EVERY_SECONDS, supervisor.check_once)
+        self._threads.append(watch)
+        watch.start()
+
     def stop(self) -> None:
         """Stop the workers it spawned and every worker attached to it (`leasehold local
         worker`, registered beside the state file), then its threads, gateway, providers and
         moto; remove the state file it wrote. Bounded: a worker gets WORKER_STOP_SECONDS to
         finish its batch, then SIGKILL. Safe to call after a failed or partial start."""
+        if self.supervisor is not None:
+            self.supervisor.halt()  # no restart while the stack stops
+            self.workers.extend(self.supervisor.processes().values())
         for process in self.workers:
             if process.poll() is None:
                 process.terminate()
@@ -300,6 +327,8 @@ class LocalStack:
         if self.info is not None:  # only the file this process wrote, never another stack's
             self.state_path.unlink(missing_ok=True)
             registry.clear()
+        if self.supervisor is not None:
+            self.supervisor.forget()
         if self._log_file is not None:
             self._log_file.close()
         if self._scratch is not None:
@@ -357,6 +386,10 @@ def run_worker(
     os.environ["AWS_LAMBDA_LOG_STREAM_NAME"] = f"{name}@{os.getpid()}"
     handler = load_handler(info, mappings[0].function)
     function = info.functions[mappings[0].function]
+    # Asked to stop (SIGTERM from `local down` / a stopping `local up`, SIGINT from Ctrl-C):
+    # every invocation in hand has no time left from then on, so the engine hands its job back
+    # at the step's next heartbeat (attempt not burned) instead of being killed holding it.
+    stopping = stop_requested_by_signals()
     # One poller per event source mapping, as Lambda has (decision F4): the high, normal and
     # low queues are polled independently, so no backlog on one holds up another.
     pollers = [
@@ -366,10 +399,10 @@ def run_worker(
             handler,
             function.name,
             timeout_ms=function.timeout_seconds * 1000,
+            ends=stopping,
         )
         for mapping in mappings
     ]
-    stopping = stop_requested_by_signals()
     me = ProcessRef.current()
     registry = WorkerRegistry(state_path)
     registry.register(name, me)
