@@ -12,10 +12,17 @@ from tests.support.fuzz import CHECKS, USERS, fuzz
 from tests.support.localstack import LocalStackProcess
 
 SEED = 20261129  # fixed: the same requests on every CI run (`make fuzz` draws a new seed)
+ROOT = Path(__file__).resolve().parents[2]
+KINDS = "leasehold_apps.synthetic,leasehold_apps.reading_list,leasehold_apps.doc_agent"
+HOSTILE = ("raising_view", "garbage_view", "checked")
+"""tests/support/contained_kinds.py: a view that raises, a view that returns what no answer can
+carry, a check that raises KeyError — mixed into the bodies that name a kind (arch §23)."""
 
 
 def test_a_bounded_fuzz_finds_no_server_error_and_no_broken_answer(tmp_path: Path) -> None:
-    stack = LocalStackProcess(tmp_path)
+    stack = LocalStackProcess(
+        tmp_path, kinds=f"{KINDS},tests.support.contained_kinds", python_path=ROOT
+    )
     try:
         report = fuzz(
             stack.url,
@@ -23,6 +30,7 @@ def test_a_bounded_fuzz_finds_no_server_error_and_no_broken_answer(tmp_path: Pat
             max_examples=2,
             seed=SEED,
             phases=("examples", "fuzzing", "stateful"),
+            hostile=HOSTILE,
         )
     finally:
         stack.stop()
@@ -35,6 +43,7 @@ def test_a_bounded_fuzz_finds_no_server_error_and_no_broken_answer(tmp_path: Pat
     assert 150 <= report.total <= 600
     assert sum(report.links.values()) >= 5
     assert report.lone_surrogates >= 10  # bodies no store can hold were sent too (a 400 each)
+    assert report.hostile_kinds >= 5  # and kinds whose own hooks raise
     # And found nothing
     assert report.server_errors == []
     assert {name: report.failures.get(name, 0) for name in CHECKS} == dict.fromkeys(CHECKS, 0)

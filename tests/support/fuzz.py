@@ -42,6 +42,8 @@ class FuzzReport:
     by_phase: Counter[str] = field(default_factory=Counter)
     lone_surrogates: int = 0
     """Requests whose body carried a lone surrogate (see `lone_surrogates`)."""
+    hostile_kinds: int = 0
+    """Requests whose body named one of the run's `hostile` kinds (hooks that raise)."""
     links: Counter[str] = field(default_factory=Counter)
     """Links followed by the stateful phase (`POST /jobs -> 202 -> GetJob -> ...`)."""
     failures: Counter[str] = field(default_factory=Counter)
@@ -67,6 +69,7 @@ class FuzzReport:
             "by phase:  " + ", ".join(f"{p} {n}" for p, n in sorted(self.by_phase.items())),
             "by status: " + ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items())),
             f"bodies with a lone surrogate: {self.lone_surrogates}",
+            f"bodies naming a kind whose hooks raise: {self.hostile_kinds}",
             "by route:",
             *(f"  {n:6d}  {route}" for route, n in sorted(self.requests.items())),
             f"links followed (stateful): {sum(self.links.values())}",
@@ -132,6 +135,22 @@ def lone_surrogates(context: Any, body: Any) -> st.SearchStrategy[Any]:
     ).map(lambda d: body if d[0] else _inject(body, d[1], d[2], d[3]))
 
 
+def with_hostile_kinds(hostile: tuple[str, ...]) -> Any:
+    """A `flatmap_body` hook: `lone_surrogates`, and about one body in three that names a `kind`
+    names one of `hostile` instead — kinds whose check, view or related hook raises (arch §23):
+    their jobs then sit in every listing the fuzz reads, and every answer must still hold."""
+
+    def hook(context: Any, body: Any) -> st.SearchStrategy[Any]:
+        bodies = lone_surrogates(context, body)
+        if not hostile or not isinstance(body, dict) or not isinstance(body.get("kind"), str):
+            return bodies
+        return st.tuples(bodies, st.integers(0, 2), st.sampled_from(hostile)).map(
+            lambda d: d[0] if d[1] or not isinstance(d[0], dict) else {**d[0], "kind": d[2]}
+        )
+
+    return hook
+
+
 def has_lone_surrogate(value: Any) -> bool:
     if isinstance(value, str):
         try:
@@ -180,8 +199,10 @@ def run_as(
     seed: int,
     report: FuzzReport,
     phases: tuple[str, ...] = PHASES,
+    hostile: tuple[str, ...] = (),
 ) -> None:
-    """One schemathesis run as `user`; adds what it sent and found to `report`."""
+    """One schemathesis run as `user`; adds what it sent and found to `report`. `hostile`:
+    kinds (registered on the stack) whose hooks raise, mixed into the bodies that name a kind."""
     import schemathesis
     from schemathesis.engine import Status, events, from_schema
 
@@ -199,6 +220,8 @@ def run_as(
         report.by_phase[phase_now[0]] += 1
         if has_lone_surrogate(case.body):
             report.lone_surrogates += 1
+        if isinstance(case.body, dict) and case.body.get("kind") in hostile:
+            report.hostile_kinds += 1
         if response.status_code >= 500:
             report.server_errors.append(
                 f"{user}: {case.method} {case.formatted_path} → "
@@ -206,7 +229,7 @@ def run_as(
             )
 
     schema.hooks.register_hook_with_name(after_call, "after_call")
-    schema.hooks.register_hook_with_name(lone_surrogates, "flatmap_body")
+    schema.hooks.register_hook_with_name(with_hostile_kinds(hostile), "flatmap_body")
     for event in from_schema(schema).execute():
         if isinstance(event, events.PhaseStarted):
             phase_now[0] = event.phase.name.value
@@ -247,13 +270,23 @@ def fuzz(
     max_examples: int,
     seed: int | None = None,
     phases: tuple[str, ...] = PHASES,
+    hostile: tuple[str, ...] = (),
 ) -> FuzzReport:
     """Run as each user in turn against the stack at `url`; the report adds them up. Without a
-    seed one is drawn (and reported, so a run can be replayed with it)."""
+    seed one is drawn (and reported, so a run can be replayed with it). `hostile`: kinds whose
+    hooks raise, mixed into bodies that name a kind (`with_hostile_kinds`)."""
     report = FuzzReport(seed=random.randrange(2**31) if seed is None else seed)
     assert report.seed is not None
     started = time.monotonic()
     for user in users:
-        run_as(url, user, max_examples=max_examples, seed=report.seed, report=report, phases=phases)
+        run_as(
+            url,
+            user,
+            max_examples=max_examples,
+            seed=report.seed,
+            report=report,
+            phases=phases,
+            hostile=hostile,
+        )
     report.seconds = time.monotonic() - started
     return report

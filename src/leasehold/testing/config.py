@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.ids import IdFactory
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.domain.tenancy import TenantPolicy
 from leasehold.handlers.settings import Settings, safety_margin_seconds
 from leasehold.sdk.kind import Kind
 from leasehold.sdk.loading import KindLoadError, load_kinds
@@ -60,6 +61,12 @@ class TestbedSettings:
     """The work queue's visibility timeout: when a crashed invocation's messages show again."""
     worker_batch_size: int
     """Wake-ups per worker invocation."""
+    schedules_per_owner: int = 0
+    """Active schedules one caller may keep (0: no limit; the template's `SchedulesPerOwner`)."""
+    tenant_submit_rate: int = 0
+    """Jobs one tenant may submit a second (0: no limit; the template's `TenantSubmitRate`).
+    `HighPriorityTenants` has no testbed setting: the testbed's `submit` may ask for any
+    priority, as a kind's own code may (the API's rule is tested over HTTP)."""
     jitter: bool = False
     """False (the default): a retry waits the whole backoff ceiling, min(cap, base·2^(n-1)),
     so a test knows when it is due. True: full jitter from the testbed's seed, as deployed."""
@@ -97,6 +104,9 @@ class TestbedSettings:
             visibility_timeout_seconds=self.visibility_timeout_seconds,
             metrics_namespace="LeaseholdTesting",
             kinds="leasehold.testing",
+            tenancy=TenantPolicy(
+                schedules_per_owner=self.schedules_per_owner, submit_rate=self.tenant_submit_rate
+            ),
         ).check()
 
     def worker(self, worker_id: str) -> WorkerSettings:

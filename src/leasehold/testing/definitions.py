@@ -39,6 +39,8 @@ SETTINGS_FROM_ENVIRONMENT = {
     "WORKER_TIMEOUT_SECONDS": "worker_timeout_seconds",
     "MAX_STEP_SECONDS": "max_step_seconds",
     "VISIBILITY_TIMEOUT_SECONDS": "visibility_timeout_seconds",
+    "SCHEDULES_PER_OWNER": "schedules_per_owner",
+    "TENANT_SUBMIT_RATE": "tenant_submit_rate",
 }
 """The functions' environment variables (template Globals) that are engine settings, and the
 `TestbedSettings` field each becomes."""
@@ -141,6 +143,8 @@ PACKAGED = Definitions(
         "max_step_seconds": 60,
         "visibility_timeout_seconds": 720,
         "worker_batch_size": 5,
+        "schedules_per_owner": 25,
+        "tenant_submit_rate": 0,
     },
     relay={"batch_size": 100, "max_retries": 10},
 )

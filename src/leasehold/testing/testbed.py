@@ -15,6 +15,7 @@ import boto3
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.job import Job, Owner, Priority
+from leasehold.domain.tenancy import TenantPolicy
 from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.sdk.apps import Engine
 from leasehold.service.jobs import JobService, job_request
@@ -212,7 +213,13 @@ class LeaseholdTestbed:
         )
         ids = seeded_ids(self.clock, random.Random(seed))
         self._api = JobService(
-            self._stores, self.kinds, self.clock, ids, self.telemetry, settings.max_attempts
+            self._stores,
+            self.kinds,
+            self.clock,
+            ids,
+            self.telemetry,
+            settings.max_attempts,
+            tenancy=TenantPolicy(submit_rate=settings.tenant_submit_rate),
         )
         self._viewer = JobService(self._reads, self.kinds, self.clock, ids, self.telemetry)
         self._ops = OpsService(self._stores, self._queue, self.clock, self.telemetry, self.kinds)
