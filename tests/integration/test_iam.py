@@ -4,18 +4,28 @@ does not allow fails as AWS fails it. moto alone allows everything."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
 from leasehold.domain.errors import StoreUnavailableError
 from leasehold.domain.states import JobState
+from leasehold.handlers import sweeper as sweeper_module
+from leasehold.handlers import wiring
 from leasehold.store.items import slots_key
 from leasehold.store.slots import SlotStore, new_token
 from leasehold.testing import iam
-from tests.support.harness import ALICE, LEASE_MS, SLOT_LIMIT, Harness
+from leasehold_dev.local.invoke import LocalContext, load_handler
+from leasehold_dev.local.stack import StackInfo, create_stack
+from tests.conftest import load_event
+from tests.support.api import CACHED, Call
+from tests.support.harness import ALICE, LEASE_MS, SLOT_LIMIT, Harness, make_job
+from tests.support.resources import REGION, TEMPLATE, function_roles
 
 
 def statement_with(role: str, action: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -138,3 +148,101 @@ def test_every_role_of_the_template_is_resolved(harness: Harness) -> None:
         "WorkerFunction": "WorkerRole",
         "SweeperFunction": "SweeperRole",
     }
+
+
+def test_the_api_handlers_calls_are_judged_as_the_api(call: Call) -> None:
+    # Given the Api handler invoked as its function (the `call` fixture acts as ApiRole)
+    judged = iam.JUDGEMENTS.judged
+    # When it accepts a job and lists them (a transaction, a query on by_owner)
+    assert call("api-submit-job.json", body=make_job())[0] == 202
+    assert call("api-list-jobs.json", query={})[0] == 200
+    # Then each of its calls was judged by the API's role, and allowed
+    assert iam.JUDGEMENTS.judged >= judged + 2
+
+
+def test_the_worker_reads_the_planner_key_only_when_the_template_grants_that_secret(
+    harness: Harness,
+) -> None:
+    # Given a secret in moto, and the worker's role with and without the key's parameter
+    secrets = boto3.session.Session(region_name=REGION).client("secretsmanager")
+    arn = secrets.create_secret(Name="planner-key", SecretString="k")["ARN"]
+    other = secrets.create_secret(Name="other", SecretString="o")["ARN"]
+    table = {"TableName": harness.table, "LatestStreamArn": harness.stream_arn}
+    granted = function_roles(
+        table, harness.queues, parameters={"HostedPlannerApiKeySecretArn": arn}
+    )["WorkerFunction"]
+    default = function_roles(table, harness.queues)["WorkerFunction"]
+    # Then with the parameter (WorkerHostedPlannerKeyPolicy) the worker reads that secret only
+    with iam.acting_as(granted):
+        assert secrets.get_secret_value(SecretId=arn)["SecretString"] == "k"
+        with pytest.raises(ClientError, match="AccessDeniedException"):
+            secrets.get_secret_value(SecretId=other)
+    # And without it, no secret at all; the API never reads one
+    with iam.acting_as(default), pytest.raises(ClientError, match="AccessDeniedException"):
+        secrets.get_secret_value(SecretId=arn)
+    with harness.acting("ApiFunction"), pytest.raises(ClientError, match="AccessDenied"):
+        secrets.get_secret_value(SecretId=arn)
+
+
+def test_the_local_stack_records_each_functions_role_from_what_it_created(
+    moto: None, tmp_path: Path
+) -> None:
+    # Given the local stack created in moto from template.yaml
+    info = create_stack("", TEMPLATE)
+    info.save(tmp_path / "stack.json")
+    loaded = StackInfo.load(tmp_path / "stack.json")
+    # Then each function has its own role, resolved against the stack's own resources
+    assert {f: loaded.roles[f]["role"] for f in info.functions} == {
+        "ApiFunction": "ApiRole",
+        "RelayFunction": "RelayRole",
+        "WorkerFunction": "WorkerRole",
+        "SweeperFunction": "SweeperRole",
+    }
+    table = f"arn:aws:dynamodb:us-east-1:123456789012:table/{info.outputs['JobsTable']}"
+    worker, relay = loaded.role("WorkerFunction"), loaded.role("RelayFunction")
+    assert worker.allows("dynamodb:BatchGetItem", table)
+    assert not worker.allows("dynamodb:Query", f"{table}/index/by_state")
+    (stream,) = info.stream_mappings
+    assert relay.allows("dynamodb:GetRecords", stream.stream_arn)
+    assert not relay.allows("dynamodb:GetItem", table)
+
+
+def test_a_handler_the_local_stack_loads_acts_as_its_own_role(
+    moto: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the local stack in moto, and the Api and Sweeper handlers loaded as it loads them
+    info = create_stack("", TEMPLATE)
+    saved = dict(os.environ)  # load_handler sets the functions' environment
+    for cached in CACHED:
+        cached.cache_clear()
+    try:
+        api_handler = load_handler(info, "ApiFunction")
+        # When the API lists a user's jobs (a Query on by_owner, which ApiRole allows)
+        answer = api_handler(load_event("api-list-jobs.json"), LocalContext("api"))
+        assert answer["statusCode"] == 200
+        # Then the same runtime's clients, used by the sweeper's handler, act as SweeperRole:
+        # by_owner is not the sweeper's
+        sweeper_role = info.role("SweeperFunction")
+        index = f"arn:aws:dynamodb:us-east-1:123456789012:table/{info.outputs['JobsTable']}"
+        assert not sweeper_role.allows("dynamodb:Query", f"{index}/index/by_owner")
+        runtime_client = wiring.runtime().stores.table.client
+        seen: list[Any] = []
+
+        def list_by_owner(event: Any, context: Any) -> Any:
+            seen.append(iam.acting())
+            return runtime_client.query(
+                TableName=info.outputs["JobsTable"],
+                IndexName="by_owner",
+                KeyConditionExpression="gsi2pk = :p",
+                ExpressionAttributeValues={":p": {"S": "x"}},
+            )
+
+        monkeypatch.setattr(sweeper_module, "handler", list_by_owner)
+        with pytest.raises(ClientError, match="AccessDeniedException"):
+            load_handler(info, "SweeperFunction")({}, LocalContext("sweeper"))
+        assert seen and seen[0] is not None and seen[0].name == "SweeperRole"
+    finally:
+        for cached in CACHED:
+            cached.cache_clear()
+        os.environ.clear()
+        os.environ.update(saved)
