@@ -139,7 +139,10 @@ def _doc_prep() -> Scenario:
         in_flight = bool(crashed and (crashed.kind_state or {}).get("tool_in_flight"))
         return in_flight and view.get("stop_reason") == "budget_exhausted"
 
-    return Scenario("doc_prep", build, start, setup, may_fail=may_fail)
+    # The bucket the worker's environment names is the template's DocumentsBucket: its role
+    # reads it (the testbed's roles resolve DocumentsBucket from DOCUMENTS_BUCKET).
+    env = {"DOCUMENTS_BUCKET": DOCUMENTS_BUCKET}
+    return Scenario("doc_prep", build, start, setup, may_fail=may_fail, env=env)
 
 
 def _sdk_order() -> Scenario:
