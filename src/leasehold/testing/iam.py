@@ -24,6 +24,7 @@ import contextlib
 import contextvars
 import functools
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -127,20 +128,6 @@ class Role:
             for doc in [found] if isinstance(found, Mapping) else found:
                 statements.append(Statement.parse(doc))
         return Role(name, account, region, tuple(statements))
-
-    def without(self, action: str) -> Role:
-        """This role with `action` struck from every Allow (what a test removes)."""
-        kept = []
-        for statement in self.statements:
-            doc = dict(statement.source)
-            listed = _patterns(doc.get("Action"))
-            if statement.effect == "Allow" and action in listed:
-                remaining = [a for a in listed if a != action]
-                if not remaining:
-                    continue
-                doc["Action"] = remaining
-            kept.append(Statement.parse(doc))
-        return Role(self.name, self.account, self.region, tuple(kept))
 
     def allows(self, action: str, resource: str) -> bool:
         """IAM's evaluation for one principal's identity policies: explicit Deny, then Allow,
@@ -385,6 +372,12 @@ class Judgements:
 
     judged: int = 0
     refused: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, refused: bool) -> None:
+        with self._lock:  # a local worker's poller threads judge at once
+            self.judged += 1
+            self.refused += int(refused)
 
 
 JUDGEMENTS = Judgements()
@@ -395,10 +388,9 @@ def _before_parameter_build(params: Any, model: Any, context: Any = None, **_: A
     if role is None:
         return
     service = model.service_model.service_name
-    JUDGEMENTS.judged += 1
     refused = judge(service, model.name, params, role)
+    JUDGEMENTS.count(refused is not None)
     if refused is not None and context is not None:
-        JUDGEMENTS.refused += 1
         context[DENIAL_MARK] = (service, role, refused)
 
 
@@ -431,12 +423,6 @@ def installed() -> bool:
     return all(handler in BUILTIN_HANDLERS for handler in _HANDLERS)
 
 
-def register(client: Any) -> None:
-    """Judge the calls of one client made before `install()` (its session predates it)."""
-    for event, handler in _HANDLERS:
-        client.meta.events.register(event, handler)
-
-
 __all__ = [
     "JUDGEMENTS",
     "Request",
@@ -449,6 +435,5 @@ __all__ = [
     "denial",
     "install",
     "judge",
-    "register",
     "requests_of",
 ]
