@@ -139,10 +139,9 @@ def _doc_prep() -> Scenario:
         in_flight = bool(crashed and (crashed.kind_state or {}).get("tool_in_flight"))
         return in_flight and view.get("stop_reason") == "budget_exhausted"
 
-    # The bucket the worker's environment names is the template's DocumentsBucket: its role
-    # reads it (the testbed's roles resolve DocumentsBucket from DOCUMENTS_BUCKET).
-    env = {"DOCUMENTS_BUCKET": DOCUMENTS_BUCKET}
-    return Scenario("doc_prep", build, start, setup, may_fail=may_fail, env=env)
+    # The test's bucket is the template's DocumentsBucket: the worker's role reads it.
+    resources = {"DocumentsBucket": DOCUMENTS_BUCKET}
+    return Scenario("doc_prep", build, start, setup, may_fail=may_fail, resources=resources)
 
 
 def _sdk_order() -> Scenario:

@@ -4,7 +4,6 @@ that moves only when the test says so."""
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Mapping
 from dataclasses import replace
@@ -97,8 +96,8 @@ class LeaseholdTestbed:
     ) -> None:
         self.resources: dict[str, str] = dict(resources or {})
         """Template resources a test makes itself, by logical id → physical name (a bucket its
-        kind reads: `{"DocumentsBucket": "docs"}`; by default the bucket `DOCUMENTS_BUCKET`
-        names): the functions' roles name them (leasehold.testing.roles)."""
+        kind reads: `{"DocumentsBucket": "docs"}`): the functions' roles name them
+        (leasehold.testing.roles); one not named here is in no role's reach."""
         self.definitions: Definitions = Definitions.find(template)
         """Where the table, queues and settings came from (`definitions.source`)."""
         self.settings: TestbedSettings = TestbedSettings.of(self.definitions, settings)
@@ -267,9 +266,6 @@ class LeaseholdTestbed:
             "DeadLetterQueue": self.queue_urls["dlq"],
             "RelayFailureQueue": self.queue_urls["relay_failures"],
         }
-        bucket = os.environ.get("DOCUMENTS_BUCKET")
-        if bucket:
-            physical["DocumentsBucket"] = bucket
         physical.update(self.resources)
         template = self.definitions.roles
         attributes = resource_attributes(
