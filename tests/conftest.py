@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from leasehold.testing import iam
 from leasehold_dev.local import moto_item_size, moto_text, moto_transactions
 from tests.support.api import Call, call_fixture
 from tests.support.atomic import serialise_dynamodb
@@ -44,10 +45,13 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def moto_behaves_like_the_service() -> Iterator[None]:
     """For every test that runs moto in-process (the `moto` fixture, or a state machine that
     starts its own mock): conditions and writes are atomic, an injected fault leaves the request
-    unapplied, and botocore's retries keep their rules but not their real-time sleeps."""
+    unapplied, botocore's retries keep their rules but not their real-time sleeps, and a call
+    made as a function (the harness's services, a handler invoked as its function) is judged
+    by that function's role, as IAM judges it on AWS."""
     moto_transactions.install()  # transactions that cost what DynamoDB's would, not the table
     moto_text.install()  # a lone surrogate is refused, as DynamoDB refuses it
     moto_item_size.install()  # an update refused for the item's size changes nothing
+    iam.install()  # a call made acting as a function's role is judged by that role's policy
     patches = pytest.MonkeyPatch()
     serialise_dynamodb(patches)
     instant_sdk_backoff(patches)

@@ -14,7 +14,7 @@ import pytest
 
 from leasehold.handlers import worker as worker_handler
 from leasehold_dev.local.invoke import LocalContext
-from tests.support.api import Call, load_event
+from tests.support.api import Call, acting_as_function, load_event
 from tests.support.documents import s3, sample
 from tests.support.resources import create_documents_bucket
 
@@ -33,7 +33,8 @@ def run_worker(call: Call) -> Iterator[Any]:
         wakeup = {"job_id": job_id, "tenant": "study-group", "user_id": "alice"}
         event["Records"][0]["body"] = json.dumps({**wakeup, "dispatch_id": "test"})
         context = LocalContext("worker", timeout_ms=120_000)  # the template's worker timeout
-        answer: dict[str, Any] = worker_handler.handler(event, context)
+        with acting_as_function(call, "WorkerFunction"):
+            answer: dict[str, Any] = worker_handler.handler(event, context)
         return answer
 
     yield deliver

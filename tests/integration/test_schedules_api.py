@@ -73,6 +73,7 @@ def test_the_sweeper_function_fires_a_due_schedule_once(call: Call) -> None:
     from leasehold.store.schedules import schedule_key
     from leasehold_dev.local.invoke import LocalContext
     from tests.conftest import load_event
+    from tests.support.api import acting_as_function
 
     _, view, _ = call("api-create-schedule.json", body=BODY)
     table = wiring.runtime().stores.table
@@ -86,9 +87,10 @@ def test_the_sweeper_function_fires_a_due_schedule_once(call: Call) -> None:
             ":s": {"S": f"{past:013d}#{view['schedule_id']}"},
         },
     )
-    # When the sweeper's scheduled event comes, twice
-    first = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
-    second = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
+    # When the sweeper's scheduled event comes, twice (acting as the sweeper's role)
+    with acting_as_function(call, "SweeperFunction"):
+        first = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
+        second = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
     # Then the first made the tick's job and the second nothing
     assert first.get("schedule_jobs") == 1 and "schedule_jobs" not in second
     jobs = call("api-list-jobs.json", query={})[1]["jobs"]
@@ -106,15 +108,16 @@ def test_the_sweeper_creates_a_kinds_declared_schedule_at_its_cold_start(
     from leasehold.store.schedules import ScheduleStore
     from leasehold_dev.local.invoke import LocalContext
     from tests.conftest import load_event
-    from tests.support.api import call_fixture
+    from tests.support.api import acting_as_function, call_fixture
 
     kinds = "leasehold_apps.synthetic,leasehold_apps.reading_list,leasehold_apps.doc_agent"
     fixture = call_fixture(monkeypatch, LEASEHOLD_KINDS=f"{kinds},tests.support.scheduled_kinds")
-    next(fixture)
+    call = next(fixture)
     monkeypatch.setattr(sweeper, "_declared_synced", [])
     try:
-        first = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
-        second = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
+        with acting_as_function(call, "SweeperFunction"):
+            first = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
+            second = sweeper.handler(load_event("sweeper-schedule.json"), LocalContext("sweeper"))
         assert first.get("declared_created") == 1 and "declared_created" not in second
         store = ScheduleStore(wiring.runtime().stores.table)
         (declared,), _ = store.list_for_owner(Owner(KIND_TENANT, "nightly"), limit=10, cursor=None)

@@ -11,9 +11,16 @@ from typing import Any
 import pytest
 
 from leasehold.handlers import api, wiring
+from leasehold.testing.iam import acting_as
 from leasehold_dev.local.invoke import LocalContext
 from tests.support.contract import Exchange, check_exchange
-from tests.support.resources import clients, create_queues, create_table, template_environment
+from tests.support.resources import (
+    clients,
+    create_queues,
+    create_table,
+    function_roles,
+    template_environment,
+)
 
 SAMPLE_IDS = (
     "j_000000000000example",
@@ -56,10 +63,19 @@ CACHED = (wiring.runtime, api.jobs, api.ops, api.schedules, api.mounted)
 Call = Callable[..., tuple[int, dict[str, Any], dict[str, str]]]
 
 
+def acting_as_function(call: Call, function: str) -> Any:
+    """A context acting as `function`'s role (`WorkerFunction`, `SweeperFunction`…) over the
+    resources of `call`'s API: for a test that invokes another function's handler itself."""
+    return acting_as(call.roles[function])  # type: ignore[attr-defined]
+
+
 def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Iterator[Call]:
     dynamodb, sqs = clients()
-    table = create_table(dynamodb)["TableName"]
+    description = create_table(dynamodb)
+    table = description["TableName"]
     queues = create_queues(sqs)
+    roles = function_roles(description, queues)
+    role = roles["ApiFunction"]
     for name, value in template_environment(table, queues, **env_overrides).items():
         monkeypatch.setenv(name, value)
     for cached in CACHED:
@@ -104,10 +120,12 @@ def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Itera
             event["queryStringParameters"] = query
         if headers is not None:
             event["headers"] = {**event["headers"], **headers}
-        answer = api.handler(event, LocalContext("api"))
+        with acting_as(role):  # the API's own role judges every call it makes
+            answer = api.handler(event, LocalContext("api"))
         check_exchange(_exchange(event, answer))  # every answer against docs/openapi.yaml
         return answer["statusCode"], json.loads(answer["body"] or "{}"), answer.get("headers") or {}
 
+    invoke.roles = roles  # type: ignore[attr-defined]  # read by acting_as_function
     yield invoke
     for cached in CACHED:
         cached.cache_clear()

@@ -139,7 +139,9 @@ def _doc_prep() -> Scenario:
         in_flight = bool(crashed and (crashed.kind_state or {}).get("tool_in_flight"))
         return in_flight and view.get("stop_reason") == "budget_exhausted"
 
-    return Scenario("doc_prep", build, start, setup, may_fail=may_fail)
+    # The test's bucket is the template's DocumentsBucket: the worker's role reads it.
+    resources = {"DocumentsBucket": DOCUMENTS_BUCKET}
+    return Scenario("doc_prep", build, start, setup, may_fail=may_fail, resources=resources)
 
 
 def _sdk_order() -> Scenario:

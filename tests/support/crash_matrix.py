@@ -139,6 +139,8 @@ class Scenario:
     """The job's effect has no way to learn a lost outcome (capability `none`)."""
     settings: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, str] = field(default_factory=dict)
+    """Template resources the scenario makes itself (LeaseholdTestbed's `resources`)."""
     effect_steps: frozenset[int] = frozenset()
     """Steps whose every run is a side effect no provider can deduplicate (a bare effect)."""
     may_fail: Callable[[AtCrash | None, dict[str, Any]], bool] = lambda crashed, view: False
@@ -192,7 +194,7 @@ def run(scenario: Scenario, point: Point | None) -> tuple[Outcome, list[str]]:
     with (
         mock.patch.dict(os.environ, scenario.env),
         counting_steps() as runs,
-        MatrixBed(kinds, settings=scenario.settings or None) as tb,
+        MatrixBed(kinds, settings=scenario.settings or None, resources=scenario.resources) as tb,
         lagging_index(tb.clock),
     ):
         scenario.setup(tb, side)

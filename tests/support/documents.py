@@ -114,7 +114,8 @@ def doc_prep_testbed(
         hosted_planner=(lambda: planner) if planner is not None else None,
         safety_margin_ms=2_000,
     )
-    with LeaseholdTestbed([kind], settings=settings or None) as tb:
+    resources = {"DocumentsBucket": DOCUMENTS_BUCKET}  # the worker's role reads it
+    with LeaseholdTestbed([kind], settings=settings or None, resources=resources) as tb:
         if bucket:
             create_documents_bucket(tb.client("s3"))
             readers.append(CountingReader(DOCUMENTS_BUCKET, hook))

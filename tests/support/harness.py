@@ -34,6 +34,7 @@ from leasehold.store.items import deserialize_item, job_key
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.slots import running_slots
 from leasehold.store.table import TransactionRetry
+from leasehold.testing.iam import Role, acting_as, acting_proxy
 from leasehold_apps.reading_list.enrich import EnrichKind
 from leasehold_apps.reading_list.kinds import TitleKind
 from leasehold_apps.reading_list.service import BookmarkService
@@ -45,6 +46,7 @@ from tests.support.resources import (
     REGION,
     create_queues,
     create_table,
+    function_roles,
     relay_mapping,
     worker_mapping,
 )
@@ -92,10 +94,12 @@ class StoreReads:
         self._stores = stores
 
     def get(self, job_id: str) -> Job | None:
-        return self._stores.jobs.get(job_id)
+        with acting_as(None):  # the test's eyes, also inside a function's call
+            return self._stores.jobs.get(job_id)
 
     def running_slots(self, owner: Owner) -> set[str]:
-        return running_slots(self._stores.table, owner)
+        with acting_as(None):
+            return running_slots(self._stores.table, owner)
 
 
 @dataclass
@@ -109,6 +113,9 @@ class Harness:
     stores: Stores
     queue: WakeupQueue
     injectors: list[FaultInjector]
+    roles: dict[str, Role]
+    """Each function's role (template.yaml, translated, over this harness's resources): the
+    services it hands out act as their function (leasehold.testing.iam)."""
     telemetry: CountingTelemetry = field(default_factory=CountingTelemetry)
     new_id: Callable[[], str] = field(default_factory=_counter_ids)
     operator: Owner = OPS
@@ -145,7 +152,18 @@ class Harness:
             stores=Stores.over(store_table, slot_limit, slot_grace_ms=2 * LEASE_MS),
             queue=WakeupQueue(sqs, queues["work"], queues["dlq"]),
             injectors=injectors,
+            roles=function_roles(table, queues),
         )
+
+    def edit_roles(self, edit: Callable[[dict[str, Any]], None]) -> None:
+        """Re-read the functions' roles from the translated template as `edit` changes it (in
+        memory): a test removing an action from a role, or adding one."""
+        table = {"TableName": self.table, "LatestStreamArn": self.stream_arn}
+        self.roles = function_roles(table, self.queues, edit=edit)
+
+    def acting(self, function: str) -> Any:
+        """A context in which AWS calls act as `function`'s role (`ApiFunction`, …)."""
+        return acting_as(self.roles[function])
 
     # ------------------------------------------------------------------ faults
 
@@ -169,9 +187,10 @@ class Harness:
         return self.stores.leases
 
     def jobs(self) -> JobService:
-        return JobService(
+        service = JobService(
             self.stores, registry(), self.clock, self.new_id, self.telemetry, default_max_attempts=3
         )
+        return acting_proxy(service, self.roles["ApiFunction"])
 
     def title_kind(self, hook: Callable[..., str | None] | None = None) -> TitleKind:
         """The title kind with the fixture fetcher; `hook(url, mode, attempt, tick)` runs inside
@@ -184,19 +203,21 @@ class Harness:
         return Engine(self.stores.table, self.clock, self.telemetry)
 
     def bookmarks(self, enrich: EnrichKind | None = None) -> BookmarkService:
-        return BookmarkService(
+        service = BookmarkService(
             self.engine(),
             title=self.title_kind(),
             enrich=enrich or EnrichKind("", "none"),
             new_bookmark_id=time_ordered_ids(self.clock, "b"),
             new_job_id=self.new_id,
         )
+        return acting_proxy(service, self.roles["ApiFunction"])
 
     def kinds_with_title(self, hook: Callable[..., str | None]) -> dict[str, JobKind]:
         return {**registry(), "title": EngineKind(self.title_kind(hook))}
 
     def ops(self) -> OpsService:
-        return OpsService(self.stores, self.queue, self.clock, self.telemetry, registry())
+        service = OpsService(self.stores, self.queue, self.clock, self.telemetry, registry())
+        return acting_proxy(service, self.roles["ApiFunction"])
 
     def worker(
         self,
@@ -209,7 +230,7 @@ class Harness:
         stores: Stores | None = None,
         queue: Any = None,
     ) -> WorkerService:
-        return WorkerService(
+        service = WorkerService(
             stores=stores or self.stores,
             queue=queue or self.queue,
             kinds=kinds or registry(),
@@ -224,6 +245,7 @@ class Harness:
             telemetry=self.telemetry,
             rng=random.Random(7),
         )
+        return acting_proxy(service, self.roles["WorkerFunction"])
 
     def submit(self, owner: Owner = ALICE, key: str | None = None, **body: Any) -> str:
         return self.jobs().accept(owner, make_job(**body), key).job_id
@@ -266,7 +288,8 @@ class Harness:
 
     def relay_pump(self) -> StreamPump:
         def relay(event: dict[str, Any], _: Any) -> dict[str, Any]:
-            failed = relay_records(event["Records"], self.queue, self.clock, self.telemetry)
+            with self.acting("RelayFunction"):
+                failed = relay_records(event["Records"], self.queue, self.clock, self.telemetry)
             return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
 
         return StreamPump("", relay_mapping(self.stream_arn), relay, "relay")
@@ -275,9 +298,10 @@ class Harness:
         return QueuePoller("", worker_mapping(self.queues["work"]), handler, "worker")
 
     def sweep(self, grace_ms: int = 5_000) -> dict[str, int]:
-        return sweep(
-            self.stores, self.clock, SweepSettings(100, grace_ms), self.telemetry, registry()
-        )
+        with self.acting("SweeperFunction"):
+            return sweep(
+                self.stores, self.clock, SweepSettings(100, grace_ms), self.telemetry, registry()
+            )
 
     def sweep_quietly(self, grace_ms: int = 5_000) -> dict[str, int]:
         return self.sweep(grace_ms)
@@ -291,16 +315,18 @@ class Harness:
 
     def raw(self, job_id: str) -> dict[str, Any]:
         """The job item as stored (attribute names as in the table)."""
-        item = self.dynamodb.get_item(TableName=self.table, Key=job_key(job_id))["Item"]
+        with acting_as(None):
+            item = self.dynamodb.get_item(TableName=self.table, Key=job_key(job_id))["Item"]
         return deserialize_item(item)
 
     def outbox(self, job_id: str) -> list[dict[str, Any]]:
         """The job's outbox items (one per dispatch that went through the relay's path)."""
-        answer = self.dynamodb.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": f"OUTBOX#{job_id}"}},
-        )
+        with acting_as(None):
+            answer = self.dynamodb.query(
+                TableName=self.table,
+                KeyConditionExpression="pk = :p",
+                ExpressionAttributeValues={":p": {"S": f"OUTBOX#{job_id}"}},
+            )
         return [deserialize_item(item) for item in answer["Items"]]
 
     def receive_all(self, wait_for_delay: bool = False) -> list[dict[str, Any]]:

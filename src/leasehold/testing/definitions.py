@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from leasehold.testing.packaged_roles import PACKAGED_ROLES
 
 TEMPLATE_ENV = "LEASEHOLD_TEMPLATE"
 """An environment variable naming a SAM template to read the definitions from."""
@@ -75,6 +78,10 @@ class Definitions:
     """The relay's stream mapping: `batch_size`, `max_retries`."""
     source: str = PACKAGED_NAME
     """`packaged`, or the template's path."""
+    roles: Mapping[str, Any] = field(default_factory=dict)
+    """The functions' execution roles as the template writes them (`Parameters`, `Conditions`
+    and `Resources`: each role, each `AWS::IAM::Policy`, each function's `Role`), intrinsics
+    unresolved: leasehold.testing.roles resolves them against a testbed's resources."""
 
     def content(self) -> dict[str, Any]:
         """Everything but `source`: what two definitions must agree on."""
@@ -83,6 +90,7 @@ class Definitions:
             "queues": self.queues,
             "settings": self.settings,
             "relay": self.relay,
+            "roles": self.roles,
         }
 
     @staticmethod
@@ -147,6 +155,7 @@ PACKAGED = Definitions(
         "tenant_submit_rate": 0,
     },
     relay={"batch_size": 100, "max_retries": 10},
+    roles=PACKAGED_ROLES,
 )
 """The copy of template.yaml's definitions that ships with the package."""
 
@@ -237,7 +246,59 @@ def _read_template(path: Path) -> Definitions:
         "batch_size": int(resolved(outbox["BatchSize"])),
         "max_retries": int(resolved(outbox["MaximumRetryAttempts"])),
     }
-    return Definitions(table, queues, settings, relay, source=str(path))
+    return Definitions(table, queues, settings, relay, source=str(path), roles=iam_subset(doc))
+
+
+def iam_subset(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a template decides the functions' permissions: every role and IAM policy, each
+    function's `Role`, and the conditions and parameters (with their defaults) they use."""
+    resources = doc.get("Resources") or {}
+    kept: dict[str, Any] = {}
+    for logical_id, resource in resources.items():
+        kind = resource.get("Type")
+        if kind in {"AWS::IAM::Role", "AWS::IAM::Policy"}:
+            kept[logical_id] = resource
+        elif kind in {"AWS::Serverless::Function", "AWS::Lambda::Function"}:
+            role = (resource.get("Properties") or {}).get("Role")
+            kept[logical_id] = {"Type": kind, "Properties": {"Role": role}}
+    for name in sorted(_refs(kept)):  # the types of what they name (the table, queues…)
+        if name in resources and name not in kept:
+            kept[name] = {"Type": resources[name].get("Type")}
+    conditions = doc.get("Conditions") or {}
+    used_conditions = {
+        name: conditions[name]
+        for name in sorted({str(r["Condition"]) for r in kept.values() if "Condition" in r})
+        if name in conditions
+    }
+    parameters = doc.get("Parameters") or {}
+    referenced = _refs([kept, used_conditions])
+    used_parameters = {
+        name: {"Default": parameters[name].get("Default", "")}
+        for name in sorted(referenced)
+        if name in parameters
+    }
+    return {"Parameters": used_parameters, "Conditions": used_conditions, "Resources": kept}
+
+
+def _refs(node: Any) -> set[str]:
+    """Every name a `Ref` (or a `${Name}` in an `Fn::Sub`) in `node` points at."""
+    found: set[str] = set()
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key == "Ref" and isinstance(value, str):
+                found.add(value)
+            elif key == "Fn::GetAtt":
+                found.add(str(value[0] if isinstance(value, list) else value).split(".")[0])
+            elif key == "Fn::Sub":
+                text = value if isinstance(value, str) else value[0]
+                found |= {m.split(".")[0] for m in re.findall(r"\$\{([^}!][^}]*)\}", text)}
+                found |= _refs(value if not isinstance(value, str) else [])
+            else:
+                found |= _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _refs(item)
+    return found
 
 
 # ----------------------------------------------------------------------------- creating them

@@ -16,6 +16,7 @@ from leasehold.service.relay import relay_records
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.items import OUTBOX_PREFIX
 from leasehold.store.queue import Wakeup, WakeupQueue
+from leasehold.testing import iam
 
 MAX_READS_PER_POLL = 100
 """GetRecords calls per shard per poll at most (a bound, never reached by a test's table)."""
@@ -35,6 +36,9 @@ class StreamRelay:
     telemetry: Telemetry
     batch_size: int
     max_retries: int
+    role: iam.Role | None = None
+    """The relay function's role: its sends are judged by it (the stream reads are Lambda's
+    poller's, not judged)."""
 
     def __post_init__(self) -> None:
         self._after: dict[str, str] = {}  # shard id → the last record handled
@@ -75,7 +79,8 @@ class StreamRelay:
         relayed = 0
         for start in range(0, len(records), self.batch_size):
             batch = records[start : start + self.batch_size]
-            failed = relay_records(batch, self.queue, self.clock, self.telemetry)
+            with iam.acting_as(self.role):
+                failed = relay_records(batch, self.queue, self.clock, self.telemetry)
             relayed += sum(
                 1 for r in batch if _is_outbox(r) and r["dynamodb"]["SequenceNumber"] not in failed
             )

@@ -29,6 +29,7 @@ from leasehold.store import Stores, Table
 from leasehold.store.leases import LeaseStore
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.table import TransactionRetry
+from leasehold.testing import iam
 from leasehold.testing.applications import Answer, Applications
 from leasehold.testing.config import (
     BackoffCeiling,
@@ -48,6 +49,7 @@ from leasehold.testing.delivery import (
 )
 from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld, hidden_messages
 from leasehold.testing.report import Delivery, NotIdleError, RunReport
+from leasehold.testing.roles import function_roles, resource_attributes
 
 DEFAULT_OWNER = Owner("testing", "alice")
 """Who submits a job unless `owner=` says otherwise."""
@@ -89,7 +91,12 @@ class LeaseholdTestbed:
         owner: Owner = DEFAULT_OWNER,
         seed: int = 7,
         start_ms: int | None = None,
+        resources: Mapping[str, str] | None = None,
     ) -> None:
+        self.resources: dict[str, str] = dict(resources or {})
+        """Template resources a test makes itself, by logical id → physical name (a bucket its
+        kind reads: `{"DocumentsBucket": "docs"}`): the functions' roles name them
+        (leasehold.testing.roles); one not named here is in no role's reach."""
         self.definitions: Definitions = Definitions.find(template)
         """Where the table, queues and settings came from (`definitions.source`)."""
         self.settings: TestbedSettings = TestbedSettings.of(self.definitions, settings)
@@ -163,6 +170,7 @@ class LeaseholdTestbed:
         return _session().client(service)  # type: ignore[call-overload]
 
     def _build(self) -> None:
+        iam.install()  # before the functions' clients are made: each call is judged by its role
         session = _session()
         seed, settings = self._seed, self.settings
         # The functions' clients, with their configuration and the fault injectors...
@@ -193,6 +201,12 @@ class LeaseholdTestbed:
             self.queue_urls["dlq"],
             priority_urls={"high": self.queue_urls["high"], "low": self.queue_urls["low"]},
         )
+        self.roles: dict[str, iam.Role] = self._roles(table)
+        """Each function's execution role (`ApiFunction`, `WorkerFunction`, …) as the
+        template deploys it, over this testbed's resources: every call the engine makes for a
+        function is judged by that function's role, and a call it does not allow fails with
+        AWS's AccessDenied, as the deployed function's would (the test's own reads — `view`,
+        `state`, `client()` — act as no role)."""
         self._relay = StreamRelay(
             session.client("dynamodbstreams"),
             str(table["LatestStreamArn"]),
@@ -201,6 +215,7 @@ class LeaseholdTestbed:
             self.telemetry,
             batch_size=int(self.definitions.relay["batch_size"]),
             max_retries=int(self.definitions.relay["max_retries"]),
+            role=self.roles["RelayFunction"],
         )
         # One event source per priority queue, as the worker has (decision F4): each round
         # delivers a batch from each, high first, so no backlog holds up another queue.
@@ -212,17 +227,23 @@ class LeaseholdTestbed:
             random.Random(seed) if settings.jitter else BackoffCeiling(seed)
         )
         ids = seeded_ids(self.clock, random.Random(seed))
-        self._api = JobService(
-            self._stores,
-            self.kinds,
-            self.clock,
-            ids,
-            self.telemetry,
-            settings.max_attempts,
-            tenancy=TenantPolicy(submit_rate=settings.tenant_submit_rate),
+        api = self.roles["ApiFunction"]
+        self._api = iam.acting_proxy(
+            JobService(
+                self._stores,
+                self.kinds,
+                self.clock,
+                ids,
+                self.telemetry,
+                settings.max_attempts,
+                tenancy=TenantPolicy(submit_rate=settings.tenant_submit_rate),
+            ),
+            api,
         )
         self._viewer = JobService(self._reads, self.kinds, self.clock, ids, self.telemetry)
-        self._ops = OpsService(self._stores, self._queue, self.clock, self.telemetry, self.kinds)
+        self._ops = iam.acting_proxy(
+            OpsService(self._stores, self._queue, self.clock, self.telemetry, self.kinds), api
+        )
         self._worker = self._new_worker()
 
     def _new_worker(self) -> WorkerService:
@@ -230,7 +251,7 @@ class LeaseholdTestbed:
         self._generation += 1
         self._crashes.forget()
         leases = cast(LeaseStore, WatchedLeases(self._stores.leases, self._crashes))
-        return WorkerService(
+        worker = WorkerService(
             stores=replace(self._stores, leases=leases),
             queue=self._queue,
             kinds=self.kinds,
@@ -239,6 +260,26 @@ class LeaseholdTestbed:
             telemetry=self.telemetry,
             rng=self._worker_rng,
         )
+        return iam.acting_proxy(worker, self.roles["WorkerFunction"])
+
+    def _roles(self, table: Mapping[str, Any]) -> dict[str, iam.Role]:
+        physical = {
+            "JobsTable": TABLE_NAME,
+            "WorkQueue": self.queue_urls["work"],
+            "HighPriorityQueue": self.queue_urls["high"],
+            "LowPriorityQueue": self.queue_urls["low"],
+            "DeadLetterQueue": self.queue_urls["dlq"],
+            "RelayFailureQueue": self.queue_urls["relay_failures"],
+        }
+        physical.update(self.resources)
+        template = self.definitions.roles
+        attributes = resource_attributes(
+            template,
+            physical,
+            region=REGION,
+            extra={"JobsTable": {"StreamArn": str(table["LatestStreamArn"])}},
+        )
+        return function_roles(template, attributes, region=REGION)
 
     def deploy(self, kinds: KindsSpec) -> None:
         """A deploy under jobs in flight: `kinds` replace the registered kinds of the same
@@ -329,7 +370,8 @@ class LeaseholdTestbed:
         here they are a 404 `not_found`. Callable from inside a step (a change that races it)."""
         self._ready()
         who = owner or self.owner
-        return self.applications.request(method, path, body, owner=who, headers=headers)
+        with iam.acting_as(self.roles["ApiFunction"]):  # an application's routes are the API's
+            return self.applications.request(method, path, body, owner=who, headers=headers)
 
     def replay(
         self,
@@ -474,7 +516,10 @@ class LeaseholdTestbed:
     def sweep(self) -> dict[str, int]:
         """One pass of the sweeper, now: `{"rescued": 1, "unknown": 1, …}`."""
         self._ready()
-        return sweep(self._stores, self.clock, self.settings.sweeper(), self.telemetry, self.kinds)
+        with iam.acting_as(self.roles["SweeperFunction"]):
+            return sweep(
+                self._stores, self.clock, self.settings.sweeper(), self.telemetry, self.kinds
+            )
 
     def next_due_in(self) -> float | None:
         """Seconds until something will happen without the test acting: a delayed wake-up

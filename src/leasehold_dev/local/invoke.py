@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from leasehold.testing import iam
 from leasehold_dev.local.stack import StackInfo
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -91,11 +92,26 @@ def apply_environment(stack: StackInfo, function: str) -> None:
 
 
 def load_handler(stack: StackInfo, function: str) -> Handler:
-    """Import the function's handler after its environment is set (a cold start)."""
+    """Import the function's handler after its environment is set (a cold start). It runs with
+    the permissions of its own role: every AWS call it makes is judged against that role's
+    policies (leasehold.testing.iam), as on Lambda — also where the API, relay and sweeper
+    share one process and one set of clients here."""
+    iam.install()  # before the handler's runtime makes its clients
+    role = stack.role(function)
     apply_environment(stack, function)
     module_name, _, attribute = stack.functions[function].handler.rpartition(".")
     handler: Handler = getattr(importlib.import_module(module_name), attribute)
-    return handler
+    return acting_as(role, handler)
+
+
+def acting_as(role: iam.Role, handler: Handler) -> Handler:
+    """`handler`, each invocation acting as `role` (the AWS calls it makes, in this thread)."""
+
+    def as_role(event: dict[str, Any], context: Any) -> Any:
+        with iam.acting_as(role):
+            return handler(event, context)
+
+    return as_role
 
 
 def resolve_function(stack: StackInfo, name: str) -> str:

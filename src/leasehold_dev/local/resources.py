@@ -5,13 +5,17 @@ Lambda handler."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import boto3
 
+from leasehold.testing.iam import Role
 from leasehold_dev.local.buckets import apply_bucket_settings
+from leasehold_dev.local.roles import function_roles as resolve_roles
+from leasehold_dev.local.roles import resource_attributes, translated_template
 from leasehold_dev.local.stack import QueueMapping, StreamMapping
 from leasehold_dev.local.template import load_template
 
@@ -134,6 +138,50 @@ def template_environment(table: str, queues: dict[str, str], **overrides: str) -
             env[name] = str(value)
     env.update(overrides)
     return env
+
+
+_ROLES: dict[tuple[tuple[str, str], ...], dict[str, Role]] = {}
+
+
+def function_roles(
+    table: Mapping[str, Any],
+    queues: Mapping[str, str],
+    bucket: str = DOCUMENTS_BUCKET,
+    *,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+    parameters: Mapping[str, str] | None = None,
+) -> dict[str, Role]:
+    """Each function's role (`ApiFunction`, `WorkerFunction`, …) from the translated template,
+    resolved against a test's table (CreateTable's `TableDescription`), queues (as
+    `create_queues` names them) and bucket. `edit(translated)` changes a copy of the template
+    first (a test removing an action); without it the answer is cached."""
+    physical = {
+        "JobsTable": str(table["TableName"]),
+        "DocumentsBucket": bucket,
+        **{
+            logical_id: queues[key]
+            for key, logical_id in (
+                ("work", "WorkQueue"),
+                ("high", "HighPriorityQueue"),
+                ("low", "LowPriorityQueue"),
+                ("dlq", "DeadLetterQueue"),
+                ("relay_failures", "RelayFailureQueue"),
+            )
+            if queues.get(key)
+        },
+    }
+    stream = {"JobsTable": {"StreamArn": str(table["LatestStreamArn"])}}
+    key = tuple(sorted({**physical, "stream": stream["JobsTable"]["StreamArn"]}.items()))
+    key += tuple(sorted((parameters or {}).items()))
+    if edit is None and key in _ROLES:
+        return _ROLES[key]
+    translated = translated_template(TEMPLATE, REGION)
+    attributes = resource_attributes(translated, physical, region=REGION, extra=stream)
+    roles = resolve_roles(translated, attributes, parameters=parameters, region=REGION, edit=edit)
+    if edit is None:
+        _ROLES.clear()  # one set of test resources at a time is what a test uses
+        _ROLES[key] = roles
+    return roles
 
 
 def clients() -> tuple[Any, Any]:

@@ -16,8 +16,10 @@ from typing import Any
 import boto3
 
 from leasehold.domain.errors import LeaseholdError
+from leasehold.testing.iam import Role
 from leasehold_dev.local.moto_durable import RESTORE_PATH, Durability
 from leasehold_dev.local.processes import ProcessRef
+from leasehold_dev.local.roles import resource_attributes, role_documents, role_of
 from leasehold_dev.local.template import (
     LOCAL_CODE_BUCKET,
     LOCAL_CODE_KEY,
@@ -116,6 +118,16 @@ class StackInfo:
     """Its start time (see leasehold_dev.local.processes), so a recycled pid is not taken for it."""
     data_dir: str = ""
     """The data directory it keeps its state in ("" : none, everything is in memory)."""
+    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each function's execution role as the translated template deploys it, resolved against
+    this stack's resources (leasehold_dev.local.roles): what its calls are judged by."""
+
+    def role(self, function: str) -> Role:
+        """The role `function`'s calls act as (leasehold.testing.iam); a stack without one for
+        it is refused: every function runs with its own role's permissions."""
+        if function not in self.roles:
+            raise StackError(f"no execution role recorded for {function}: recreate the stack")
+        return role_of(self.roles[function])
 
     @property
     def process(self) -> ProcessRef:
@@ -181,6 +193,7 @@ class StackInfo:
             pid=doc.get("pid", 0),
             pid_started=doc.get("pid_started", 0),
             data_dir=doc.get("data_dir", ""),
+            roles=doc.get("roles", {}),
         )
 
 
@@ -396,12 +409,36 @@ def create_stack(
     if stack["StackStatus"] != "CREATE_COMPLETE":
         raise StackError(f"the local stack did not create: {stack['StackStatus']}")
     info = describe_stack(endpoint, template)
+    info.roles = _function_roles(cloudformation, translated, merged, info)
     _complete_documents_bucket(s3, template, info)
     if endpoint:  # the server may run in another process (leasehold_dev.local.moto_process)
         _post(endpoint + DETACH_PATH, b"")
     else:
         _detach_moto_invocations()
     return info
+
+
+def _function_roles(
+    cloudformation: Any, translated: dict[str, Any], parameters: dict[str, str], info: StackInfo
+) -> dict[str, dict[str, Any]]:
+    """Each function's role, its policies resolved against what the stack created (the
+    table's stream as the relay's mapping names it)."""
+    listed = cloudformation.list_stack_resources(StackName=STACK_NAME)["StackResourceSummaries"]
+    physical = {
+        r["LogicalResourceId"]: r["PhysicalResourceId"]
+        for r in listed
+        if r.get("PhysicalResourceId")
+    }
+    by_name = {name: logical_id for logical_id, name in physical.items()}
+    extra = {}
+    for mapping in info.stream_mappings:  # arn:…:table/<name>/stream/<label>
+        table = mapping.stream_arn.split(":table/", 1)[-1].split("/stream/", 1)[0]
+        if table in by_name:
+            extra[by_name[table]] = {"StreamArn": mapping.stream_arn}
+    attributes = resource_attributes(translated, physical, region=REGION, extra=extra)
+    return role_documents(
+        translated, attributes, parameters=parameters, region=REGION, stack_name=STACK_NAME
+    )
 
 
 DURABLE_TYPES = {"AWS::DynamoDB::Table": "tables", "AWS::S3::Bucket": "buckets"}
