@@ -182,28 +182,20 @@ class Outcomes:
         logger.error("job item too large", extra=attempt.log_keys | {"detail": message})
         error = {"code": ITEM_TOO_LARGE, "message": message[:500]}
         attempt.checkpoint = replace(attempt.job.checkpoint)  # what the item holds
-        try:
-            return self.stop(
-                attempt,
-                JobState.FAILED,
-                StopReason.HANDLER_ERROR,
-                error,
-                settle_effect=settle_effect,
-            )
-        except ItemTooLargeError:
-            attempt.checkpoint = replace(attempt.checkpoint, outputs=[])
-        try:
-            return self.stop(
-                attempt,
-                JobState.FAILED,
-                StopReason.HANDLER_ERROR,
-                error,
-                settle_effect=settle_effect,
-                shed=True,
-            )
-        except ItemTooLargeError:
-            logger.error("the failure itself was refused for size", extra=attempt.log_keys)
-            return self._result(ITEM_TOO_LARGE)
+        for shed in (False, True):
+            try:
+                return self.stop(
+                    attempt,
+                    JobState.FAILED,
+                    StopReason.HANDLER_ERROR,
+                    error,
+                    settle_effect=settle_effect,
+                    shed=shed,
+                )
+            except ItemTooLargeError:
+                attempt.checkpoint = replace(attempt.checkpoint, outputs=[])
+        logger.error("the failure itself was refused for size", extra=attempt.log_keys)
+        return self._result(ITEM_TOO_LARGE)
 
     def budget_stop(self, attempt: Attempt, message: str) -> WakeupResult:
         self._telemetry.count("BudgetExhausted")
