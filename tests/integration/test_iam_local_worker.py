@@ -20,6 +20,7 @@ from leasehold_apps.synthetic import synthetic
 from leasehold_dev.local.runner import spawn_worker_process
 from leasehold_dev.local.stack import StackInfo, client, create_stack, start_moto
 from tests.support.resources import TEMPLATE
+from tests.support.worker_process import reset_backends
 
 ALICE = Owner("study-group", "alice")
 
@@ -28,6 +29,7 @@ ALICE = Owner("study-group", "alice")
 def stack(tmp_path: Path) -> Iterator[tuple[StackInfo, Path]]:
     server, endpoint = start_moto()
     try:
+        reset_backends(endpoint)  # another module's stack may still be in this process's moto
         yield create_stack(endpoint, TEMPLATE), tmp_path / "stack.json"
     finally:
         server.stop()

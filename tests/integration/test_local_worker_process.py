@@ -18,28 +18,12 @@ from pathlib import Path
 import pytest
 
 from leasehold_dev.local.runner import spawn_worker_process
-from leasehold_dev.local.stack import create_stack, start_moto
-from tests.support.resources import TEMPLATE
+from tests.support.worker_process import stack_state, wait_polling
 
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    server, endpoint = start_moto()
-    try:
-        path = tmp_path_factory.mktemp("stack") / "stack.json"
-        create_stack(endpoint, TEMPLATE).save(path)
-        yield path
-    finally:
-        server.stop()
-
-
-def _wait_polling(log: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.is_file() and "polling" in log.read_text():
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"the worker never polled: {log.read_text() if log.is_file() else ''}")
+    yield from stack_state(tmp_path_factory)
 
 
 def _alive(pid: int) -> bool:
@@ -56,7 +40,7 @@ def test_a_worker_started_from_a_thread_outlives_the_thread(state: Path) -> None
 
     def task() -> None:
         started.append(spawn_worker_process(state, "w-thread", state.parent))
-        _wait_polling(state.parent / "w-thread.log")
+        wait_polling(state.parent / "w-thread.log")
 
     spawner = threading.Thread(target=task)
     spawner.start()

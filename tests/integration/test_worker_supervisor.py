@@ -8,36 +8,19 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from leasehold_dev.local.runner import spawn_worker_process
-from leasehold_dev.local.stack import create_stack, start_moto
 from leasehold_dev.local.supervisor import WorkerSupervisor
-from tests.support.resources import TEMPLATE
+from tests.support.worker_process import stack_state, wait_polling
 
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    server, endpoint = start_moto()
-    try:
-        path = tmp_path_factory.mktemp("stack") / "stack.json"
-        create_stack(endpoint, TEMPLATE).save(path)
-        yield path
-    finally:
-        server.stop()
-
-
-def _wait_polling(log: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.is_file() and "polling" in log.read_text():
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"the worker never polled: {log.read_text() if log.is_file() else ''}")
+    yield from stack_state(tmp_path_factory)
 
 
 def test_a_worker_killed_with_kill_9_is_restarted_and_the_restart_is_logged(state: Path) -> None:
@@ -48,7 +31,7 @@ def test_a_worker_killed_with_kill_9_is_restarted_and_the_restart_is_logged(stat
     )
     first = supervisor.start("worker-1")
     try:
-        _wait_polling(logs / "worker-1.log")
+        wait_polling(logs / "worker-1.log")
         # When the worker is killed with kill -9
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
