@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup browser demo up down test test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
+.PHONY: setup browser demo up down test test-long test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 
 setup: $(STAMP) browser
 
@@ -51,9 +51,14 @@ down: setup
 
 # Unit and integration tests spread over the cores (in-process moto: CPU-bound, independent);
 # then the end-to-end tests, one local stack at a time (they time real processes).
+# make test: every unit and integration test, and the end-to-end tests but the long ones (about
+# 12 minutes on 2 cores from a fresh clone); make test-long: the long end-to-end runs (about 3 min)
 test: setup
 	$(BIN)/pytest -m "not e2e" -n $${PYTEST_WORKERS:-2} --dist worksteal
-	$(BIN)/pytest -m e2e
+	$(BIN)/pytest -m "e2e and not long"
+
+test-long: setup
+	$(BIN)/pytest -m long
 
 test-unit: setup
 	$(BIN)/pytest -m unit

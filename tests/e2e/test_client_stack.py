@@ -105,6 +105,7 @@ def test_the_operator_replays_a_failed_job_and_reads_it_whole(stack: LocalStackP
         ops.resolve(failed.job_id, "failed", note="not unknown")
 
 
+@pytest.mark.long
 def test_during_a_table_outage_a_503_is_unavailable_and_a_keyed_submission_rides_it_out(
     stack: LocalStackProcess,
 ) -> None:

@@ -5,6 +5,8 @@ keyed retry is answered with the job it made; and `--fresh` starts empty, saying
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import signal
@@ -152,6 +154,7 @@ def _object(stack: LocalStackProcess, key: str) -> bytes | None:
     return body
 
 
+@pytest.mark.long
 def test_local_down_keeps_the_state_and_fresh_starts_empty(tmp_path: Path) -> None:
     # Given a stack with a finished job and a document
     stack = LocalStackProcess(tmp_path, workers=1)

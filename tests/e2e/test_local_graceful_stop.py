@@ -4,6 +4,8 @@ job ends `succeeded` after the next `local up`, not `dead`."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import signal
 import time
@@ -47,6 +49,7 @@ def _ran_again_with_its_attempt(tmp_path: Path, job_id: str) -> LocalStackProces
     return again
 
 
+@pytest.mark.long
 def test_local_down_and_ctrl_c_during_a_step_hand_the_job_back(tmp_path: Path) -> None:
     # Given a max_attempts 1 job inside a 10 s step
     stack = LocalStackProcess(tmp_path, workers=1)

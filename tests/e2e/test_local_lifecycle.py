@@ -5,6 +5,8 @@ left running. Each test starts one stack (~10 s)."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import signal
@@ -51,6 +53,7 @@ def _registered(state: Path, count: int, timeout: float = 30) -> dict[ProcessRef
     return workers
 
 
+@pytest.mark.long
 def test_local_down_from_a_subdirectory_leaves_no_process_behind(tmp_path: Path) -> None:
     # Given a stack started in the background with one worker, its state at the checkout's
     # usual place, and a worker attached by hand from a subdirectory (no --state, no --url)

@@ -34,6 +34,7 @@ def _at(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
+@pytest.mark.long
 def test_high_and_low_jobs_do_not_wait_behind_a_normal_backlog(stack: LocalStackProcess) -> None:
     bob, alice = stack.client("bob"), stack.client("alice")
     backlog = [bob.submit("synthetic", SLOW).job_id for _ in range(BACKLOG)]
