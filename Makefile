@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup browser demo up down test test-long test-unit test-integration test-e2e lint format validate build deploy delete bench bench-local bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
+.PHONY: setup browser demo up down test test-long test-unit test-integration test-e2e lint format docs validate build deploy delete bench bench-local bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 
 setup: $(STAMP) browser
 
@@ -80,6 +80,11 @@ lint: setup
 format: setup
 	$(BIN)/ruff format src tests bench scripts
 	$(BIN)/ruff check --fix src tests bench scripts
+
+# The manual as a site (mkdocs.yml: docs/, the README as its home page, an API reference from
+# the docstrings) in site/. --strict: a link to a missing page or anchor fails the build.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
 
 # checkov lives apart, in its own venv (.venv-tools, built the first time): checkov 3.3.30 pins
 # boto3==1.35.49 and packaging<24, while aws-sam-cli pins boto3==1.43.108 and pytest needs

@@ -109,9 +109,9 @@ def test_make_up_serves_the_example_kind(project: Path, stack: str) -> None:
 
 
 def _tutorial_snippet() -> tuple[str, str]:
-    """The README tutorial's client code (the heredoc of its `<!-- tutorial:client -->` block)
-    and the output the README says it prints."""
-    readme = (ROOT / "README.md").read_text()
+    """The tutorial's client code (the heredoc of the `<!-- tutorial:client -->` block of
+    docs/guide/your-project.md) and the output the tutorial says it prints."""
+    readme = (ROOT / "docs" / "guide" / "your-project.md").read_text()
     block = readme.split("<!-- tutorial:client -->")[1].split("<!-- /tutorial -->")[0]
     text = textwrap.dedent(block.split("```sh\n", 1)[1].split("```")[0])
     code = text.split("<<'PY'\n", 1)[1].split("\nPY\n")[0]
@@ -119,9 +119,7 @@ def _tutorial_snippet() -> tuple[str, str]:
     return code, printed
 
 
-def test_the_readme_tutorial_submits_and_waits_through_the_client(
-    project: Path, stack: str
-) -> None:
+def test_the_guide_tutorial_submits_and_waits_through_the_client(project: Path, stack: str) -> None:
     code, printed = _tutorial_snippet()
     assert "http://127.0.0.1:8080" in code and "Client(" in code
     env = _environment() | {

@@ -336,9 +336,9 @@ def test_store_failures_are_the_apis_typed_errors(harness: Harness) -> None:
 # ------------------------------------------------------------------ the IAM statements
 
 
-def _readme_iam_statement() -> str:
-    """The README's SAM policy statement for `submit_direct`."""
-    text = (ROOT / "README.md").read_text()
+def _guide_iam_statement() -> str:
+    """The manual's SAM policy statement for `submit_direct` (docs/guide/enqueue-from-code.md)."""
+    text = (ROOT / "docs" / "guide" / "enqueue-from-code.md").read_text()
     return text.split("<!-- iam:submit-direct -->")[1].split("<!-- /iam -->")[0]
 
 
@@ -350,14 +350,14 @@ _ACTION_OF = {
 }
 
 
-def test_the_readme_grants_exactly_the_actions_the_writes_use(harness: Harness) -> None:
+def test_the_guide_grants_exactly_the_actions_the_writes_use(harness: Harness) -> None:
     keyed = job_writes(harness.table, shout, {"text": "a"}, ALICE, idempotency_key="k")
     plain = job_writes(harness.table, shout, {"text": "a"}, ALICE)
     used = {_ACTION_OF[next(iter(entry))] for new in (keyed, plain) for entry in new.writes}
     # DynamoDB authorises a transaction by its entries' own actions
     assert used == {"dynamodb:PutItem"}
     assert {next(iter(e.values()))["TableName"] for e in keyed.writes} == {harness.table}
-    statement = _readme_iam_statement()
+    statement = _guide_iam_statement()
     assert set(re.findall(r"dynamodb:[A-Za-z]+\b(?!:)", statement)) == used
     # on the stack's table only, and only inside a transaction
     assert "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/" in statement

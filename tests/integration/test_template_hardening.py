@@ -152,8 +152,8 @@ def test_every_checkov_skip_has_a_reason_here_and_in_the_decisions() -> None:
     assert "CKV_AWS_115" not in skipped
 
 
-def test_the_readme_names_every_new_parameter() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_deploy_guide_names_every_new_parameter() -> None:
+    readme = (ROOT / "docs" / "guide" / "deploying.md").read_text()
     for parameter in (
         "ReservedConcurrencyApi",
         "ReservedConcurrencyRelay",
