@@ -185,7 +185,7 @@ def test_the_stack_s_server_refuses_the_damaged_directory_and_starts_after_lease
     the directory naming the file and offset; `leasehold local repair --data DIR` salvages it and
     says what it could not keep; the server then starts on it."""
     from leasehold_dev.cli import main
-    from leasehold_dev.local import moto_process
+    from leasehold_dev.local.moto import process as moto_process
 
     data = tmp_path / "data"
     segment = _acknowledged(data, 30)
@@ -311,7 +311,7 @@ def test_the_stack_s_server_refuses_a_damaged_snapshot_and_starts_after_repair(
     tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from leasehold_dev.cli import main
-    from leasehold_dev.local import moto_process
+    from leasehold_dev.local.moto import process as moto_process
 
     data = tmp_path / "data"
     _snapshot_with_later_records(data)
