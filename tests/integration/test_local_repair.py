@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leasehold_dev.local.journal import SNAPSHOT, Change, Journal, JournalError, repair
+from leasehold_dev.local.journal import Journal
+from leasehold_dev.local.journal_format import SNAPSHOT, Change, JournalError
+from leasehold_dev.local.salvage import repair
 
 
 def _open(directory: Path, **options: int) -> Journal:

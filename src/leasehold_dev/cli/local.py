@@ -258,10 +258,11 @@ def _cmd_local_down(args: argparse.Namespace) -> int:
 
 
 def _cmd_local_repair(args: argparse.Namespace) -> int:
-    """Salvage a data directory `local up` refuses as damaged (leasehold_dev.local.journal's
+    """Salvage a data directory `local up` refuses as damaged (leasehold_dev.local.salvage's
     `repair`): what it kept, what it could not keep, where the damaged files went."""
-    from leasehold_dev.local.journal import JournalError, repair
+    from leasehold_dev.local.journal_format import JournalError
     from leasehold_dev.local.locate import data_path_for_up
+    from leasehold_dev.local.salvage import repair
 
     data = data_path_for_up(args.data, Path.cwd())
     if not data.is_dir():

@@ -30,7 +30,7 @@ from leasehold_dev.local.invoke import (
     metrics_shared_by_threads,
     serialised,
 )
-from leasehold_dev.local.journal import JournalError
+from leasehold_dev.local.journal_format import JournalError
 from leasehold_dev.local.moto import process as moto_process
 from leasehold_dev.local.moto.process import quiet_local_noise
 from leasehold_dev.local.processes import (

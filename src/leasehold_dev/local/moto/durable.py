@@ -43,7 +43,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 from xml.etree import ElementTree
 
-from leasehold_dev.local.journal import Change, Journal, JournalError
+from leasehold_dev.local.journal import Journal
+from leasehold_dev.local.journal_format import Change, JournalError
 from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 RESTORE_PATH = "/_leasehold/restore"

@@ -123,7 +123,8 @@ def serve(parent_pid: int, data: Path | None = None) -> int:
     """The child: serve until SIGTERM or until `parent_pid` is no longer the parent. SIGINT is
     ignored: Ctrl-C reaches the terminal's whole process group at once, and the workers it stops
     hand their jobs back through this server — `local up` stops it (SIGTERM) after them."""
-    from leasehold_dev.local.journal import Journal, JournalError
+    from leasehold_dev.local.journal import Journal
+    from leasehold_dev.local.journal_format import JournalError
     from leasehold_dev.local.moto.durable import Durability
     from leasehold_dev.local.moto.server import start_moto
 
