@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "src" / "leasehold" / "testing" / "packaged_roles.json"
 
 
-def render(roles: dict[str, Any]) -> str:
+def render(roles: Mapping[str, Any]) -> str:
     """The file's text: sorted keys, two-space indent, so a regenerated copy diffs cleanly."""
     return json.dumps(roles, indent=2, sort_keys=True) + "\n"
 
