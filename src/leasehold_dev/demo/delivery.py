@@ -3,13 +3,12 @@ rate limit, a schedule and priorities — each shown on the local stack."""
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from leasehold_dev.demo.session import TERMINAL, Session, Task
-from leasehold_dev.demo.synthetic import synthetic_job
+from leasehold_dev.demo.synthetic import settled_counting_running, synthetic_job
 
 
 def d1_delayed(s: Session, task: Task) -> None:
@@ -76,29 +75,17 @@ def d2_concurrency(s: Session, task: Task) -> None:
                 user="carol",
             )  # fmt: skip
         )
-    most, waits = 0, set()
-    done = threading.Event()
+    waits: set[str] = set()
 
-    def sample() -> None:
-        nonlocal most
-        while not done.is_set():
-            answer = s.call("GET", "/ops/jobs?state=running&limit=100", user="ops")
-            if answer.status == 200:
-                running = [r for r in answer.body.get("jobs", []) if r["job_id"] in jobs]
-                most = max(most, len(running))
-            for job_id in jobs:
-                waiting = s.job(job_id, "carol").get("waiting_for")
-                if waiting and "concurrency" in waiting:
-                    waits.add(waiting["concurrency"])
-            done.wait(0.2)
+    def note_waits() -> None:
+        for job_id in jobs:
+            waiting = s.job(job_id, "carol").get("waiting_for")
+            if waiting and "concurrency" in waiting:
+                waits.add(waiting["concurrency"])
 
-    sampler = threading.Thread(target=sample, name="D2-sampler", daemon=True)
-    sampler.start()
-    try:
-        results = [s.wait_settled(j, "carol", timeout=60) for j in jobs]
-    finally:
-        done.set()
-        sampler.join(timeout=5)
+    results, most = settled_counting_running(
+        s, jobs, "carol", sampler="D2-sampler", every=0.2, also=note_waits
+    )
     states = {r.get("state") for r in results}
     attempts = sorted(int(r.get("attempts") or 0) for r in results)
     s.check(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from leasehold_dev.demo.session import TERMINAL, Session, Task
@@ -26,6 +27,42 @@ def in_order(events: list[str], expected: list[str]) -> bool:
     """Whether `expected` happened in this order (other entries may come between)."""
     remaining = iter(events)
     return all(any(event == wanted for event in remaining) for wanted in expected)
+
+
+def settled_counting_running(
+    s: Session,
+    jobs: list[str],
+    user: str,
+    *,
+    sampler: str,
+    every: float,
+    also: Callable[[], None] | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Wait for `user`'s `jobs` to settle while a thread samples, every `every` s, how many of
+    them run at once — one query of the `running` state index a sample, so a point-in-time
+    count — and runs `also` once a sample. Their settled views, and the most seen running."""
+    most = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal most
+        while not done.is_set():
+            answer = s.call("GET", "/ops/jobs?state=running&limit=100", user="ops")
+            if answer.status == 200:
+                running = [r for r in answer.body.get("jobs", []) if r["job_id"] in jobs]
+                most = max(most, len(running))
+            if also is not None:
+                also()
+            done.wait(every)
+
+    thread = threading.Thread(target=sample, name=sampler, daemon=True)
+    thread.start()
+    try:
+        results = [s.wait_settled(j, user, timeout=60) for j in jobs]
+    finally:
+        done.set()
+        thread.join(timeout=5)
+    return results, most
 
 
 def t1_approval(s: Session, task: Task) -> None:
@@ -151,25 +188,7 @@ def t7_limit(s: Session, task: Task) -> None:
         )
         for i in range(4)
     ]
-    most = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal most
-        while not done.is_set():
-            answer = s.call("GET", "/ops/jobs?state=running&limit=100", user="ops")
-            if answer.status == 200:
-                running = [r for r in answer.body.get("jobs", []) if r["job_id"] in jobs]
-                most = max(most, len(running))
-            done.wait(0.25)
-
-    sampler = threading.Thread(target=sample, name="T7-sampler", daemon=True)
-    sampler.start()
-    try:
-        results = [s.wait_settled(j, "bob", timeout=60) for j in jobs]
-    finally:
-        done.set()
-        sampler.join(timeout=5)
+    results, most = settled_counting_running(s, jobs, "bob", sampler="T7-sampler", every=0.25)
     states = {r.get("state") for r in results}
     attempts = sorted(int(r.get("attempts") or 0) for r in results)
     s.check(
