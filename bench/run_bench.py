@@ -40,7 +40,7 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
     """All scenarios; `quick` runs a fifth of the jobs (for a smoke check, not for figures)."""
     from moto import mock_aws
 
-    from leasehold_dev.local import moto_transactions
+    from leasehold_dev.local.moto import transactions as moto_transactions
 
     set_credentials()
     quiet_warnings()

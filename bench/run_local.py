@@ -3,7 +3,7 @@ embedded local stack (`leasehold local up`, moto) with worker processes, submitt
 concurrent clients that poll `GET /jobs/{id}` (arch §8), measured in windows as the table
 grows; the accept → succeeded latency of single jobs on an idle stack; and the in-process cost of
 a 2-item transaction against a PutItem as the table grows, with and without
-leasehold_dev.local.moto_transactions. The stack keeps its state in a data directory of the
+leasehold_dev.local.moto.transactions. The stack keeps its state in a data directory of the
 benchmark's own (decision L15); the same run first times an `--in-memory` stack over
 `--compare-jobs` jobs, and ends by killing the stack's process group with `--restart-jobs` jobs in
 its data directory and timing the restart. Every figure is the local stack or moto on this
@@ -122,7 +122,7 @@ class StackProcess:
         def is_moto(pid: int) -> bool:
             try:
                 return (
-                    b"leasehold_dev.local.moto_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                    b"leasehold_dev.local.moto.process" in Path(f"/proc/{pid}/cmdline").read_bytes()
                 )
             except OSError:
                 return False

@@ -1,6 +1,6 @@
 """The in-process part of `make bench-local`: one PutItem against one 2-item TransactWriteItems
 (an accept: two conditional Puts) through boto3 on moto's in-process mock, as the table fills,
-with leasehold_dev.local.moto_transactions and — for the small sizes — with moto's own method."""
+with leasehold_dev.local.moto.transactions and — for the small sizes — with moto's own method."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def measure_transactions(
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from leasehold_dev.local import moto_transactions
+    from leasehold_dev.local.moto import transactions as moto_transactions
     from leasehold_dev.local.resources import clients, create_table
 
     os.environ.update(

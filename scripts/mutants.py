@@ -86,13 +86,13 @@ MUTANTS = [
     ),
     Mutant(
         "the local journal skips UpdateItem",
-        "src/leasehold_dev/local/moto_durable.py",
+        "src/leasehold_dev/local/moto/durable.py",
         'if operation in WRITES and held.status.startswith("200"):',
         'if operation in WRITES - {"UpdateItem"} and held.status.startswith("200"):',
     ),
     Mutant(
         "the local stack answers before its journal is synced",
-        "src/leasehold_dev/local/moto_durable.py",
+        "src/leasehold_dev/local/moto/durable.py",
         "self._item_changes(operation, json.loads(body)))\n            self.journal.wait_durable(sequence)",
         "self._item_changes(operation, json.loads(body)))",
     ),

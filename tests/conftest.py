@@ -11,7 +11,9 @@ import pytest
 from moto import mock_aws
 
 from leasehold.testing import iam
-from leasehold_dev.local import moto_item_size, moto_text, moto_transactions
+from leasehold_dev.local.moto import item_size as moto_item_size
+from leasehold_dev.local.moto import text as moto_text
+from leasehold_dev.local.moto import transactions as moto_transactions
 from tests.support.api import Call, call_fixture
 from tests.support.atomic import serialise_dynamodb
 from tests.support.harness import Harness
@@ -71,7 +73,7 @@ def token_window_on_the_wall_clock() -> Iterator[None]:
 @pytest.fixture
 def moto_server() -> Iterator[str]:
     """The local stack's embedded moto server (a thread of this process), its endpoint."""
-    from leasehold_dev.local.stack import start_moto
+    from leasehold_dev.local.moto.server import start_moto
 
     server, url = start_moto()
     try:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from leasehold import ApiError, Client, WaitTimeout
-from leasehold_dev.local.stack import StackInfo, set_dynamodb_outage
+from leasehold_dev.local.moto.server import set_dynamodb_outage
+from leasehold_dev.local.stack import StackInfo
 from tests.support.localstack import LocalStackProcess
 
 pytestmark = pytest.mark.e2e

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def measured() -> Iterator[dict[str, Any]]:
-    from leasehold_dev.local import moto_transactions
+    from leasehold_dev.local.moto import transactions as moto_transactions
 
     # set_credentials() is the bench's process setup: it also raises the recursion limit to
     # 3000 and rewrites os.environ, for good. Left so, every later test in this xdist worker

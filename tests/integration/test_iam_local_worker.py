@@ -17,8 +17,9 @@ from leasehold.domain.job import Owner
 from leasehold.sdk.direct import submit_direct
 from leasehold.store.items import deserialize_item, job_key
 from leasehold_apps.synthetic import synthetic
+from leasehold_dev.local.moto.server import start_moto
 from leasehold_dev.local.runner import spawn_worker_process
-from leasehold_dev.local.stack import StackInfo, client, create_stack, start_moto
+from leasehold_dev.local.stack import StackInfo, client, create_stack
 from tests.support.resources import TEMPLATE
 from tests.support.worker_process import reset_backends
 

@@ -1,4 +1,4 @@
-"""Every reader of an index, with the index lagging (leasehold_dev.local.moto_index_lag): a GSI
+"""Every reader of an index, with the index lagging (leasehold_dev.local.moto.index_lag): a GSI
 may list an item as it was a moment ago. Each reader re-checks what it listed against the item
 itself (read strongly consistent) — a listing never shows a job in a state it has left, the
 sweeper never acts on a job the index no longer holds — or is safe without (decisions GL*)."""

@@ -2,7 +2,7 @@
 the item's budget (leasehold.domain.sizes), a part that would pass its share ends the job
 `failed` / `item_too_large` before the write, and a write DynamoDB refuses for size all the same
 ends it the same way — the message is let go, never re-delivered into the DLQ (moto, in-process;
-moto's size refusal made atomic by leasehold_dev.local.moto_item_size)."""
+moto's size refusal made atomic by leasehold_dev.local.moto.item_size)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from leasehold_dev.local import journal as journal_module
-from leasehold_dev.local.journal import SNAPSHOT, Change, Journal, JournalError
+from leasehold_dev.local.journal import Journal
+from leasehold_dev.local.journal_format import SNAPSHOT, Change, JournalError
 
 
 def _open(directory: Path, **options: int) -> Journal:

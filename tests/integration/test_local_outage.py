@@ -11,7 +11,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from leasehold_dev.local.stack import REGION, set_dynamodb_outage
+from leasehold_dev.local.moto.server import set_dynamodb_outage
+from leasehold_dev.local.stack import REGION
 
 
 @pytest.fixture

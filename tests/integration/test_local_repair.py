@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leasehold_dev.local.journal import SNAPSHOT, Change, Journal, JournalError, repair
+from leasehold_dev.local.journal import Journal
+from leasehold_dev.local.journal_format import SNAPSHOT, Change, JournalError
+from leasehold_dev.local.salvage import repair
 
 
 def _open(directory: Path, **options: int) -> Journal:
@@ -185,7 +187,7 @@ def test_the_stack_s_server_refuses_the_damaged_directory_and_starts_after_lease
     the directory naming the file and offset; `leasehold local repair --data DIR` salvages it and
     says what it could not keep; the server then starts on it."""
     from leasehold_dev.cli import main
-    from leasehold_dev.local import moto_process
+    from leasehold_dev.local.moto import process as moto_process
 
     data = tmp_path / "data"
     segment = _acknowledged(data, 30)
@@ -311,7 +313,7 @@ def test_the_stack_s_server_refuses_a_damaged_snapshot_and_starts_after_repair(
     tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from leasehold_dev.cli import main
-    from leasehold_dev.local import moto_process
+    from leasehold_dev.local.moto import process as moto_process
 
     data = tmp_path / "data"
     _snapshot_with_later_records(data)

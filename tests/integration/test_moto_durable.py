@@ -1,4 +1,4 @@
-"""leasehold_dev.local.moto_durable through the embedded server: every item write and every
+"""leasehold_dev.local.moto.durable through the embedded server: every item write and every
 document write it acknowledges comes back after a restart (with every attribute type, after
 compactions), restored items make no stream records, a journal that cannot sync answers 503
 from then on, and PartiQL is refused while journaling."""
@@ -17,8 +17,9 @@ from botocore.exceptions import ClientError
 
 from leasehold_dev.local import journal as journal_module
 from leasehold_dev.local.journal import Journal
-from leasehold_dev.local.moto_durable import Durability
-from leasehold_dev.local.stack import client, restore_data, start_moto
+from leasehold_dev.local.moto.durable import Durability
+from leasehold_dev.local.moto.server import start_moto
+from leasehold_dev.local.stack import client, restore_data
 
 
 @dataclass
@@ -386,7 +387,7 @@ def test_nobody_reads_a_write_before_it_is_on_disk(
 def test_an_entry_moto_refuses_at_restore_is_named_not_an_html_page(
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from leasehold_dev.local import moto_durable
+    from leasehold_dev.local.moto import durable as moto_durable
     from leasehold_dev.local.stack import StackError
 
     first = serve()

@@ -1,4 +1,4 @@
-"""leasehold_dev.local.moto_expressions against moto's own expression handling: the same updates and
+"""leasehold_dev.local.moto.expressions against moto's own expression handling: the same updates and
 conditions — a fixed list, then hypothesis-made streams of them — give the same answers and the
 same items with and without the memos, the fast copy and the fast tree walk."""
 
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from leasehold_dev.local import moto_expressions
+from leasehold_dev.local.moto import expressions as moto_expressions
 from leasehold_dev.local.resources import create_table
 from leasehold_dev.local.stack import REGION
 

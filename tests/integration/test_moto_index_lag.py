@@ -1,4 +1,4 @@
-"""The lagging-GSI fixture itself (leasehold_dev.local.moto_index_lag): an index Query sees the
+"""The lagging-GSI fixture itself (leasehold_dev.local.moto.index_lag): an index Query sees the
 table as it stood `lag` ago on the test's clock — an updated item's old version, a deleted item
 still there, a new one not yet — while GetItem, BatchGetItem and base-table Queries are current;
 once the lag has passed, the index agrees. Writes of every kind are recorded (Put, Update, Delete,
@@ -15,7 +15,8 @@ import boto3
 import pytest
 
 from leasehold.domain.clock import ManualClock
-from leasehold_dev.local import moto_index_lag, moto_queries
+from leasehold_dev.local.moto import index_lag as moto_index_lag
+from leasehold_dev.local.moto import queries as moto_queries
 from leasehold_dev.local.resources import create_table
 from tests.support.index_lag import lagging_index
 
@@ -231,7 +232,7 @@ def test_a_lag_spec_that_is_not_whole_milliseconds_is_refused() -> None:
 def test_the_embedded_server_lags_its_index_on_the_wall_clock(
     monkeypatch: pytest.MonkeyPatch, aws_env: None
 ) -> None:
-    from leasehold_dev.local.stack import start_moto
+    from leasehold_dev.local.moto.server import start_moto
 
     monkeypatch.setenv(moto_index_lag.LAG_ENVIRONMENT, "300")
     server, url = start_moto()

@@ -1,4 +1,4 @@
-"""leasehold_dev.local.moto_item_size: an UpdateItem that DynamoDB refuses for the item's size
+"""leasehold_dev.local.moto.item_size: an UpdateItem that DynamoDB refuses for the item's size
 changes nothing, as on AWS. moto 5.2.5 checks the 400 KB limit attribute by attribute while it
 applies the update to the stored item, so the actions before the one that crossed the limit
 stay applied (and a version counter moves) although the caller was told the write failed."""
@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from leasehold_dev.local import moto_item_size
+from leasehold_dev.local.moto import item_size as moto_item_size
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""leasehold_dev.local.moto_process: the local stack's moto server runs in a process of its own, is
+"""leasehold_dev.local.moto.process: the local stack's moto server runs in a process of its own, is
 stopped with its stack, and never outlives the process that started it."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import textwrap
 import time
 from pathlib import Path
 
-from leasehold_dev.local import moto_process
+from leasehold_dev.local.moto import process as moto_process
+from leasehold_dev.local.moto.server import set_dynamodb_outage
 from leasehold_dev.local.processes import ProcessRef, wait_gone
-from leasehold_dev.local.stack import client, set_dynamodb_outage
+from leasehold_dev.local.stack import client
 
 
 def test_the_server_process_serves_with_leasehold_s_patches_and_stops() -> None:
@@ -39,7 +40,7 @@ def test_the_server_process_ends_when_the_process_that_started_it_is_killed(
         textwrap.dedent(
             """
             import sys, time
-            from leasehold_dev.local import moto_process
+            from leasehold_dev.local.moto import process as moto_process
             server = moto_process.spawn()
             print(server.process.pid, flush=True)
             time.sleep(120)

@@ -1,4 +1,4 @@
-"""leasehold_dev.local.moto_queries against moto's own Table.query: every page of every query (table
+"""leasehold_dev.local.moto.queries against moto's own Table.query: every page of every query (table
 or index, key conditions, both directions, limits, paging, filters, COUNT) is the same with and
 without the candidate view — and an index query's cost follows its partition, not the table."""
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from moto.dynamodb.models.table import Table
 
-from leasehold_dev.local import moto_queries
+from leasehold_dev.local.moto import queries as moto_queries
 from leasehold_dev.local.resources import create_table
 
 JOBS = "jobs"

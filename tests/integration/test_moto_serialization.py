@@ -1,4 +1,4 @@
-"""leasehold_dev.local.moto_serialization against moto's own serializer: every response that carries
+"""leasehold_dev.local.moto.serialization against moto's own serializer: every response that carries
 attribute values (GetItem, Query, Scan, BatchGetItem, GetRecords, a cancelled transaction's
 CancellationReasons) is byte for byte the same with and without the fast path."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from moto.core.serialize import BaseJSONSerializer
 
-from leasehold_dev.local import moto_serialization
+from leasehold_dev.local.moto import serialization as moto_serialization
 from leasehold_dev.local.resources import create_table
 
 TABLE = "jobs"

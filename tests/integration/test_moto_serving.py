@@ -1,4 +1,4 @@
-"""leasehold_dev.local.moto_serving: the embedded server keeps a client's connection open between
+"""leasehold_dev.local.moto.serving: the embedded server keeps a client's connection open between
 requests (and never mistakes an unread body for the next request), and its memo of the backend
 of a host gives moto's own answers."""
 
@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from leasehold_dev.local import moto_serving
-from leasehold_dev.local.stack import OUTAGE_PATH, client
+from leasehold_dev.local.moto import serving as moto_serving
+from leasehold_dev.local.moto.server import OUTAGE_PATH
+from leasehold_dev.local.stack import client
 from tests.support.burst import burst
 
 
@@ -215,16 +216,16 @@ def test_the_backend_of_a_host_is_moto_s_and_found_once() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["moto_transactions", "moto_queries", "moto_serialization", "moto_serving", "moto_expressions"],
+    ["transactions", "queries", "serialization", "serving", "expressions"],
 )
 def test_every_moto_patch_refuses_another_moto_release(
     module: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import importlib
 
-    from leasehold_dev.local import moto_transactions
+    from leasehold_dev.local.moto import transactions as moto_transactions
 
-    patch = importlib.import_module(f"leasehold_dev.local.{module}")
+    patch = importlib.import_module(f"leasehold_dev.local.moto.{module}")
     monkeypatch.setattr(moto_transactions, "_moto_version", lambda: "5.3.0")
     with pytest.raises(
         moto_transactions.MotoVersionError, match=rf"{module} .* 5\.3\.0 is installed"

@@ -1,4 +1,4 @@
-"""leasehold_dev.local.moto_transactions against moto's own transact_write_items: the same
+"""leasehold_dev.local.moto.transactions against moto's own transact_write_items: the same
 transactions through both give the same responses and errors (CancellationReasons in order, with
 their items), the same tables, GSI answers and stream records — and the patch's cost does not
 grow with the table."""
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from leasehold_dev.local import moto_transactions
+from leasehold_dev.local.moto import transactions as moto_transactions
 from tests.support.twin_backends import (
     JOB_KEYS,
     JOBS,
@@ -384,7 +384,7 @@ def test_the_local_stacks_moto_server_runs_the_patch(monkeypatch: pytest.MonkeyP
     # Given moto's own method in place (as in a fresh `leasehold local up` process)
     from moto.dynamodb.models import DynamoDBBackend
 
-    from leasehold_dev.local.stack import start_moto
+    from leasehold_dev.local.moto.server import start_moto
 
     monkeypatch.setattr(DynamoDBBackend, "transact_write_items", moto_transactions.moto_original())
     assert not moto_transactions.installed()

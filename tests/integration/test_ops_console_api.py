@@ -5,9 +5,13 @@ kind and tenant, the last hour's figures, and each attempt's start on the timeli
 from __future__ import annotations
 
 import copy
+import fnmatch
 import json
 import logging
+import re
+import tomllib
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 from leasehold import console
@@ -19,6 +23,7 @@ from tests.conftest import load_event
 from tests.support.api import Call, _exchange
 from tests.support.contract import check_exchange
 
+ROOT = Path(__file__).resolve().parents[2]
 QUEUED = {"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
 
 
@@ -78,15 +83,17 @@ def test_the_console_is_served_without_identity_with_a_strict_csp(call: Call) ->
     markup = _Markup()
     markup.feed(page["body"])
     scripts = [attrs for tag, attrs in markup.tags if tag == "script"]
-    assert scripts == [{"src": "/console/console.js", "defer": None}] and markup.script_text == ""
+    assert scripts == [{"type": "module", "src": "/console/console.js"}]
+    assert markup.script_text == ""
     assert not [tag for tag, _ in markup.tags if tag == "style"]
     for tag, attrs in markup.tags:
         assert "style" not in attrs, tag
         assert not [name for name in attrs if name.startswith("on")], tag
-    # And its script and style sheet come from the package, with the same headers
-    for asset, media in (("console.js", "text/javascript"), ("console.css", "text/css")):
+    # And its scripts and style sheet come from the package, with the same headers
+    assert {"console.js", "console.css"} <= set(console.ASSETS)
+    for asset, media in console.ASSETS.items():
         answer = _get_console(asset)
-        assert answer["statusCode"] == 200 and answer["headers"]["Content-Type"].startswith(media)
+        assert answer["statusCode"] == 200 and answer["headers"]["Content-Type"] == media
         assert answer["headers"]["Content-Security-Policy"] == csp
         assert answer["body"] == console.asset(asset)
     # And nothing else under the package is reachable
@@ -95,12 +102,47 @@ def test_the_console_is_served_without_identity_with_a_strict_csp(call: Call) ->
 
 
 def test_the_console_script_never_writes_markup() -> None:
-    # Job strings reach the page as text only (the browser test proves it end to end)
-    script = console.asset("console.js")
-    assert script is not None
-    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
-        assert sink not in script, sink
-    assert "localStorage" not in script  # the credential lives in sessionStorage only
+    # Job strings reach the page as text only (the browser test proves it end to end), in every
+    # module of the console's script
+    scripts = [name for name in console.ASSETS if name.endswith(".js")]
+    assert "console.js" in scripts
+    for name in scripts:
+        script = console.asset(name)
+        assert script is not None, name
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+            assert sink not in script, (name, sink)
+        assert "localStorage" not in script, name  # the credential lives in sessionStorage only
+
+
+_IMPORT = re.compile(r'^\s*(?:import|export)\b[^;]*?\bfrom\s+"([^"]+)"', re.MULTILINE)
+
+
+def test_every_module_the_console_imports_is_served_as_a_script_and_shipped() -> None:
+    # Given the console's scripts: the page loads console.js as a module, which imports the rest
+    static = Path(console.__file__).parent / "static"
+    on_disk = {path.name for path in static.glob("*.js")}
+    scripts = {name for name in console.ASSETS if name.endswith(".js")}
+    # Then every script in the package is served (none is left out of the route's list)...
+    assert on_disk == scripts
+    # ...and every module one of them imports is one of them, by a same-origin relative path
+    # (the CSP allows `script-src 'self'` only), and is served as JavaScript (a module served
+    # with another type is refused by the browser)
+    imported: set[str] = set()
+    for name in sorted(scripts):
+        for target in _IMPORT.findall(console.asset(name) or ""):
+            assert target.startswith("./") and "/" not in target[2:], (name, target)
+            imported.add(target[2:])
+    assert imported, "console.js imports its modules"
+    assert imported <= scripts, imported - scripts
+    assert scripts - imported == {"console.js"}  # every module is reachable from the entry
+    for name in scripts:
+        assert console.ASSETS[name].startswith("text/javascript"), name
+    # And the wheel ships every asset: each matches a package-data glob of leasehold.console
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["leasehold.console"]
+    for name in console.ASSETS:
+        assert any(fnmatch.fnmatch(f"static/{name}", glob) for glob in globs), name
 
 
 def test_an_operator_cancels_any_tenants_job_with_a_note(call: Call) -> None:

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from leasehold.domain.clock import ManualClock, SystemClock
 from leasehold.domain.errors import StoreUnavailableError
 from leasehold.store.items import deserialize_item
-from leasehold_dev.local import moto_transactions
+from leasehold_dev.local.moto import transactions as moto_transactions
 from tests.support.api import CACHED, Call
 from tests.support.harness import ALICE, Harness, make_job
 

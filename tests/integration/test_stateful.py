@@ -3,7 +3,7 @@ relay (outbox → stream → relay → queue, with delays and early messages), w
 are skewed and whose steps take time (so they heartbeat), crashes before and after any store
 write, cancels mid-step, approvals, sweeps, operator replays and resolves, late writes from
 workers thought dead, store faults injected at the client boundary, and indexes that lag up to
-3 s behind the table (leasehold_dev.local.moto_index_lag) — against moto, and
+3 s behind the table (leasehold_dev.local.moto.index_lag) — against moto, and
 checks every invariant from the table after every step:
 
 - at most one valid lease (no claim while an earlier claim's lease is live by its clock);
@@ -53,7 +53,8 @@ from leasehold.store.slots import holders_of
 from leasehold_apps.reading_list.enrich import EnrichKind
 from leasehold_apps.reading_list.provider import Capability
 from leasehold_apps.reading_list.service import BookmarkService
-from leasehold_dev.local import moto_index_lag, moto_transactions
+from leasehold_dev.local.moto import index_lag as moto_index_lag
+from leasehold_dev.local.moto import transactions as moto_transactions
 from tests.support.clockqueue import ClockQueue
 from tests.support.fake_provider import FakeProvider
 from tests.support.harness import ALICE, BOB, LEASE_MS, SLOT_LIMIT, Harness

@@ -4,6 +4,10 @@ tooling reads it."""
 
 from __future__ import annotations
 
+import fnmatch
+import subprocess
+import sys
+import tomllib
 from dataclasses import fields
 from pathlib import Path
 
@@ -11,6 +15,7 @@ import pytest
 
 from leasehold.testing import PACKAGED, Definitions, TemplateError, TestbedSettings
 from leasehold.testing.definitions import SETTINGS_FROM_ENVIRONMENT, SOURCE_TEMPLATE
+from leasehold.testing.packaged_roles import PACKAGED_ROLES_FILE
 from leasehold_dev.local.resources import TEMPLATE, parameter_defaults, resolved, template
 
 pytestmark = pytest.mark.integration
@@ -18,6 +23,27 @@ pytestmark = pytest.mark.integration
 
 def test_the_packaged_copy_is_what_template_yaml_deploys() -> None:
     assert Definitions.from_template(TEMPLATE).content() == PACKAGED.content()
+
+
+def test_the_packaged_roles_are_the_generators_json_and_ship_in_the_wheel() -> None:
+    # The roles' copy is data written by scripts/packaged_roles.py: the file holds exactly what
+    # the generator writes from template.yaml now (not a hand edit, not a stale copy)...
+    root = Path(__file__).resolve().parents[2]
+    checked = subprocess.run(
+        [sys.executable, str(root / "scripts" / "packaged_roles.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # ...and the wheel carries it: a package-data glob of leasehold.testing names it
+    package_data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]
+    assert any(
+        fnmatch.fnmatch(PACKAGED_ROLES_FILE, glob)
+        for glob in package_data.get("leasehold.testing", [])
+    )
 
 
 def test_the_packaged_copy_matches_the_template_as_leasehold_local_reads_it() -> None:

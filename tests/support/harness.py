@@ -39,7 +39,7 @@ from leasehold_apps.reading_list.enrich import EnrichKind
 from leasehold_apps.reading_list.kinds import TitleKind
 from leasehold_apps.reading_list.service import BookmarkService
 from leasehold_apps.reading_list.titles.fixture import FixtureFetcher
-from leasehold_dev.local import moto_transactions
+from leasehold_dev.local.moto import transactions as moto_transactions
 from leasehold_dev.local.pumps import QueuePoller, StreamPump
 from tests.support.kinds import JobKind, registry
 from tests.support.resources import (

@@ -1,4 +1,4 @@
-"""A lagging global secondary index for one test (leasehold_dev.local.moto_index_lag): index
+"""A lagging global secondary index for one test (leasehold_dev.local.moto.index_lag): index
 Queries answer from the table as it stood `lag_ms` ago on the test's clock; base-table reads are
 current. Used by the invariant tests (stateful machine, crash matrix, delayed jobs, schedules,
 sweeper) and by the readers' own tests."""
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from leasehold.domain.clock import Clock
-from leasehold_dev.local import moto_index_lag
+from leasehold_dev.local.moto import index_lag as moto_index_lag
 
 LAG_MS = 500
 """The lag the invariant tests run with: longer than a step of most tests, shorter than a lease."""

@@ -1,5 +1,5 @@
 """Two moto DynamoDB backends with the same tables and seed items, one running moto's own
-transact_write_items and one running leasehold_dev.local.moto_transactions', so a test can send the
+transact_write_items and one running leasehold_dev.local.moto.transactions', so a test can send the
 same requests to both through boto3 and compare everything a client or a stream reader sees."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
-from leasehold_dev.local import moto_transactions
+from leasehold_dev.local.moto import transactions as moto_transactions
 from leasehold_dev.local.resources import create_table
 
 MOTO_REGION = "us-east-1"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from leasehold_dev.local.stack import create_stack, start_moto
+from leasehold_dev.local.moto.server import start_moto
+from leasehold_dev.local.stack import create_stack
 from tests.support.resources import TEMPLATE
 
 

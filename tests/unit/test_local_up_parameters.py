@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from leasehold_dev.cli import CliError, _parameter_overrides
+from leasehold_dev.cli.local import _parameter_overrides
+from leasehold_dev.cli.target import CliError
 from tests.integration.test_template import TEMPLATE
 
 

@@ -1,4 +1,4 @@
-"""The operator console's static shell (arch §14): one HTML page, its script and its style sheet,
+"""The operator console's static shell (arch §14): one HTML page, its scripts and its style sheet,
 shipped inside the package (no CDN: it works offline) and served by the API function at
 `GET /console` and `GET /console/{asset}`.
 
@@ -20,13 +20,25 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
+SCRIPT = "text/javascript; charset=utf-8"
+
 ASSETS: dict[str, str] = {
     "index.html": "text/html; charset=utf-8",
-    "console.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
+    # The page loads console.js as an ES module (`script-src 'self'` allows it and every module
+    # it imports from this origin); each module below is one concern of the console.
+    "console.js": SCRIPT,
+    "dom.js": SCRIPT,
+    "api.js": SCRIPT,
+    "shell.js": SCRIPT,
+    "overview.js": SCRIPT,
+    "jobs.js": SCRIPT,
+    "job.js": SCRIPT,
+    "dialogs.js": SCRIPT,
 }
 """Every file the console serves, by name, and its media type: nothing else under the package
-is reachable (a name not listed is a 404, so no path can walk out of the folder)."""
+is reachable (a name not listed is a 404, so no path can walk out of the folder). A script a
+module imports must be listed here, or the browser's import of it fails (a test holds it)."""
 
 PAGE = "index.html"
 
@@ -41,7 +53,7 @@ def asset(name: str) -> str | None:
 
 def headers(name: str) -> dict[str, str]:
     """The response headers of one asset: its type, the CSP and the hardening headers. The page
-    itself is never cached (a new deployment shows at once); the script and style sheet are
+    itself is never cached (a new deployment shows at once); the scripts and style sheet are
     revalidated on each load."""
     return {
         "Content-Type": ASSETS[name],

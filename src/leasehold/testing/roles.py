@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urlparse
 
 from leasehold.testing.iam import Role
@@ -67,27 +67,26 @@ def _attributes(kind: str, name: str, region: str, account: str) -> dict[str, st
     return {"Ref": name}
 
 
+class Placement(TypedDict, total=False):
+    """Where the template's stack stands, beyond its region: what `role_documents` resolves the
+    template's references with (each has role_documents' default when absent)."""
+
+    parameters: Mapping[str, str] | None
+    account: str
+    stack_name: str
+    edit: Callable[[dict[str, Any]], None] | None
+
+
 def function_roles(
     template: Mapping[str, Any],
     attributes: Mapping[str, Mapping[str, str]],
     *,
-    parameters: Mapping[str, str] | None = None,
     region: str,
-    account: str = ACCOUNT,
-    stack_name: str = "leasehold",
-    edit: Callable[[dict[str, Any]], None] | None = None,
+    **where: Unpack[Placement],
 ) -> dict[str, Role]:
     """Each `AWS::Lambda::Function` of the translated `template` (by logical id) → its role.
     `edit(template)` may change a copy of the template first (a test removing an action)."""
-    found = role_documents(
-        template,
-        attributes,
-        parameters=parameters,
-        region=region,
-        account=account,
-        stack_name=stack_name,
-        edit=edit,
-    )
+    found = role_documents(template, attributes, region=region, **where)
     return {function: role_of(doc) for function, doc in found.items()}
 
 

@@ -1,7 +1,7 @@
 """F1–F3: what the infrastructure does to a job system — SQS delivers a message again, and the
 DynamoDB table stops answering — on the local stack: the message really is sent again to the
 moto server's work queue, and the outage is the moto server answering every DynamoDB request
-503 (`leasehold_dev.local.stack.set_dynamodb_outage`) for every client at once."""
+503 (`leasehold_dev.local.moto.server.set_dynamodb_outage`) for every client at once."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from leasehold.store.queue import Wakeup
 from leasehold_dev.demo.reading import EXAMPLE, save_bookmark
 from leasehold_dev.demo.session import SETTLED, Session, Task, now_ms
 from leasehold_dev.demo.story import log_entries, log_time
-from leasehold_dev.local.stack import client, set_dynamodb_outage
+from leasehold_dev.local.moto.server import set_dynamodb_outage
+from leasehold_dev.local.stack import client
 
 _OUTAGE_LINES = {
     "claim: store unavailable",

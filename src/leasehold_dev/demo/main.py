@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from leasehold_dev.demo import agent, effects, infrastructure, reading, synthetic
+from leasehold_dev.demo import agent, delivery, effects, infrastructure, reading, synthetic
 from leasehold_dev.demo.session import Session, Task
 from leasehold_dev.demo.story import print_story
 from leasehold_dev.local.runner import LocalStack
@@ -50,12 +50,12 @@ def phases() -> list[Phase]:
                 _t("T4", "transient failure", synthetic.t4_transient),
                 _t("T5", "attempts exhausted", synthetic.t5_dead),
                 _t("T7", "per-user limit", synthetic.t7_limit),
-                _t("D1", "delayed jobs", synthetic.d1_delayed),
-                _t("D2", "a concurrency key", synthetic.d2_concurrency),
-                _t("D3", "a rate limit", synthetic.d3_rate),
+                _t("D1", "delayed jobs", delivery.d1_delayed),
+                _t("D2", "a concurrency key", delivery.d2_concurrency),
+                _t("D3", "a rate limit", delivery.d3_rate),
                 (
                     Task("S1", "a schedule is made (D4 checks it in phase 5)", ()),
-                    synthetic.d4_schedule_made,
+                    delivery.d4_schedule_made,
                 ),
                 _t("R1", "a bookmark, saved twice, edited", reading.r1_basics, "R1", "R2", "R8"),
                 _t("R3", "a page that never answers", reading.r3_dead_and_replay, "R3", "R4"),
@@ -94,8 +94,8 @@ def phases() -> list[Phase]:
             "phase 5: a high and a low job behind a backlog; the schedule made in phase 1",
             2,
             (
-                _t("D5", "priorities", synthetic.d5_priorities),
-                _t("D4", "a schedule", synthetic.d4_schedule),
+                _t("D5", "priorities", delivery.d5_priorities),
+                _t("D4", "a schedule", delivery.d4_schedule),
             ),
         ),
         Phase(

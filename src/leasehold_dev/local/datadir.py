@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from leasehold_dev.local.journal import LOCK, JournalError
+from leasehold_dev.local.journal_format import LOCK, JournalError
 
 PROVIDER_MODES = ("idempotent", "lookup", "none")
 

@@ -58,7 +58,7 @@ class StreamPump:
     calls the function with batches; a reported failure re-sends the batch from the lowest failed
     record, up to MaximumRetryAttempts, then the batch goes to the on-failure destination. Each
     shard's iterator is kept between polls (one GetRecords per poll), as Lambda keeps it: the
-    transactions of leasehold_dev.local.moto_transactions roll back in place, so the shard an
+    transactions of leasehold_dev.local.moto.transactions roll back in place, so the shard an
     iterator reads is never swapped for a copy."""
 
     def __init__(self, endpoint: str, mapping: StreamMapping, handler: Handler, function_name: str):

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from leasehold_dev.local import moto_process
 from leasehold_dev.local.datadir import (
     PROVIDER_MODES,
     RestoreSummary,
@@ -31,8 +30,9 @@ from leasehold_dev.local.invoke import (
     metrics_shared_by_threads,
     serialised,
 )
-from leasehold_dev.local.journal import JournalError
-from leasehold_dev.local.moto_process import quiet_local_noise
+from leasehold_dev.local.journal_format import JournalError
+from leasehold_dev.local.moto import process as moto_process
+from leasehold_dev.local.moto.process import quiet_local_noise
 from leasehold_dev.local.processes import (
     ProcessRef,
     WorkerRegistry,
@@ -121,7 +121,7 @@ class LocalStack:
         self._scratch: Path | None = None  # the providers' ledgers when nothing is kept
         self.faults = faults
         self.gsi_lag_ms = gsi_lag_ms
-        """How far the table's indexes lag behind it (leasehold_dev.local.moto_index_lag)."""
+        """How far the table's indexes lag behind it (leasehold_dev.local.moto.index_lag)."""
         self.kinds = kinds
         """LEASEHOLD_KINDS for every function (the template's `Kinds` parameter); None: the
         template's default."""

@@ -1,10 +1,5 @@
-"""The `leasehold` command: a project of one's own (new, template), the local stack (up, down,
-status, a worker to attach), in-process invocation, a user's jobs (leasehold_dev.cli_jobs:
-submit, show), the operator's commands (leasehold_dev.cli_ops), a deployed stack's sign-in
-(leasehold_dev.cli_login: login, logout), documents, the provider, smoke, demo. Every request to
-the API goes through leasehold.Client.
-
-Every command that needs a running stack finds it the same way (leasehold_dev.cli_target)."""
+"""`leasehold local …` (up, down, repair, status, worker) and `leasehold invoke`: the embedded
+local stack of a checkout, and one function's handler run in-process against it."""
 
 from __future__ import annotations
 
@@ -19,20 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from leasehold.domain.errors import LeaseholdError
-from leasehold_dev.cli_jobs import add_job_commands
-from leasehold_dev.cli_login import add_login_commands
-from leasehold_dev.cli_ops import add_ops_commands
-from leasehold_dev.cli_schedules import add_schedules_commands
-from leasehold_dev.cli_target import (
-    CliError,
-    add_state_option,
-    add_url_options,
-    api_url,
-    local_stack,
-)
-
-__all__ = ["CliError", "build_parser", "main"]
+from leasehold_dev.cli.target import CliError, add_state_option, local_stack
 
 
 def _busy_port(port: int) -> str:
@@ -276,10 +258,11 @@ def _cmd_local_down(args: argparse.Namespace) -> int:
 
 
 def _cmd_local_repair(args: argparse.Namespace) -> int:
-    """Salvage a data directory `local up` refuses as damaged (leasehold_dev.local.journal's
+    """Salvage a data directory `local up` refuses as damaged (leasehold_dev.local.salvage's
     `repair`): what it kept, what it could not keep, where the damaged files went."""
-    from leasehold_dev.local.journal import JournalError, repair
+    from leasehold_dev.local.journal_format import JournalError
     from leasehold_dev.local.locate import data_path_for_up
+    from leasehold_dev.local.salvage import repair
 
     data = data_path_for_up(args.data, Path.cwd())
     if not data.is_dir():
@@ -352,170 +335,8 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_smoke(args: argparse.Namespace) -> int:
-    from leasehold_dev.smoke import Smoke, SmokeError
-
-    url = api_url(args)
-    try:
-        return Smoke(url, token=args.token, ops_token=args.ops_token).run()
-    except SmokeError as exc:
-        raise CliError(str(exc)) from exc
-
-
-# ---------------------------------------------------------------- docs (doc_prep's documents)
-
-
-def _cmd_docs_put(args: argparse.Namespace) -> int:
-    """Upload a document for doc_prep jobs to the running local stack's documents bucket, under
-    the demo user's tenant, and print the `s3_key` a job names it by (stdout: the key alone)."""
-    from leasehold_dev.local.gateway import DEMO_USERS
-    from leasehold_dev.local.stack import client
-
-    _, stack = local_stack(args)
-    bucket = stack.outputs.get("DocumentsBucket")
-    if not bucket:
-        raise CliError("the running local stack has no documents bucket; restart it (make up)")
-    # The rules a document must meet are the agent's own. Importing the agent reads its
-    # settings, as a function's cold start does: the one it requires is this stack's bucket.
-    os.environ.setdefault("DOCUMENTS_BUCKET", bucket)
-    from leasehold_apps.doc_agent.spec import (
-        MAX_DOCUMENT_BYTES,
-        DocumentUnreadableError,
-        decode_document,
-        document_prefix,
-        tenant_of_key,
-    )
-
-    path = Path(args.file)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CliError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
-    try:
-        decode_document(data)
-    except DocumentUnreadableError as exc:
-        raise CliError(f"{args.file}: {exc} (a doc_prep document is UTF-8 text ≤ "
-                       f"{MAX_DOCUMENT_BYTES} bytes)") from exc  # fmt: skip
-    tenant = DEMO_USERS[args.user]["custom:tenant"]
-    key = document_prefix(tenant) + (args.name or path.name)
-    if tenant_of_key(key) != tenant:
-        raise CliError(
-            f"{key!r} is not a usable document key: use a name of A-Z a-z 0-9 ! _ . * ' ( ) - "
-            "(pass --name to choose one)"
-        )
-    client("s3", stack.endpoint).put_object(
-        Bucket=bucket, Key=key, Body=data, ContentType="text/plain; charset=utf-8"
-    )
-    print(f"uploaded {len(data)} bytes for {args.user} (tenant {tenant}) to s3://{bucket}/{key}",
-          file=sys.stderr)  # fmt: skip
-    print(key)
-    return 0
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from leasehold_dev.demo import run_demo
-
-    importable_from(Path.cwd())
-    return run_demo(Path(args.template), port=args.port, kinds=args.kinds)
-
-
-def _cmd_provider_serve(args: argparse.Namespace) -> int:
-    import sqlite3
-
-    from leasehold_dev.local.provider import serve_provider
-
-    if not 0 <= args.port <= 65535:
-        raise CliError("--port must be between 0 and 65535")
-    try:
-        return serve_provider(args.port, args.capability, Path(args.db))
-    except (OSError, sqlite3.Error) as exc:
-        raise CliError(f"cannot serve the provider (port {args.port}, {args.db}): {exc}") from exc
-
-
-def _cmd_provider_charges(args: argparse.Namespace) -> int:
-    """What the running local stack's billable providers charged (the operator's evidence for
-    an `unknown` enrich job): `GET /v1/charges[?key=]` of each, or of `--mode` alone."""
-    import urllib.error
-    import urllib.request
-    from urllib.parse import quote
-
-    _, stack = local_stack(args)
-    providers: dict[str, str] = json.loads(
-        stack.local_environment.get("LEASEHOLD_LOCAL_PROVIDERS", "{}")
-    )
-    if not providers:
-        raise CliError("the running local stack has no providers; restart it (make up)")
-    modes = [args.mode] if args.mode else sorted(providers)
-    query = f"?key={quote(args.key)}" if args.key else ""
-    answers: dict[str, Any] = {}
-    for mode in modes:
-        url = f"{providers[mode]}/v1/charges{query}"
-        try:
-            with urllib.request.urlopen(url, timeout=10) as answer:
-                answers[mode] = {"url": url, **json.loads(answer.read() or b"{}")}
-        except (urllib.error.URLError, ValueError) as exc:
-            raise CliError(f"cannot read {url}: {exc}") from exc
-    print(json.dumps(answers[args.mode] if args.mode else answers, indent=2))
-    return 0
-
-
-def _cmd_new(args: argparse.Namespace) -> int:
-    from leasehold_dev.scaffold import Project, write_project
-
-    directory = Path(args.directory)
-    project = Project.named(
-        directory.resolve(), package=args.package, leasehold_requirement=args.leasehold
-    )
-    written = write_project(directory, project)
-    print(
-        f"wrote {len(written)} files to {directory}/ (package {project.package_name}, kind greet)"
-    )
-    print(f"leasehold for its .venv: {project.leasehold_requirement}")
-    print(f"next:  cd {directory} && make test && make up")
-    return 0
-
-
-def _cmd_template(args: argparse.Namespace) -> int:
-    from leasehold.sdk.loading import KindLoadError, module_names
-    from leasehold_dev.scaffold import drifted, engine_files
-
-    try:
-        module_names(args.kinds)
-    except KindLoadError as exc:
-        raise CliError(str(exc)) from exc
-    files = engine_files(args.kinds)
-    if args.check:
-        stale = drifted(Path(args.check), args.kinds)
-        if stale:
-            print(
-                f"leasehold template: {', '.join(stale)} in {args.check} differ from what the "
-                "leasehold installed makes: run `make template` (leasehold template --write)",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    if args.write:
-        for name, text in files.items():
-            path = Path(args.write) / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"wrote {path}")
-        return 0
-    sys.stdout.write(files["template.yaml"])
-    return 0
-
-
-def _demo_users() -> list[str]:
-    from leasehold_dev.local.gateway import DEMO_USERS
-
-    return list(DEMO_USERS)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from leasehold_apps.reading_list.provider import PROVIDER_MODES
-
-    parser = argparse.ArgumentParser(prog="leasehold", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+def add_local_commands(commands: Any) -> None:
+    """`local up|down|repair|status|worker` and `invoke`."""
     local = commands.add_parser("local", help="the embedded local stack").add_subparsers(
         dest="local_command", required=True
     )
@@ -614,99 +435,3 @@ def build_parser() -> argparse.ArgumentParser:
     inv.add_argument("--event", required=True)
     add_state_option(inv)
     inv.set_defaults(run=_cmd_invoke)
-    add_job_commands(commands, _demo_users())
-    add_ops_commands(commands)
-    add_schedules_commands(commands)
-    add_login_commands(commands)
-    provider = commands.add_parser("provider", help="the local billable enrichment provider")
-    provider_commands = provider.add_subparsers(dest="provider_command", required=True)
-    serve = provider_commands.add_parser("serve", help="serve it on 127.0.0.1 until Ctrl-C")
-    serve.add_argument("--port", type=int, default=8090)
-    serve.add_argument("--capability", choices=PROVIDER_MODES, required=True)
-    serve.add_argument("--db", default=".leasehold/provider.sqlite3", help="the charge ledger")
-    serve.set_defaults(run=_cmd_provider_serve)
-    charges = provider_commands.add_parser(
-        "charges", help="what the running local stack's providers charged (GET /v1/charges)"
-    )
-    charges.add_argument("--key", help="one idempotency key (an enrich job's operation id)")
-    charges.add_argument("--mode", choices=["idempotent", "lookup", "none"])
-    add_state_option(charges)
-    charges.set_defaults(run=_cmd_provider_charges)
-    smoke = commands.add_parser(
-        "smoke", help="one successful and one failing operation of each application, anywhere"
-    )
-    add_url_options(smoke)
-    smoke.add_argument("--ops-token", help="an operator's ID token, for the replay (deployed)")
-    add_state_option(smoke)
-    smoke.set_defaults(run=_cmd_smoke)
-    docs = commands.add_parser("docs", help="documents for doc_prep jobs (local stack)")
-    docs_commands = docs.add_subparsers(dest="docs_command", required=True)
-    put = docs_commands.add_parser(
-        "put", help="upload FILE under the user's tenant; prints the s3_key for a doc_prep job"
-    )
-    put.add_argument("file")
-    put.add_argument("--user", required=True, choices=sorted(_demo_users()))
-    put.add_argument("--name", help="the document's name in the bucket (default: FILE's name)")
-    add_state_option(put)
-    put.set_defaults(run=_cmd_docs_put)
-    new = commands.add_parser(
-        "new",
-        help="write a project of your own: a kind, its tests, template.yaml, Makefile, events",
-    )
-    new.add_argument("directory", help="the project's directory (new or empty); names the project")
-    new.add_argument(
-        "--package",
-        help="the Python package (default: the directory's name, _ for -); not the name of "
-        "a standard-library module or of one leasehold's dependencies install",
-    )
-    new.add_argument(
-        "--leasehold",
-        metavar="REQUIREMENT",
-        help="how the project's .venv installs leasehold (default: this checkout's path when run "
-        "from one, else this release from a package index)",
-    )
-    new.set_defaults(run=_cmd_new)
-    template = commands.add_parser(
-        "template",
-        help="leasehold's template.yaml with your kinds as the Kinds default (a project's "
-        "generated files)",
-    )
-    template.add_argument(
-        "--kinds", required=True, help="LEASEHOLD_KINDS: modules, comma-separated"
-    )
-    where = template.add_mutually_exclusive_group()
-    where.add_argument(
-        "--write", metavar="DIR", help="write template.yaml and src/leasehold-requirements.txt"
-    )
-    where.add_argument(
-        "--check", metavar="DIR", help="exit 1 when DIR's generated files differ from these"
-    )
-    template.set_defaults(run=_cmd_template)
-    demo = commands.add_parser(
-        "demo",
-        help="the 26-check demo on the local stack (jobs, reading list, effects, agent, faults)",
-    )
-    demo.add_argument("--port", type=int, default=0)
-    demo.add_argument("--template", default="template.yaml")
-    demo.add_argument(
-        "--kinds",
-        help="LEASEHOLD_KINDS for the demo's stack (it must keep the three applications the "
-        "demo exercises; add your own modules to run beside them)",
-    )
-    demo.set_defaults(run=_cmd_demo)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.run(args))
-    except LeaseholdError as exc:  # CliError, a stack or store error: one line, what to do
-        print(f"leasehold: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from leasehold_dev.cli_target import (
+from leasehold_dev.cli.target import (
     CliError,
     add_state_option,
     add_url_options,

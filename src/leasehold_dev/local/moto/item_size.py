@@ -11,7 +11,7 @@ exceeded the maximum allowed size`. DynamoDB applies an update whole or not at a
 notes its absence) before moto runs, and on `ItemSizeToUpdateTooLarge` puts it back (or removes
 the item moto created for the update) before re-raising. No stream record is involved: moto adds
 one only after the update succeeded. Transactions already undo their items on any failure
-(leasehold_dev.local.moto_transactions calls this `update_item` too)."""
+(leasehold_dev.local.moto.transactions calls this `update_item` too)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from leasehold_dev.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 _saved: dict[str, Callable[..., Any]] = {}  # moto's method, once install() replaced it
 
@@ -70,7 +70,7 @@ def install() -> None:
     """Make every moto DynamoDB backend in this process (the in-process mock and the embedded
     server alike) undo an UpdateItem it refuses for size. Idempotent. Raises MotoVersionError,
     changing nothing, when the installed moto is not the pinned release."""
-    require_pinned_moto("moto_item_size", "update_item")
+    require_pinned_moto("item_size", "update_item")
     if installed():
         return
     from moto.dynamodb.models import DynamoDBBackend

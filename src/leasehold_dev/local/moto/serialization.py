@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leasehold_dev.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 ATTRIBUTE_VALUE_MEMBERS = frozenset({"S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL"})
 
@@ -76,7 +76,7 @@ def install() -> None:
     """Serialize attribute values through the fast path in every moto JSON response of this
     process. Idempotent. Raises MotoVersionError, changing nothing, on any moto but the pinned
     release (the picker's rules above are moto 5.2.5's)."""
-    require_pinned_moto("moto_serialization", "response serializer")
+    require_pinned_moto("serialization", "response serializer")
     if installed():
         return
     from moto.core.serialize import BaseJSONSerializer

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from leasehold_dev.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 _saved: dict[str, Callable[..., Any]] = {}
 MESSAGE = "One or more parameter values were invalid: a string is not valid UTF-8 text"
@@ -60,7 +60,7 @@ def installed() -> bool:
 def install() -> None:
     """Refuse non-text strings in every DynamoDB request of this process. Idempotent. Raises
     MotoVersionError, changing nothing, on any moto but the pinned release."""
-    require_pinned_moto("moto_text", "DynamoHandler.call_action")
+    require_pinned_moto("text", "DynamoHandler.call_action")
     if installed():
         return
     from moto.dynamodb.responses import DynamoHandler

@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from leasehold_dev.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 MAX_EXPRESSIONS = 512
 """Distinct expressions remembered (of each kind); past this a memo is cleared and starts again."""
@@ -235,7 +235,7 @@ def installed() -> bool:
 def install() -> None:
     """Use the memos, the fast copy and the fast walk in this process's moto. Idempotent.
     Raises MotoVersionError, changing nothing, on any moto but the pinned release."""
-    require_pinned_moto("moto_expressions", "expression parsers and validators")
+    require_pinned_moto("expressions", "expression parsers and validators")
     if installed():
         return
     comparisons, ast_nodes, expressions, validators = _modules()

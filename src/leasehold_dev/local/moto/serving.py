@@ -35,7 +35,7 @@ from typing import Any
 
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 
-from leasehold_dev.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 _saved: dict[str, Any] = {}  # moto's originals, once install() replaced them
 
@@ -222,7 +222,7 @@ def installed() -> bool:
 def install() -> None:
     """Remember backends per host and method names per response class in this process's moto.
     Idempotent. Raises MotoVersionError, changing nothing, on any moto but the pinned release."""
-    require_pinned_moto("moto_serving", "server dispatcher")
+    require_pinned_moto("serving", "server dispatcher")
     if installed():
         return
     from moto.cloudformation.models import Stack

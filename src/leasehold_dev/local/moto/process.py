@@ -15,7 +15,7 @@ SIGKILL leaves no server behind). Every wait here is bounded.
 
 With `--data DIR` it serves that data directory: it takes the directory's lock, loads its
 snapshot and journal before it says `ready`, and journals every write from the moment `local
-up` asks it to restore them into the stack's new tables (leasehold_dev.local.moto_durable). A
+up` asks it to restore them into the stack's new tables (leasehold_dev.local.moto.durable). A
 stop by SIGTERM syncs and compacts the journal; a SIGKILL loses nothing it acknowledged.
 """
 
@@ -80,9 +80,9 @@ def spawn(
     """Start the server process (with `data`: serving that data directory; with `gsi_lag_ms`:
     its indexes that far behind the table) and wait (at most `timeout` seconds) until it serves.
     Its stderr is this process's; its stdout carries the ready line only."""
-    from leasehold_dev.local.moto_index_lag import LAG_ENVIRONMENT
+    from leasehold_dev.local.moto.index_lag import LAG_ENVIRONMENT
 
-    command = [sys.executable, "-m", "leasehold_dev.local.moto_process"]
+    command = [sys.executable, "-m", "leasehold_dev.local.moto.process"]
     command += ["--parent-pid", str(os.getpid())]
     if data is not None:
         command += ["--data", str(data)]
@@ -123,9 +123,10 @@ def serve(parent_pid: int, data: Path | None = None) -> int:
     """The child: serve until SIGTERM or until `parent_pid` is no longer the parent. SIGINT is
     ignored: Ctrl-C reaches the terminal's whole process group at once, and the workers it stops
     hand their jobs back through this server — `local up` stops it (SIGTERM) after them."""
-    from leasehold_dev.local.journal import Journal, JournalError
-    from leasehold_dev.local.moto_durable import Durability
-    from leasehold_dev.local.stack import start_moto
+    from leasehold_dev.local.journal import Journal
+    from leasehold_dev.local.journal_format import JournalError
+    from leasehold_dev.local.moto.durable import Durability
+    from leasehold_dev.local.moto.server import start_moto
 
     quiet_local_noise()
     stopping = stop_requested_by_signals()

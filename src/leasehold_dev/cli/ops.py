@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from leasehold_dev.cli_target import (
+from leasehold_dev.cli.target import (
     CliError,
     add_state_option,
     add_url_options,

@@ -246,12 +246,12 @@ def _moto_version() -> str:
 
 def require_pinned_moto(module: str, mirrors: str) -> None:
     """Raise MotoVersionError unless the installed moto is PINNED_MOTO_VERSION: `module` (a
-    leasehold_dev.local.moto_* patch) mirrors `mirrors` of that release and must be re-checked
+    leasehold_dev.local.moto patch) mirrors `mirrors` of that release and must be re-checked
     against any other before it is trusted."""
     version = _moto_version()
     if version != PINNED_MOTO_VERSION:
         raise MotoVersionError(
-            f"leasehold_dev.local.{module} mirrors moto {PINNED_MOTO_VERSION}'s {mirrors}, "
+            f"leasehold_dev.local.moto.{module} mirrors moto {PINNED_MOTO_VERSION}'s {mirrors}, "
             f"but moto {version} is installed: pin moto[server]=={PINNED_MOTO_VERSION} "
             f"(pyproject.toml) or re-check the patch against {version}"
         )
@@ -361,7 +361,7 @@ def install() -> None:
     server alike) run `transact_write_items` above, and its handler keep `ClientRequestToken`s.
     Idempotent. Raises MotoVersionError, and changes nothing, when the installed moto is not
     PINNED_MOTO_VERSION."""
-    require_pinned_moto("moto_transactions", "transact_write_items")
+    require_pinned_moto("transactions", "transact_write_items")
     if installed():
         return
     from moto.dynamodb.models import DynamoDBBackend

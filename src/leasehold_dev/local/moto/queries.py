@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leasehold_dev.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 _saved: dict[str, Callable[..., Any]] = {}  # moto's method, once install() replaced it
 
@@ -128,7 +128,7 @@ def installed() -> bool:
 def install() -> None:
     """Answer every moto DynamoDB query in this process from the candidates. Idempotent.
     Raises MotoVersionError, changing nothing, on any moto but the pinned release."""
-    require_pinned_moto("moto_queries", "Table.query")
+    require_pinned_moto("queries", "Table.query")
     if installed():
         return
     from moto.dynamodb.models.table import Table

@@ -43,8 +43,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 from xml.etree import ElementTree
 
-from leasehold_dev.local.journal import Change, Journal, JournalError
-from leasehold_dev.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.journal import Journal
+from leasehold_dev.local.journal_format import Change, JournalError
+from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 RESTORE_PATH = "/_leasehold/restore"
 """Local only: `POST {"tables": {logical: physical}, "buckets": {logical: physical}}` loads the
@@ -97,7 +98,7 @@ class Durability:
     tables and buckets are filled, and journaling begins, at `restore`."""
 
     def __init__(self, journal: Journal) -> None:
-        require_pinned_moto("moto_durable", "item and object images")
+        require_pinned_moto("durable", "item and object images")
         self.journal = journal
         self.loaded = journal.load()
         self.tables: dict[str, str] = {}

@@ -26,7 +26,7 @@ in the moto server's environment (`leasehold local up --gsi-lag-ms N` sets it); 
 switches it off and forgets what was recorded. Records older than the lag are pruned as they
 age out, so memory stays in proportion to the writes of the last `lag_ms`.
 
-`install()` runs in either order with leasehold_dev.local.moto_queries': installed first, this
+`install()` runs in either order with leasehold_dev.local.moto.queries': installed first, this
 module's query looks through moto_queries' candidate view to the table and answers from the
 lagged items; installed after, moto_queries picks its candidates from the lagged items.
 """
@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold_dev.local.moto_transactions import require_pinned_moto
+from leasehold_dev.local.moto.transactions import require_pinned_moto
 
 LAG_ENVIRONMENT = "LEASEHOLD_GSI_LAG_MS"
 """The embedded moto server's index lag in ms (`500`; `0` or unset: none)."""
@@ -316,7 +316,7 @@ def install() -> None:
     `configure` sets a lag (until then the patched methods only call moto's). Idempotent, and in
     either order with moto_queries.install(). Raises MotoVersionError, changing nothing, on any
     moto but the pinned release."""
-    require_pinned_moto("moto_index_lag", "Table.query, Table.put_item/delete_item, update_item")
+    require_pinned_moto("index_lag", "Table.query, Table.put_item/delete_item, update_item")
     if installed():
         return
     from moto.dynamodb.models import DynamoDBBackend

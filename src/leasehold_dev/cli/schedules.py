@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from leasehold_dev.cli_target import (
+from leasehold_dev.cli.target import (
     CliError,
     add_state_option,
     add_url_options,

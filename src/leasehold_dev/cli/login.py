@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from leasehold_dev.cli_target import CliError
+from leasehold_dev.cli.target import CliError
 
 LOGIN_HELP = """Sign in to a deployed stack's user pool (USER_PASSWORD_AUTH) and keep the session in
 a file only you can read (default ~/.config/leasehold/session.json, or $LEASEHOLD_SESSION, mode
