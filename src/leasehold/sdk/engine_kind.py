@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from leasehold.domain.errors import FatalStepError, StepError, ValidationError
 from leasehold.domain.job import Checkpoint as SavedCheckpoint
 from leasehold.domain.job import Owner
+from leasehold.domain.records import LedgerEntry
 from leasehold.domain.storable import (
     OUTPUT_NOT_JSON,
     OUTPUT_TOO_LARGE,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
     from leasehold.domain.job import Job
     from leasehold.domain.states import JobState
-    from leasehold.service.kinds import StepPlan, StepRuntime
+    from leasehold.service.kinds import DeclaredSchedule, StepPlan, StepRuntime
 
 
 class EngineKind:
@@ -53,10 +54,10 @@ class EngineKind:
         """The priority of this kind's jobs when a request names none (decision F4)."""
         self.operators_see_payload = kind.operators_see_payload
         self.concurrency = kind.concurrency
+        """The kind's declared concurrency limits (None: the per-user default, decision F2)."""
         self.rate = kind.rate
         """The kind's declared rates (decision F3)."""
-        """The kind's declared concurrency limits (None: the per-user default, decision F2)."""
-        self.declared_schedules = kind.schedules
+        self.declared_schedules: tuple[DeclaredSchedule, ...] = kind.schedules
 
     def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
         self.kind.validate_for(payload, owner)
@@ -217,7 +218,7 @@ def _open_operation(step: Step, index: int, ctx: StepRuntime) -> Operation | _Co
     return operation
 
 
-def _output_of(entry: dict[str, Any]) -> Any:
+def _output_of(entry: LedgerEntry) -> Any:
     """The output a confirmed operation's step returned, as it was kept with the entry."""
     if "output" in entry:
         return entry["output"]

@@ -13,10 +13,10 @@ can neither open nor settle an operation."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aws_lambda_powertools import Logger
 
@@ -25,13 +25,14 @@ from leasehold.domain.clock import Clock
 from leasehold.domain.errors import FatalStepError
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.limits import Limit, Rate
+from leasehold.domain.records import EffectIntent, LedgerEntry
 from leasehold.domain.versions import StepList, step_digest
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.leases import LedgerStore
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
-    from leasehold.domain.job import Owner
+    from leasehold.domain.job import Owner, Priority
     from leasehold.domain.states import JobState
 
 
@@ -60,16 +61,24 @@ def step_list_of(plan: list[StepPlan]) -> StepList:
     return StepList(tuple(step.digest() for step in plan))
 
 
-def concurrency_of(kind: object) -> tuple[Limit, ...] | None:
-    """A kind's declared concurrency limits (decision F2): None when it declares none (the
-    per-user default applies), () for a kind that declared it runs unlimited."""
-    limits = getattr(kind, "concurrency", None)
-    return tuple(limits) if limits is not None else None
+class DeclaredSchedule(Protocol):
+    """A schedule a kind declares (`leasehold.Schedule`), as the sweeper reads it at its cold
+    start to create the stored schedule (service/schedules.py)."""
+
+    @property
+    def expression(self) -> str: ...
+    @property
+    def tz(self) -> str: ...
+    @property
+    def payload(self) -> Mapping[str, Any]: ...
+    @property
+    def missed(self) -> str: ...
 
 
-def rates_of(kind: object) -> tuple[Rate, ...]:
-    """A kind's declared rates (decision F3); () for none."""
-    return tuple(getattr(kind, "rate", None) or ())
+Migrate = Callable[[str, Checkpoint, dict[str, Any]], Checkpoint | None]
+"""A kind's migration hook (`JobKind.migrate`): the checkpoint mapped from the list of this
+fingerprint onto the kind's current one; None when the kind declares none for it. Raises
+ValueError naming what is wrong with a migration that raised or returned a bad checkpoint."""
 
 
 class JobKind(Protocol):
@@ -84,6 +93,15 @@ class JobKind(Protocol):
     operators_see_payload: bool
     """Whether the operator view shows the payload (only for kinds whose payload is not the
     caller's content, such as the reading list's: a bookmark id and a URL)."""
+    default_priority: Priority
+    """The priority of the kind's jobs when a request names none (decision F4)."""
+    concurrency: tuple[Limit, ...] | None
+    """The kind's declared concurrency limits (decision F2): None when it declares none (the
+    per-user default applies), () for a kind that declared it runs unlimited."""
+    rate: tuple[Rate, ...]
+    """The kind's declared rates (decision F3); () for none."""
+    declared_schedules: tuple[DeclaredSchedule, ...]
+    """The schedules declared on the kind, created by the sweeper at its cold start."""
 
     def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
         """What the API calls at accept: raise ValidationError for a payload that can never run
@@ -114,6 +132,12 @@ class JobKind(Protocol):
 
     def related(self, job: Job) -> dict[str, Any]:
         """What the job belongs to, for operators (the reading list: `bookmark_id`)."""
+
+    def migrate(
+        self, fingerprint: str, checkpoint: Checkpoint, payload: dict[str, Any]
+    ) -> Checkpoint | None:
+        """The kind's migration from the step list of `fingerprint` (kind versions, decision
+        KV3); None when it declares none from it."""
 
 
 RemainingMs = Callable[[], int]
@@ -163,8 +187,9 @@ class OperationLedger:
         self._clock = clock
         self._telemetry = telemetry
 
-    def get(self, operation_id: str) -> dict[str, Any] | None:
-        return self._attempt.job.operations.get(operation_id)
+    def get(self, operation_id: str) -> LedgerEntry | None:
+        entry = self._attempt.job.operations.get(operation_id)
+        return cast(LedgerEntry, entry) if entry is not None else None
 
     def submit(
         self,
@@ -178,7 +203,7 @@ class OperationLedger:
     ) -> None:
         """Before the provider is called: the entry, `submitted`, and the open intent."""
         now = self._clock.now_ms()
-        entry = {
+        entry: LedgerEntry = {
             "provider": provider,
             "key": key,
             "fingerprint": fingerprint,
@@ -187,7 +212,7 @@ class OperationLedger:
             "step": step,
             "submitted_at": now,
         }
-        intent = {
+        intent: EffectIntent = {
             "operation_id": operation_id,
             "idempotency_key": key,
             "provider": provider,
@@ -203,7 +228,7 @@ class OperationLedger:
             extra=self._attempt.log_keys | {"operation_id": operation_id, "provider": provider},
         )
 
-    def _within_budget(self, operation_id: str, entry: dict[str, Any]) -> None:
+    def _within_budget(self, operation_id: str, entry: LedgerEntry) -> None:
         """FatalStepError (`item_too_large`) when the ledger with `entry` would pass its share of
         the job item (leasehold.domain.sizes): nothing is written. With its effect open, the step
         ends as any failed effect step does — the receipt was not recorded."""
@@ -217,9 +242,10 @@ class OperationLedger:
                 error_code=sizes.ITEM_TOO_LARGE,
             )
 
-    def _settle(self, operation_id: str, state: str, details: dict[str, Any]) -> None:
+    def _settle(self, operation_id: str, state: str, details: LedgerEntry) -> None:
         now = self._clock.now_ms()
-        entry = {**(self.get(operation_id) or {}), **details, "state": state, "settled_at": now}
+        entry: LedgerEntry = {**(self.get(operation_id) or {}), **details}
+        entry["state"], entry["settled_at"] = state, now
         self._within_budget(operation_id, entry)
         self._attempt.job = self._store.settle(self._attempt.job, operation_id, entry, now=now)
         logger.info(
@@ -237,7 +263,7 @@ class OperationLedger:
         """After the provider answered (or was asked afterwards): `confirmed`, with its receipt.
         `returned` (the SDK's own confirm): how the step's output is read back from the receipt
         if the worker dies before the checkpoint (`receipt` itself, or its `value`)."""
-        details: dict[str, Any] = {"receipt": receipt, "reconciled": reconciled}
+        details: LedgerEntry = {"receipt": receipt, "reconciled": reconciled}
         if returned is not None:
             details["returned"] = returned
         self._settle(operation_id, "confirmed", details)

@@ -10,16 +10,32 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock
-from leasehold.domain.errors import ItemTooLargeError, RelatedItemChangedError
+from leasehold.domain.errors import (
+    FatalStepError,
+    ItemTooLargeError,
+    RelatedItemChangedError,
+    StepError,
+)
 from leasehold.domain.job import Job
 from leasehold.domain.policies import RetryPolicy
 from leasehold.domain.sizes import ITEM_TOO_LARGE
 from leasehold.domain.states import JobState, StopReason
+from leasehold.domain.storable import UNSTORABLE_OUTPUT, storable_error
 from leasehold.service.kinds import Attempt, Disposition, JobKind, StepPlan, WakeupResult
+from leasehold.service.steps import (
+    AwaitingApproval,
+    BudgetExhausted,
+    Failed,
+    HandedBack,
+    LeaseLost,
+    Settled,
+    Stopped,
+    Uncertain,
+)
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
-from leasehold.store.leases import ClaimRejection
+from leasehold.store.leases import ClaimRejection, reconcilable
 
 logger = Logger(service="leasehold", child=True)
 
@@ -88,6 +104,53 @@ class Outcomes:
         self._rng = rng
 
     # ------------------------------------------------------------------ a worker's own attempt
+
+    def settle(self, attempt: Attempt, outcome: Settled) -> WakeupResult:
+        """The one fenced write (or none) that a step's outcome comes to."""
+        match outcome:
+            case Failed(error):
+                return self._failed(attempt, error)
+            case Stopped(state, reason, error, note):
+                if reason == StopReason.BUDGET_EXHAUSTED:
+                    self._telemetry.count("BudgetExhausted")
+                return self.stop(attempt, state, reason, error, note=note)
+            case BudgetExhausted(message):
+                return self.budget_stop(attempt, message)
+            case Uncertain(why):
+                return self.uncertain(attempt, why)
+            case HandedBack(why):
+                return self.hand_back(attempt, why)
+            case AwaitingApproval(step, index):
+                return self.pause(attempt, step, index)
+            case LeaseLost():
+                logger.warning("lease lost during the step", extra=attempt.log_keys)
+                return WakeupResult(Disposition.ACK, "lease_lost")
+
+    def _failed(self, attempt: Attempt, failed: StepError) -> WakeupResult:
+        """A step raised. With an effect open (and not declared settled by the kind), its
+        outcome is uncertain: a provider that can be asked (idempotent key, status lookup)
+        lets the next attempt reconcile it — the retry keeps the operation open, and with no
+        attempt left the job is `unknown`; any other makes the job `unknown`."""
+        # A kind's error text is data the engine does not control: made storable once, here.
+        error = storable_error({"code": failed.error_code, "message": str(failed)})
+        said = error["message"]
+        if attempt.job.effect_intent and not failed.effect_settled:
+            if not reconcilable(attempt.job):
+                return self.uncertain(attempt, f"the effect step failed: {said}")
+            if failed.error_code in UNSTORABLE_OUTPUT:
+                # The effect ran and returned what cannot be stored: running it again returns
+                # the same, so no retry can settle it — an operator does, now.
+                return self.uncertain(attempt, f"the effect step's output cannot be stored: {said}")
+            if attempt.job.attempts >= attempt.job.max_attempts:
+                # No attempt is left to ask the provider again: the open operation goes to an
+                # operator with the job (`unknown` is kept for ever), never to `dead`'s expiry.
+                return self.uncertain(
+                    attempt, f"the effect step failed on the last attempt: {said}"
+                )
+            return self.retry_or_dead(attempt, error)
+        if isinstance(failed, FatalStepError):
+            return self.stop(attempt, JobState.FAILED, StopReason.HANDLER_ERROR, error)
+        return self.retry_or_dead(attempt, error)
 
     def _ended(
         self,

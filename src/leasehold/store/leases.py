@@ -10,14 +10,12 @@ from typing import Any
 from leasehold.domain.errors import (
     ClaimRejectedError,
     LeaseholdError,
-    RateLimitedError,
     RelatedItemChangedError,
-    SlotsFullError,
     StaleEpochError,
     StoreUnavailableError,
 )
 from leasehold.domain.job import Checkpoint, Job, Owner
-from leasehold.domain.limits import RateKey, SlotKey
+from leasehold.domain.records import EffectIntent, LedgerEntry
 from leasehold.domain.states import JobState, is_terminal
 from leasehold.domain.storable import storable_error
 from leasehold.store.expressions import Expression
@@ -30,8 +28,7 @@ from leasehold.store.guards import (
     state_change,
 )
 from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
-from leasehold.store.rates import RateStore
-from leasehold.store.slots import SlotStore, holds_declared_slot, new_token, slot_item_key
+from leasehold.store.slots import ClaimStores, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
 
 RECONCILABLE = ("idempotent_key", "status_lookup")
@@ -88,16 +85,15 @@ def _set_checkpoint(expr: Expression, checkpoint: Checkpoint, *, live: bool = Tr
 
 
 class LeaseStore:
-    """The worker's writes. With `slots` (a per-user limit), a claim takes a slot first and
-    every write that takes the job out of `running` gives it back afterwards (decision C5)."""
+    """The worker's writes. With `slots` (a per-user limit), a claim (service/claiming.py)
+    takes a slot first, and every write that takes the job out of `running` gives it back
+    afterwards (decision C5)."""
 
-    def __init__(
-        self, table: Table, slots: SlotStore | None = None, *, declared: SlotStore | None = None
-    ) -> None:
+    def __init__(self, table: Table, claims: ClaimStores | None = None) -> None:
         self._table = table
-        self._slots = slots
-        self._declared = declared or slots or SlotStore(table, 0, 120_000)
-        self._rates = RateStore(table)
+        claims = claims or ClaimStores.over(table)
+        self._slots = claims.per_user
+        self._declared = claims.declared
         """The slot items of kinds' declared limits (F2), whether or not the per-user one is on."""
 
     def claim(
@@ -108,164 +104,15 @@ class LeaseStore:
         worker_id: str,
         now: int,
         lease_ms: int,
-        keys: list[SlotKey] | None = None,
-        rates: list[RateKey] | None = None,
-    ) -> Job:
-        """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
-        conditional write (arch §3.2). With a per-user limit, a slot is taken first (its own
-        single-item write, decision C5) and given back if the claim fails. Raises
-        ClaimRejectedError with the reason read from the failed item, or SlotsFullError.
-
-        `keys` are the job's kind's declared limits (decision F2), taken instead of the
-        per-user slot; `[]` (a kind that declares none) takes no slot at all. `rates` (F3): a
-        start is taken from each once the slots are held (a slot wait spends no start), and
-        RateLimitedError — the slots given back — when one has none due yet."""
-        rates = rates or []
-        if keys is not None:
-            return self._claim_keyed(job_id, owner, worker_id, now, lease_ms, keys, rates)
-        if self._slots is None:
-            self._take_rates(rates, now)
-            return self._claim_once(job_id, owner, worker_id, now, lease_ms, None, None)
-        slots = self._slots
-        for _ in range(2):
-            token = new_token(now)
-            take = slots.take(owner, job_id, token)
-            if take.full_item is not None and slots.repair(owner, take.full_item, now):
-                take = slots.take(owner, job_id, token)
-            if not take.took and take.held_token is None:
-                raise SlotsFullError(
-                    f"per-user limit of {slots.limit} running jobs reached", f"user:{owner.user_id}"
-                )
-            try:
-                self._take_rates(rates, now)
-            except RateLimitedError:
-                if take.took:
-                    slots.release(owner, job_id, token)
-                raise
-            try:
-                return self._claim_once(
-                    job_id,
-                    owner,
-                    worker_id,
-                    now,
-                    lease_ms,
-                    token if take.took else None,
-                    take.held_token,
-                )
-            except ClaimRejectedError as rejected:
-                if take.took:
-                    slots.release(owner, job_id, token)
-                    raise
-                old = rejected.job if isinstance(rejected.job, Job) else None
-                if old is None or old.state is JobState.RUNNING or take.held_token is None:
-                    raise
-                # The job holds no slot any more (it left `running`; its release was lost or
-                # is on its way): that entry is nobody's — free it, and take a slot afresh.
-                slots.release(owner, job_id, take.held_token)
-        raise ClaimRejectedError(ClaimRejection.NOT_DUE)
-
-    def _claim_keyed(
-        self,
-        job_id: str,
-        owner: Owner,
-        worker_id: str,
-        now: int,
-        lease_ms: int,
-        keys: list[SlotKey],
-        rates: list[RateKey],
-    ) -> Job:
-        """Take one entry of every key (each on one shard, single conditional writes, as the
-        per-user slot), then claim recording them on the job (`slots`: item → token). A key
-        with no free entry gives back what was taken and raises SlotsFullError naming it.
-
-        An entry the job already holds on an item (a lease that expired and is claimed again)
-        is adopted, conditional on the job still recording it; an entry left by a claim that is
-        gone is freed and the claim tried once more."""
-        store = self._declared
-        for _ in range(2):
-            token = new_token(now)
-            fresh: list[str] = []
-            held: dict[str, str] = {}
-            try:
-                for key in keys:
-                    name, used = self._take_key(store, key, job_id, token, now)
-                    held[name] = used
-                    if used == token:
-                        fresh.append(name)
-                self._take_rates(rates, now)
-            except (SlotsFullError, RateLimitedError):
-                for name in fresh:
-                    store.release_at(slot_item_key(name), job_id, token)
-                raise
-            adopted = {name: used for name, used in held.items() if used != token}
-            try:
-                return self._claim_once(
-                    job_id, owner, worker_id, now, lease_ms, None, None, slots=held, adopt=adopted
-                )
-            except StoreUnavailableError:
-                # The claim may or may not have been applied: an entry given back here that
-                # the job does hold would let one more job start, so it is left for the
-                # repair (which frees it only once no running job holds it).
-                raise
-            except ClaimRejectedError as rejected:
-                for name in fresh:
-                    store.release_at(slot_item_key(name), job_id, token)
-                old = rejected.job if isinstance(rejected.job, Job) else None
-                if not adopted or old is None or old.state is JobState.RUNNING:
-                    raise
-                # The job holds none of them any more: those entries are nobody's.
-                for name, used in adopted.items():
-                    store.release_at(slot_item_key(name), job_id, used)
-        raise ClaimRejectedError(ClaimRejection.NOT_DUE)
-
-    def _take_rates(self, rates: list[RateKey], now: int) -> None:
-        """A start from each rate (one conditional write each), or RateLimitedError naming the
-        first with none due yet. A start taken from an earlier rate of the list is spent."""
-        for rate in rates:
-            due = self._rates.take(rate.name, rate.interval_ms, now)
-            if due is not None:
-                raise RateLimitedError(
-                    f"rate {rate.label}: the next start is due in {due - now} ms", rate.label, due
-                )
-
-    def _take_key(
-        self, store: SlotStore, key: SlotKey, job_id: str, token: str, now: int
-    ) -> tuple[str, str]:
-        """One entry of `key`: (item name, the token it holds — `token` when taken now, an
-        earlier claim's when the job already held one there). Tries the job's own shard, then
-        the next ones; a full item is repaired once. SlotsFullError when none had room."""
-        for shard in key.shard_order():
-            name = key.item_name(shard)
-            item_key = slot_item_key(name)
-            capacity = key.limit.capacity(shard)
-            take = store.take_at(item_key, capacity, job_id, token)
-            if take.full_item is not None and store.repair_at(
-                item_key, take.full_item, now, holds_declared_slot
-            ):
-                take = store.take_at(item_key, capacity, job_id, token)
-            if take.took:
-                return name, token
-            if take.held_token is not None:
-                # Our own take whose answer was lost (the SDK's retry found it), or an earlier
-                # claim's entry to adopt.
-                return name, take.held_token
-        raise SlotsFullError(
-            f"concurrency limit {key.label} ({key.limit.max} running) reached", key.label
-        )
-
-    def _claim_once(
-        self,
-        job_id: str,
-        owner: Owner,
-        worker_id: str,
-        now: int,
-        lease_ms: int,
-        took_token: str | None,
-        held_token: str | None,
-        *,
+        took_token: str | None = None,
+        held_token: str | None = None,
         slots: dict[str, str] | None = None,
         adopt: dict[str, str] | None = None,
     ) -> Job:
+        """The claim's one conditional write (arch §3.2): epoch + 1, attempts + 1, a new lease,
+        recording the slot entries service/claiming.py took (`took_token` the per-user one,
+        `slots` the declared ones) and adopting those the job already held (`held_token`,
+        `adopt`). Raises ClaimRejectedError with the reason read from the failed item."""
         expr = owned(Expression(), owner)
         state, attempts = expr.name("state"), expr.name("attempts")
         lease, deadline = expr.name("lease_expires_at"), expr.name("deadline_at")
@@ -369,7 +216,7 @@ class LeaseStore:
         expr.set("lease_expires_at", now + lease_ms)
         return self._fenced_update(expr, job, stale_message="progress under a lost lease")
 
-    def record_effect_intent(self, job: Job, intent: dict[str, Any], *, now: int) -> Job:
+    def record_effect_intent(self, job: Job, intent: EffectIntent, *, now: int) -> Job:
         """The ledger entry written before an external effect (arch §3.6): while it is open, no
         outcome but the step's own completion removes it, and an expired lease makes the job
         `unknown`, never an automatic retry."""
@@ -545,12 +392,12 @@ class LedgerStore:
         assert item is not None
         return job_from_item(item)
 
-    def submit(self, job: Job, entry: dict[str, Any], intent: dict[str, Any], *, now: int) -> Job:
+    def submit(self, job: Job, entry: LedgerEntry, intent: EffectIntent, *, now: int) -> Job:
         expr = fenced(job, now).set_entry("operations", intent["operation_id"], entry)
         expr.set("effect_intent", intent)
         return self._write(expr, job, "operation submitted")
 
-    def settle(self, job: Job, operation_id: str, entry: dict[str, Any], *, now: int) -> Job:
+    def settle(self, job: Job, operation_id: str, entry: LedgerEntry, *, now: int) -> Job:
         expr = fenced(job, now).set_entry("operations", operation_id, entry)
         expr.remove("effect_intent")
         return self._write(expr, job, "operation settled")

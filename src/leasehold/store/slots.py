@@ -24,6 +24,7 @@ from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.store.expressions import Expression
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
+from leasehold.store.rates import RateStore
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -153,3 +154,19 @@ class SlotStore:
 def running_slots(table: Table, owner: Owner) -> set[str]:
     """Jobs holding one of the owner's per-user slots."""
     return set(holders_of(table.get(slots_key(owner))))
+
+
+@dataclass(frozen=True)
+class ClaimStores:
+    """What a claim may take before its own write (service/claiming.py decides which): the
+    per-user slot (decision C5, None when the deployment sets no limit), the slot items of
+    kinds' declared limits (F2) and the kinds' rates (F3)."""
+
+    per_user: SlotStore | None
+    declared: SlotStore
+    rates: RateStore
+
+    @staticmethod
+    def over(table: Table, slot_limit: int = 0, slot_grace_ms: int = 120_000) -> ClaimStores:
+        per_user = SlotStore(table, slot_limit, slot_grace_ms) if slot_limit > 0 else None
+        return ClaimStores(per_user, SlotStore(table, 0, slot_grace_ms), RateStore(table))
