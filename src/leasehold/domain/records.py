@@ -63,6 +63,14 @@ class HistoryEntry(TypedDict, total=False):
     op: str
 
 
+class ApprovalRequest(TypedDict):
+    """What a job paused before a step waits for (`waiting_approval`): that step's approval."""
+
+    step: int
+    step_name: str
+    requested_at: int
+
+
 class WaitingFor(TypedDict, total=False):
     """What a queued job waits for, for the job view (its claim clears it): a concurrency
     limit's key (`tenant:acme`) or a rate's."""
@@ -71,4 +79,4 @@ class WaitingFor(TypedDict, total=False):
     rate: str
 
 
-__all__ = ["EffectIntent", "HistoryEntry", "LedgerEntry", "WaitingFor"]
+__all__ = ["ApprovalRequest", "EffectIntent", "HistoryEntry", "LedgerEntry", "WaitingFor"]

@@ -18,6 +18,7 @@ from leasehold.domain.storable import (
     NotStorableError,
     storable_json,
 )
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.sdk.context import JobInfo, Operation, StepContext
 from leasehold.sdk.errors import FatalError
 from leasehold.sdk.kind import (
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
     from leasehold.domain.job import Job
     from leasehold.domain.states import JobState
-    from leasehold.service.kinds import DeclaredSchedule, StepPlan, StepRuntime
+    from leasehold.service.kinds import Attempt, DeclaredSchedule, StepPlan
 
 
 class EngineKind:
@@ -59,10 +60,10 @@ class EngineKind:
         """The kind's declared rates (decision F3)."""
         self.declared_schedules: tuple[DeclaredSchedule, ...] = kind.schedules
 
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+    def validate_for(self, payload: JsonObject, owner: Owner) -> None:
         self.kind.validate_for(payload, owner)
 
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+    def plan(self, payload: JsonObject) -> list[StepPlan]:
         plan = self.kind.plan(payload)
         if self.max_step_ms is not None:
             for step in plan:
@@ -73,7 +74,7 @@ class EngineKind:
                     )
         return plan
 
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: StepRuntime) -> Any:
+    def run_step(self, payload: JsonObject, index: int, attempt: int, ctx: Attempt) -> Any:
         step = self.kind.steps_for(payload)[index]
         operation = _open_operation(step, index, ctx)
         if isinstance(operation, _Confirmed):
@@ -122,7 +123,7 @@ class EngineKind:
         return output
 
     def migrate(
-        self, fingerprint: str, checkpoint: SavedCheckpoint, payload: dict[str, Any]
+        self, fingerprint: str, checkpoint: SavedCheckpoint, payload: JsonObject
     ) -> SavedCheckpoint | None:
         """The kind's migration from the step list of `fingerprint` applied to a job's saved
         checkpoint (service/versions.py); None when the kind declares none from it. A migration
@@ -166,7 +167,7 @@ class EngineKind:
 
     def outcome_writes(
         self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[RawItem]:
         hook = self.kind._hooks.outcome_writes  # noqa: SLF001
         if hook is None:
             return []
@@ -182,11 +183,11 @@ class EngineKind:
         reason, message = hook(RelatedChange(JobInfo.of(job), changed.index, old))
         return reason, {"code": reason, "message": message}
 
-    def view_fields(self, job: Job) -> dict[str, Any]:
+    def view_fields(self, job: Job) -> JsonObject:
         hook = self.kind._hooks.view  # noqa: SLF001
         return dict(hook(JobInfo.of(job))) if hook else {}
 
-    def related(self, job: Job) -> dict[str, Any]:
+    def related(self, job: Job) -> JsonObject:
         hook = self.kind._hooks.related  # noqa: SLF001
         return dict(hook(JobInfo.of(job))) if hook else {}
 
@@ -196,7 +197,7 @@ class _Confirmed:
     output: Any
 
 
-def _open_operation(step: Step, index: int, ctx: StepRuntime) -> Operation | _Confirmed | None:
+def _open_operation(step: Step, index: int, ctx: Attempt) -> Operation | _Confirmed | None:
     """An `Effect` step's ledger entry, opened (`submitted`) before the step runs unless an
     earlier try opened it (then `recovering`) or confirmed it (then the step is not run)."""
     if not isinstance(step.effect, Effect):

@@ -36,6 +36,7 @@ from leasehold.domain.limits import (
     slot_keys,
 )
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.domain.records import WaitingFor
 from leasehold.domain.states import JobState
 from leasehold.domain.types import JsonObject
 from leasehold.service.kinds import Disposition, JobKind, RemainingMs, WakeupResult
@@ -356,7 +357,7 @@ class Claiming:
         self._telemetry.count("JobsClaimed")
         return Claimed(job)
 
-    def _note_waiting(self, wakeup: Wakeup, now: int, waiting_for: dict[str, str] | None) -> None:
+    def _note_waiting(self, wakeup: Wakeup, now: int, waiting_for: WaitingFor | None) -> None:
         with contextlib.suppress(StoreUnavailableError):
             self._leases.note_dispatch(wakeup.job_id, now=now, waiting_for=waiting_for)
 

@@ -18,6 +18,7 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.job import Job
 from leasehold.domain.policies import RetryPolicy
+from leasehold.domain.records import HistoryEntry
 from leasehold.domain.sizes import ITEM_TOO_LARGE
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import UNSTORABLE_OUTPUT, storable_error
@@ -56,7 +57,7 @@ def attempt_entry(
     *,
     by: str | None = None,
     note: str | None = None,
-) -> dict[str, Any]:
+) -> HistoryEntry:
     """The history entry of a change that ends the job's current attempt: who held it (attempt,
     epoch, worker, when it was claimed), the state it went to, why, and the open operation if
     any."""
@@ -159,7 +160,7 @@ class Outcomes:
         state: JobState,
         reason: str | None,
         note: str | None = None,
-    ) -> Any:
+    ) -> HistoryEntry:
         return attempt_entry(attempt.job, event, state, self._clock.now_ms(), reason, note=note)
 
     def _result(self, disposition_ack: str) -> WakeupResult:
@@ -344,7 +345,7 @@ class Outcomes:
         lease expired (→ `dead`). Shared by the worker (rejected claims) and the sweeper.
         Raises StaleEpochError when the job moved on meanwhile."""
 
-        def ended(event: str, state: JobState, why: str) -> dict[str, Any]:
+        def ended(event: str, state: JobState, why: str) -> HistoryEntry:
             return attempt_entry(job, event, state, now, why, by=by)
 
         open_effect = bool(job.effect_intent) and job.state is JobState.RUNNING

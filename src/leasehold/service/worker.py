@@ -39,16 +39,16 @@ from leasehold.domain.policies import MAX_RESULT_BYTES
 from leasehold.domain.records import EffectIntent
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.service.claiming import Claiming, WorkerSettings
 from leasehold.service.kinds import (
     Attempt,
     DeclaredSchedule,
     Disposition,
     JobKind,
-    OperationLedger,
+    LeaseKeeper,
     RemainingMs,
     StepPlan,
-    StepRuntime,
     WakeupResult,
 )
 from leasehold.service.outcomes import Outcomes, effect_uncertain_error
@@ -86,7 +86,14 @@ class WorkerService:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._leases = stores.leases
-        self._ledger = stores.ledger
+        self._keeper = LeaseKeeper(
+            stores.leases,
+            stores.ledger,
+            clock,
+            telemetry,
+            settings.lease,
+            settings.heartbeat_every_ms,
+        )
         self._kinds = kinds
         self._clock = clock
         self._settings = settings
@@ -122,7 +129,7 @@ class WorkerService:
         attempt = Attempt(
             job=job,
             kind=kind or _NO_KIND,
-            plan=[],
+            keeper=self._keeper,
             checkpoint=replace(job.checkpoint, outputs=list(job.checkpoint.outputs)),
             last_beat=self._clock.now_ms(),
             remaining_ms=remaining_ms,
@@ -285,10 +292,7 @@ class WorkerService:
         if not self._settings.lease.may_start_step(
             now, job.lease_expires_at or 0, step.duration_ms
         ):
-            attempt.job = self._leases.heartbeat(
-                job, now=now, lease_ms=self._settings.lease.lease_ms
-            )
-            attempt.last_beat = now
+            attempt.heartbeat(now)
             if attempt.job.cancel_requested:
                 return cancelled()
         budget = job.budget
@@ -320,21 +324,9 @@ class WorkerService:
                 "effect intent recorded", extra=attempt.log_keys | {"operation_id": operation_id}
             )
         try_number = attempt.checkpoint.step_failures + 1
-        context = StepRuntime(
-            attempt,
-            lambda: self._tick(attempt),
-            OperationLedger(attempt, self._ledger, self._clock, self._telemetry),
-            self._clock,
-            self._telemetry,
-            save=lambda job, state: self._leases.save_progress(
-                job, state, now=self._clock.now_ms(), lease_ms=self._settings.lease.lease_ms
-            ),
-            step_index=index,
-            step_try=try_number,
-            safety_margin_ms=self._margin(),
-        )
+        attempt.begin_step(index, try_number)
         try:
-            return Completed(kind.run_step(attempt.job.payload, index, try_number, context))
+            return Completed(kind.run_step(attempt.job.payload, index, try_number, attempt))
         except (StoreUnavailableError, StaleEpochError, ItemTooLargeError):
             raise  # the store's answer to the step's own write (progress, the ledger)
         except StepInterruptedError:
@@ -365,47 +357,6 @@ class WorkerService:
                     f"the step raised {type(unexpected).__name__}", error_code="unexpected_error"
                 )
             )
-
-    def _tick(self, attempt: Attempt) -> bool:
-        """Heartbeat while a step runs; False tells the step to stop (lease lost or cancel). A
-        heartbeat the store could not take is tried again at the next tick while the lease
-        still holds — the step goes on; it is never counted as the step failing."""
-        now = self._clock.now_ms()
-        if now - attempt.last_beat >= self._settings.heartbeat_every_ms:
-            try:
-                attempt.job = self._leases.heartbeat(
-                    attempt.job, now=now, lease_ms=self._settings.lease.lease_ms
-                )
-                attempt.last_beat = now
-            except StaleEpochError as stale:
-                # A late worker's heartbeat refused by the fence: a stale write like any other
-                # (arch §3.3), counted and logged as one; the step stops.
-                self._telemetry.count("StaleWritesRejected")
-                logger.warning(
-                    "stale write rejected",
-                    extra=attempt.log_keys | {"write": "heartbeat", "detail": str(stale)},
-                )
-                attempt.lease_lost = True
-                return False
-            except StoreUnavailableError:
-                self._telemetry.count("HeartbeatsFailed")
-                logger.warning(
-                    "heartbeat failed; retrying while the lease holds", extra=attempt.log_keys
-                )
-        if (attempt.job.lease_expires_at or 0) <= now + self._margin() // 2:
-            attempt.lease_lost = True
-            return False
-        if (
-            attempt.remaining_ms is not None
-            and not attempt.job.effect_intent  # an effect in flight runs to its end
-            and attempt.remaining_ms() <= self._margin() // 2
-        ):
-            # The invocation is ending under the step (Lambda's timeout is near; the local
-            # stack's worker was asked to stop): stop now and hand the job back, attempt not
-            # burned, rather than be killed holding the lease and spend it.
-            attempt.out_of_time = True
-            return False
-        return not attempt.job.cancel_requested
 
     def _succeed(self, attempt: Attempt) -> WakeupResult:
         try:
@@ -452,28 +403,28 @@ class _Unregistered:
     rate: tuple[Rate, ...] = ()
     declared_schedules: tuple[DeclaredSchedule, ...] = ()
 
-    def validate_for(self, payload: dict[str, Any], owner: Any) -> None:
+    def validate_for(self, payload: JsonObject, owner: Any) -> None:
         raise AssertionError("an unregistered kind accepts nothing")
 
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+    def plan(self, payload: JsonObject) -> list[StepPlan]:
         return []
 
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: Any) -> Any:
+    def run_step(self, payload: JsonObject, index: int, attempt: int, ctx: Any) -> Any:
         raise AssertionError("an unregistered kind runs nothing")
 
     def result(self, job: Job, checkpoint: Any) -> Any:
         return None
 
-    def outcome_writes(self, *args: Any) -> list[dict[str, Any]]:
+    def outcome_writes(self, *args: Any) -> list[RawItem]:
         return []
 
     def when_related_changed(self, job: Job, changed: Any) -> tuple[str, dict[str, str]]:
         raise changed
 
-    def view_fields(self, job: Job) -> dict[str, Any]:
+    def view_fields(self, job: Job) -> JsonObject:
         return {}
 
-    def related(self, job: Job) -> dict[str, Any]:
+    def related(self, job: Job) -> JsonObject:
         return {}
 
     def migrate(self, fingerprint: str, checkpoint: Checkpoint, payload: Any) -> None:

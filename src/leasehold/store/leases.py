@@ -15,9 +15,16 @@ from leasehold.domain.errors import (
     StoreUnavailableError,
 )
 from leasehold.domain.job import Checkpoint, Job, Owner
-from leasehold.domain.records import EffectIntent, LedgerEntry
+from leasehold.domain.records import (
+    ApprovalRequest,
+    EffectIntent,
+    HistoryEntry,
+    LedgerEntry,
+    WaitingFor,
+)
 from leasehold.domain.states import JobState, is_terminal
 from leasehold.domain.storable import storable_error
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     fenced,
@@ -209,7 +216,7 @@ class LeaseStore:
             expr.set("approved_step", checkpoint.approved_step)
         return self._fenced_update(expr, job, stale_message="step list under a lost lease")
 
-    def save_progress(self, job: Job, state: dict[str, Any], *, now: int, lease_ms: int) -> Job:
+    def save_progress(self, job: Job, state: JsonObject, *, now: int, lease_ms: int) -> Job:
         """A kind's own progress inside a step (the agent's checkpoint), under the fence,
         extending the lease: a resume starts from it."""
         expr = fenced(job, now).set("kind_state", json.dumps(state, separators=(",", ":")))
@@ -230,14 +237,14 @@ class LeaseStore:
         *,
         now: int,
         checkpoint: Checkpoint,
-        history: dict[str, Any],
+        history: HistoryEntry,
         result: Any = None,
         error: dict[str, str] | None = None,
         stop_reason: str | None = None,
         retry_at: int | None = None,
-        approval: dict[str, Any] | None = None,
+        approval: ApprovalRequest | None = None,
         settle_effect: bool = False,
-        also: list[dict[str, Any]] | None = None,
+        also: list[RawItem] | None = None,
         shed: bool = False,
     ) -> None:
         """The outcome of this worker's attempt, under the fence (arch §3.3–3.5), in one
@@ -270,7 +277,7 @@ class LeaseStore:
             expr.set("error", storable_error(error))
         if stop_reason is not None:
             expr.set("stop_reason", str(stop_reason))
-        extra: list[dict[str, Any]] = list(also or [])
+        extra: list[RawItem] = list(also or [])
         first_related = 1
         if target is JobState.QUEUED:
             assert retry_at is not None, "a retry needs retry_at"
@@ -302,7 +309,7 @@ class LeaseStore:
         )
 
     def hand_back(
-        self, job: Job, *, now: int, checkpoint: Checkpoint, retry_at: int, history: dict[str, Any]
+        self, job: Job, *, now: int, checkpoint: Checkpoint, retry_at: int, history: HistoryEntry
     ) -> None:
         """Give the job back unfinished (not enough time left in this invocation for its next
         step): `queued` again at `retry_at` with a wake-up, checkpoint kept, the attempt given
@@ -325,7 +332,7 @@ class LeaseStore:
         self._write(expr, job, [wakeup], stale_message="hand-back under a lost lease")
 
     def note_dispatch(
-        self, job_id: str, *, now: int, waiting_for: dict[str, str] | None = None
+        self, job_id: str, *, now: int, waiting_for: WaitingFor | None = None
     ) -> None:
         """Record that a wake-up for this queued job was just sent straight to SQS (a slot wait,
         a hand-off), so the sweeper does not mistake it for lost and add another copy; and what
@@ -342,7 +349,7 @@ class LeaseStore:
         self,
         expr: Expression,
         job: Job,
-        extra: list[dict[str, Any]],
+        extra: list[RawItem],
         *,
         stale_message: str,
         first_related: int = 1,

@@ -5,12 +5,13 @@ version), so a live worker is never overtaken and two sweepers never both act.""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from leasehold.domain.errors import RelatedItemChangedError, StaleEpochError
 from leasehold.domain.job import Job
+from leasehold.domain.records import HistoryEntry
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
+from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION, job_key
@@ -29,10 +30,10 @@ class UpkeepStore:
         target: JobState,
         *,
         now: int,
-        history: dict[str, Any],
+        history: HistoryEntry,
         stop_reason: str | None = None,
         error: dict[str, str] | None = None,
-        also: list[dict[str, Any]] | None = None,
+        also: list[RawItem] | None = None,
     ) -> None:
         """A `running` job whose lease (as last seen, `job.epoch`) expired: back to `queued` with a
         fresh wake-up (rescue), or to `unknown` (an effect was open) or `dead`. Conditional on
@@ -52,7 +53,7 @@ class UpkeepStore:
             expr.set("stop_reason", str(stop_reason))
         if error is not None:
             expr.set("error", storable_error(error))
-        extra: list[dict[str, Any]] = []
+        extra: list[RawItem] = []
         if target is JobState.QUEUED:
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
             extra.append(
@@ -79,7 +80,7 @@ class UpkeepStore:
         if self._leases is not None:
             self._leases.release_slot(job)
 
-    def expire_queued(self, job: Job, *, now: int, history: dict[str, Any]) -> None:
+    def expire_queued(self, job: Job, *, now: int, history: HistoryEntry) -> None:
         """A `queued` job whose deadline passed becomes `dead` / `deadline_exceeded`."""
         expr = Expression()
         expr.condition(
@@ -156,7 +157,7 @@ class UpkeepStore:
         self,
         expr: Expression,
         job: Job,
-        extra: list[dict[str, Any]],
+        extra: list[RawItem],
         *,
         stale_message: str,
         related: tuple[int, int] = (0, 0),
