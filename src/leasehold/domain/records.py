@@ -71,6 +71,20 @@ class ApprovalRequest(TypedDict):
     requested_at: int
 
 
+class Resolution(TypedDict, total=False):
+    """An operator's resolution of an `unknown` job: what they found the effect came to."""
+
+    outcome: str
+    """`succeeded` or `failed`."""
+    by: str
+    at: int
+    note: str
+    receipt: str
+    """What the operator found at the provider (their words or its reference)."""
+    operation_id: str
+    """The operation the job was `unknown` over."""
+
+
 class WaitingFor(TypedDict, total=False):
     """What a queued job waits for, for the job view (its claim clears it): a concurrency
     limit's key (`tenant:acme`) or a rate's."""
@@ -79,4 +93,11 @@ class WaitingFor(TypedDict, total=False):
     rate: str
 
 
-__all__ = ["ApprovalRequest", "EffectIntent", "HistoryEntry", "LedgerEntry", "WaitingFor"]
+__all__ = [
+    "ApprovalRequest",
+    "EffectIntent",
+    "HistoryEntry",
+    "LedgerEntry",
+    "Resolution",
+    "WaitingFor",
+]

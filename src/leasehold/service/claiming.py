@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -88,6 +89,11 @@ class Claimed:
     job: Job
 
 
+Write = Callable[..., Job]
+"""The claim's conditional write (`LeaseStore.claim`) for one job, worker, time and lease,
+given the slot entries to record or adopt."""
+
+
 class Claimer:
     """The slot and rate decisions around the one conditional write that claims a job."""
 
@@ -116,14 +122,15 @@ class Claimer:
         start is taken from each once the slots are held (a slot wait spends no start), and
         RateLimitedError — the slots given back — when one has none due yet."""
         rates = rates or []
+        write = partial(
+            self._leases.claim, job_id, owner, worker_id=worker_id, now=now, lease_ms=lease_ms
+        )
         if keys is not None:
-            return self._claim_keyed(job_id, owner, worker_id, now, lease_ms, keys, rates)
+            return self._claim_keyed(write, job_id, now, keys, rates)
         slots = self._claims.per_user
         if slots is None:
             self._take_rates(rates, now)
-            return self._leases.claim(
-                job_id, owner, worker_id=worker_id, now=now, lease_ms=lease_ms
-            )
+            return write()
         for _ in range(2):
             token = new_token(now)
             take = slots.take(owner, job_id, token)
@@ -140,15 +147,7 @@ class Claimer:
                     slots.release(owner, job_id, token)
                 raise
             try:
-                return self._leases.claim(
-                    job_id,
-                    owner,
-                    worker_id=worker_id,
-                    now=now,
-                    lease_ms=lease_ms,
-                    took_token=token if take.took else None,
-                    held_token=take.held_token,
-                )
+                return write(took_token=token if take.took else None, held_token=take.held_token)
             except ClaimRejectedError as rejected:
                 if take.took:
                     slots.release(owner, job_id, token)
@@ -162,11 +161,9 @@ class Claimer:
 
     def _claim_keyed(
         self,
+        write: Callable[..., Job],
         job_id: str,
-        owner: Owner,
-        worker_id: str,
         now: int,
-        lease_ms: int,
         keys: list[SlotKey],
         rates: list[RateKey],
     ) -> Job:
@@ -195,15 +192,7 @@ class Claimer:
                 raise
             adopted = {name: used for name, used in held.items() if used != token}
             try:
-                return self._leases.claim(
-                    job_id,
-                    owner,
-                    worker_id=worker_id,
-                    now=now,
-                    lease_ms=lease_ms,
-                    slots=held,
-                    adopt=adopted,
-                )
+                return write(slots=held, adopt=adopted)
             except StoreUnavailableError:
                 # The claim may or may not have been applied: an entry given back here that
                 # the job does hold would let one more job start, so it is left for the

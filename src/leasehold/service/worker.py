@@ -434,14 +434,14 @@ class _Unregistered:
 _NO_KIND = _Unregistered()
 
 
-def _history_note(record: dict[str, Any]) -> str | None:
+def _history_note(record: JsonObject) -> str | None:
     """What the history says of a kind's stop (`tool=send_email reason=tool_not_allowed`): the
     record's short fields, not its message (the job's error has that)."""
     parts = [f"{k}={v}" for k, v in _flat(record).items() if k not in {"event", "message"}]
     return " ".join(parts) or None
 
 
-def _flat(record: dict[str, Any]) -> dict[str, str]:
+def _flat(record: JsonObject) -> dict[str, str]:
     """A kind's record for the job's error: strings only, bounded (the view shows it)."""
     return {
         str(k)[:40]: str(v)[:200]

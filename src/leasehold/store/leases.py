@@ -91,6 +91,27 @@ def _set_checkpoint(expr: Expression, checkpoint: Checkpoint, *, live: bool = Tr
         expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
 
 
+def wakeup_item(job: Job, deliver_at: int, now: int) -> RawItem:
+    """The outbox item whose wake-up brings `job` back at `deliver_at`, to commit with the
+    job's own write (which bumps its version)."""
+    return outbox_put(
+        job.job_id,
+        job.owner,
+        version=job.version + 1,
+        deliver_at=deliver_at,
+        now=now,
+        kind=job.kind,
+        priority=job.priority,
+    )
+
+
+def _queued_again(expr: Expression, job: Job, retry_at: int, now: int) -> RawItem:
+    """The job's due time set to `retry_at` (a retry, a hand-back), and the wake-up that brings
+    it back then."""
+    expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
+    return wakeup_item(job, retry_at, now)
+
+
 class LeaseStore:
     """The worker's writes. With `slots` (a per-user limit), a claim (service/claiming.py)
     takes a slot first, and every write that takes the job out of `running` gives it back
@@ -281,19 +302,7 @@ class LeaseStore:
         first_related = 1
         if target is JobState.QUEUED:
             assert retry_at is not None, "a retry needs retry_at"
-            expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
-            extra.insert(
-                0,
-                outbox_put(
-                    job.job_id,
-                    job.owner,
-                    version=job.version + 1,
-                    deliver_at=retry_at,
-                    now=now,
-                    kind=job.kind,
-                    priority=job.priority,
-                ),
-            )
+            extra.insert(0, _queued_again(expr, job, retry_at, now))
             first_related = 2
         if target is JobState.WAITING_APPROVAL:
             assert approval is not None, "a pause needs the approval request"
@@ -318,17 +327,8 @@ class LeaseStore:
         _set_checkpoint(expr, checkpoint)
         state_change(expr, JobState.QUEUED, from_active=True)
         expr.remove("lease_owner", "lease_expires_at").increment("attempts", -1)
-        expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
         set_history(expr, job, history)
-        wakeup = outbox_put(
-            job.job_id,
-            job.owner,
-            version=job.version + 1,
-            deliver_at=retry_at,
-            now=now,
-            kind=job.kind,
-            priority=job.priority,
-        )
+        wakeup = _queued_again(expr, job, retry_at, now)
         self._write(expr, job, [wakeup], stale_message="hand-back under a lost lease")
 
     def note_dispatch(

@@ -13,9 +13,9 @@ from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
 from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
+from leasehold.store.guards import keep_for_operators, set_history, state_change
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION, job_key
-from leasehold.store.leases import LeaseStore
+from leasehold.store.leases import LeaseStore, wakeup_item
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -56,17 +56,7 @@ class UpkeepStore:
         extra: list[RawItem] = []
         if target is JobState.QUEUED:
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
-            extra.append(
-                outbox_put(
-                    job.job_id,
-                    job.owner,
-                    version=job.version + 1,
-                    deliver_at=now,
-                    now=now,
-                    kind=job.kind,
-                    priority=job.priority,
-                )
-            )
+            extra.append(wakeup_item(job, now, now))
         expr.remove("slot_token", "slots")
         related = list(also or [])
         extra.extend(related)
@@ -107,15 +97,7 @@ class UpkeepStore:
             f" AND {expr.name('version')} = {expr.value(job.version)}"
         )
         expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
-        wakeup = outbox_put(
-            job.job_id,
-            job.owner,
-            version=job.version + 1,
-            deliver_at=now,
-            now=now,
-            kind=job.kind,
-            priority=job.priority,
-        )
+        wakeup = wakeup_item(job, now, now)
         self._apply(expr, job, [wakeup], stale_message="job changed meanwhile")
 
     def bring_due(self, job: Job, *, now: int) -> None:
@@ -130,15 +112,7 @@ class UpkeepStore:
           a job cancelled (or run by that wake-up) meanwhile is left as it is, and its stray
           wake-up is refused at claim; a claim moves a job out of the index itself."""
         due = max(now, job.next_attempt_at or now)
-        wakeup = outbox_put(
-            job.job_id,
-            job.owner,
-            version=job.version + 1,
-            deliver_at=due,
-            now=now,
-            kind=job.kind,
-            priority=job.priority,
-        )
+        wakeup = wakeup_item(job, due, now)
         # A failed condition: this move's wake-up is already there (an earlier try, another
         # sweeper).
         with contextlib.suppress(ConditionFailed):
