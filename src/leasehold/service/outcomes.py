@@ -22,6 +22,7 @@ from leasehold.domain.records import HistoryEntry
 from leasehold.domain.sizes import ITEM_TOO_LARGE
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import UNSTORABLE_OUTPUT, storable_error
+from leasehold.domain.types import RawItem
 from leasehold.service.kinds import Attempt, Disposition, JobKind, StepPlan, WakeupResult
 from leasehold.service.steps import (
     AwaitingApproval,
@@ -234,6 +235,26 @@ class Outcomes:
         )
         return self._result(target.value)
 
+    def handler_error(
+        self,
+        attempt: Attempt,
+        error: dict[str, str],
+        *,
+        related: bool = True,
+        settle_effect: bool = False,
+    ) -> WakeupResult:
+        """The kind's own code failed outside a step (its plan, its result hook, a result that
+        cannot be stored) or the kind is not registered: `failed` / `handler_error`, once — a
+        retry would fail the same way; an operator replays the job once it is fixed."""
+        return self.stop(
+            attempt,
+            JobState.FAILED,
+            StopReason.HANDLER_ERROR,
+            error,
+            related=related,
+            settle_effect=settle_effect,
+        )
+
     def too_large(
         self, attempt: Attempt, message: str, *, settle_effect: bool = False
     ) -> WakeupResult:
@@ -348,6 +369,20 @@ class Outcomes:
         def ended(event: str, state: JobState, why: str) -> HistoryEntry:
             return attempt_entry(job, event, state, now, why, by=by)
 
+        def expire(
+            state: JobState, stop: str, error: dict[str, str], also: list[RawItem] | None = None
+        ) -> None:
+            """The expired lease settled to `state` for `stop`, in one fenced write."""
+            self._upkeep.settle_expired_lease(
+                job,
+                state,
+                now=now,
+                stop_reason=stop,
+                error=error,
+                also=also,
+                history=ended("lease_expired", state, str(stop)),
+            )
+
         open_effect = bool(job.effect_intent) and job.state is JobState.RUNNING
         if reason == ClaimRejection.EFFECT_OPEN or (
             open_effect and reason in {ClaimRejection.DEADLINE, ClaimRejection.EXHAUSTED}
@@ -358,14 +393,7 @@ class Outcomes:
             why = "the lease expired"
             if reason != ClaimRejection.EFFECT_OPEN:
                 why = "the last attempt's lease expired (no attempt left to ask the provider)"
-            self._upkeep.settle_expired_lease(
-                job,
-                JobState.UNKNOWN,
-                now=now,
-                stop_reason=StopReason.EFFECT_UNCERTAIN,
-                error=effect_uncertain_error(job, why),
-                history=ended("lease_expired", JobState.UNKNOWN, StopReason.EFFECT_UNCERTAIN.value),
-            )
+            expire(JobState.UNKNOWN, StopReason.EFFECT_UNCERTAIN, effect_uncertain_error(job, why))
             self._telemetry.count("JobsUnknown")
         elif reason == ClaimRejection.DEADLINE and job.state is JobState.QUEUED:
             self._upkeep.expire_queued(
@@ -386,26 +414,11 @@ class Outcomes:
             kind = self._kinds.get(job.kind)
             also = kind.outcome_writes(job, JobState.DEAD, None, error, now) if kind else []
             try:
-                self._upkeep.settle_expired_lease(
-                    job,
-                    JobState.DEAD,
-                    now=now,
-                    stop_reason=stop,
-                    error=error,
-                    also=also,
-                    history=ended("lease_expired", JobState.DEAD, stop.value),
-                )
+                expire(JobState.DEAD, stop, error, also)
             except RelatedItemChangedError as changed:
                 assert kind is not None
                 why, why_error = kind.when_related_changed(job, changed)
-                self._upkeep.settle_expired_lease(
-                    job,
-                    JobState.CANCELLED,
-                    now=now,
-                    stop_reason=why,
-                    error=why_error,
-                    history=ended("lease_expired", JobState.CANCELLED, str(why)),
-                )
+                expire(JobState.CANCELLED, why, why_error)
             self._telemetry.count("JobsDead")
         elif reason == "rescue":
             self._upkeep.settle_expired_lease(

@@ -169,10 +169,8 @@ class WorkerService:
         rather than waiting out a lease on every attempt with the cause only in the logs."""
         if kind is None:
             logger.error("kind not registered", extra=attempt.log_keys | {"kind": attempt.job.kind})
-            return self._outcomes.stop(
+            return self._outcomes.handler_error(
                 attempt,
-                JobState.FAILED,
-                StopReason.HANDLER_ERROR,
                 {
                     "code": "unknown_kind",
                     "message": f"kind {attempt.job.kind!r} is not registered by LEASEHOLD_KINDS",
@@ -183,10 +181,8 @@ class WorkerService:
             attempt.plan = kind.plan(attempt.job.payload)
         except Exception as failed:  # a planner's bug: said once, not retried for ever
             logger.exception("plan raised", extra=attempt.log_keys)
-            return self._outcomes.stop(
+            return self._outcomes.handler_error(
                 attempt,
-                JobState.FAILED,
-                StopReason.HANDLER_ERROR,
                 {"code": "plan_failed", "message": f"planning raised {type(failed).__name__}"},
             )
         return self._resume(attempt, kind)
@@ -363,27 +359,22 @@ class WorkerService:
             result = attempt.kind.result(attempt.job, attempt.checkpoint)
         except Exception as failed:  # every step ran; the kind's result hook did not
             logger.exception("result raised", extra=attempt.log_keys)
-            return self._outcomes.stop(
+            # every step ran to its end, an effect step's included: its effect is settled
+            return self._outcomes.handler_error(
                 attempt,
-                JobState.FAILED,
-                StopReason.HANDLER_ERROR,
                 {"code": "result_failed", "message": f"the result raised {type(failed).__name__}"},
-                settle_effect=True,  # every step ran to its end, an effect step's included
+                settle_effect=True,
             )
         try:
             size = len(json.dumps(result, separators=(",", ":"), allow_nan=False).encode())
         except (TypeError, ValueError) as exc:
-            return self._outcomes.stop(
+            return self._outcomes.handler_error(
                 attempt,
-                JobState.FAILED,
-                StopReason.HANDLER_ERROR,
                 {"code": "result_not_json", "message": f"the result is not JSON: {exc}"[:500]},
             )
         if size > MAX_RESULT_BYTES:
-            return self._outcomes.stop(
+            return self._outcomes.handler_error(
                 attempt,
-                JobState.FAILED,
-                StopReason.HANDLER_ERROR,
                 {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
             )
         return self._outcomes.succeed(attempt, result)
