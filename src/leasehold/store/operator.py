@@ -189,11 +189,16 @@ class OperatorStore:
                 "error",
                 {"code": "resolved_failed", "message": f"resolved as failed by {operator}: {note}"},
             )
+        return self._update_read(expr, job_id, "resolved")
+
+    def _update_read(self, expr: Expression, job_id: str, what: str) -> Job:
+        """The operator's write, conditional on the job as it was read: the job as it is now,
+        or ConflictError `busy` when it changed in between."""
         try:
             item = self._table.update(expr.update_params(job_key(job_id)))
         except ConditionFailed as failed:
             raise ConflictError(
-                f"job {job_id} changed while it was being resolved; look again", code="busy"
+                f"job {job_id} changed while it was being {what}; look again", code="busy"
             ) from failed
         assert item is not None
         return job_from_item(item)
@@ -227,14 +232,7 @@ class OperatorStore:
             job,
             entry(event, at=now, state=state.value, reason=reason, by=operator, note=note),
         )
-        try:
-            item = self._table.update(expr.update_params(job_key(job_id)))
-        except ConditionFailed as failed:
-            raise ConflictError(
-                f"job {job_id} changed while it was being cancelled; look again", code="busy"
-            ) from failed
-        assert item is not None
-        return job_from_item(item)
+        return self._update_read(expr, job_id, "cancelled")
 
     def note_redrive(self, job_id: str, *, operator: str, note: str, now: int) -> bool:
         """Record in the job's history that an operator moved its wake-up from the DLQ back to
