@@ -316,6 +316,7 @@ class Runner:
         """`count` jobs of the scenario's user, claimed by 'other workers' (setup, unmetered):
         their wake-ups are relayed and dropped, so no worker here ever sees them."""
         from leasehold.domain.job import Owner
+        from leasehold.service.claiming import Claimer
 
         ids = [self.submit(scenario, first + i, phase="setup") for i in range(count)]
         self.stack.relay_once(phase="setup")
@@ -324,7 +325,7 @@ class Runner:
         now = int(time.time() * 1000)
         with self.stack.meter.during("setup"):
             return [
-                rt.stores.leases.claim(
+                Claimer(rt.stores.leases, rt.stores.claims).claim(
                     j, owner, worker_id="other-worker", now=now, lease_ms=600_000
                 )
                 for j in ids
@@ -386,6 +387,7 @@ class Runner:
         (all just dispatched, so none counts as a lost wake-up); and one on an idle table. The
         jobs belong to many users, so the per-user limit (the template's) never refuses one."""
         from leasehold.domain.job import Owner
+        from leasehold.service.claiming import Claimer
 
         scenario = Scenario(name="sweeper", jobs=0)
         rt, _ = self._start(scenario)
@@ -405,7 +407,7 @@ class Runner:
         now = int(time.time() * 1000)
         with self.stack.meter.during("setup"):
             for i in lapsed + live:
-                rt.stores.leases.claim(
+                Claimer(rt.stores.leases, rt.stores.claims).claim(
                     ids[i], Owner(TENANT, user(i)), worker_id="gone" if i in lapsed else "busy",
                     now=now, lease_ms=1 if i in lapsed else 600_000,
                 )  # fmt: skip

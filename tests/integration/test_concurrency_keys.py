@@ -266,9 +266,9 @@ def test_a_job_over_its_limit_waits_queued_saying_for_what(harness: Harness) -> 
     first, second, third = (submit(harness, "per_tenant", {}) for _ in range(3))
     keys = [slot_keys(per_tenant.concurrency or (), "per_tenant", ALICE, {}, j) for j in (first,)]
     assert keys[0][0].label == "tenant:study-group"
-    harness.leases.claim(first, ALICE, worker_id="x", now=harness.clock.now_ms(),
+    harness.claimer.claim(first, ALICE, worker_id="x", now=harness.clock.now_ms(),
                          lease_ms=LEASE_MS, keys=_keys(first))  # fmt: skip
-    harness.leases.claim(second, ALICE, worker_id="y", now=harness.clock.now_ms(),
+    harness.claimer.claim(second, ALICE, worker_id="y", now=harness.clock.now_ms(),
                          lease_ms=LEASE_MS, keys=_keys(second))  # fmt: skip
     result = harness.worker(kinds=KINDS).handle(harness.wakeup(third))
     assert result.outcome == "slots_full"
@@ -295,12 +295,12 @@ def test_a_lost_answer_on_the_take_leaves_one_entry(harness: Harness) -> None:
     job_id = submit(harness, "per_tenant", {})
     harness.faults("dynamodb.UpdateItem:ReadTimeout=1@1")
     with pytest.raises(StoreUnavailableError):
-        harness.leases.claim(job_id, ALICE, worker_id="w", now=harness.clock.now_ms(),
+        harness.claimer.claim(job_id, ALICE, worker_id="w", now=harness.clock.now_ms(),
                              lease_ms=LEASE_MS, keys=_keys(job_id))  # fmt: skip
     harness.faults("")
     assert harness.injected("UpdateItem:ReadTimeout") == 1
     assert sum(len(holders_of(_item(harness, name))) for name in _names()) == 1  # applied
-    job = harness.leases.claim(job_id, ALICE, worker_id="w", now=harness.clock.now_ms(),
+    job = harness.claimer.claim(job_id, ALICE, worker_id="w", now=harness.clock.now_ms(),
                                lease_ms=LEASE_MS, keys=_keys(job_id))  # fmt: skip
     assert job.slots is not None and len(job.slots) == 1
     (name,) = job.slots
@@ -316,12 +316,12 @@ def test_a_lapsed_lease_claimed_again_adopts_its_entry(harness: Harness) -> None
     lapsed: the new claim takes over the entry rather than counting the job twice."""
     a, b = submit(harness, "per_tenant", {}), submit(harness, "per_tenant", {})
     now = harness.clock.now_ms()
-    first = harness.leases.claim(a, ALICE, worker_id="gone", now=now, lease_ms=LEASE_MS,
+    first = harness.claimer.claim(a, ALICE, worker_id="gone", now=now, lease_ms=LEASE_MS,
                                  keys=_keys(a))  # fmt: skip
-    harness.leases.claim(b, ALICE, worker_id="busy", now=now, lease_ms=10 * LEASE_MS,
+    harness.claimer.claim(b, ALICE, worker_id="busy", now=now, lease_ms=10 * LEASE_MS,
                          keys=_keys(b))  # fmt: skip
     harness.clock.advance(LEASE_MS + 1)
-    again = harness.leases.claim(a, ALICE, worker_id="next", now=harness.clock.now_ms(),
+    again = harness.claimer.claim(a, ALICE, worker_id="next", now=harness.clock.now_ms(),
                                  lease_ms=LEASE_MS, keys=_keys(a))  # fmt: skip
     assert again.epoch == first.epoch + 1 and again.slots == first.slots
     entries = [holders_of(_item(harness, name)) for name in _names()]
@@ -345,7 +345,7 @@ def test_a_kind_declaring_no_limits_takes_no_slot_even_with_the_per_user_limit_o
 ) -> None:
     ids = [submit(harness, "unlimited", {}, owner=BOB) for _ in range(4)]
     running = [
-        harness.leases.claim(
+        harness.claimer.claim(
             j, BOB, worker_id=j, now=harness.clock.now_ms(), lease_ms=LEASE_MS, keys=[]
         )  # fmt: skip
         for j in ids

@@ -180,7 +180,7 @@ def test_two_workers_race_for_the_last_free_slot_one_wins(harness: Harness) -> N
 
     def claim(job_id: str) -> None:
         try:
-            harness.leases.claim(
+            harness.claimer.claim(
                 job_id, ALICE, worker_id=job_id, now=harness.clock.now_ms(), lease_ms=LEASE_MS
             )
             results.append("won")
@@ -228,6 +228,6 @@ def test_every_outcome_releases_the_slot(harness: Harness) -> None:
 def test_claim_rejects_a_message_naming_the_wrong_owner(harness: Harness) -> None:
     job_id = harness.submit(payload=steps({}))
     with pytest.raises(ClaimRejectedError):
-        harness.leases.claim(
+        harness.claimer.claim(
             job_id, BOB, worker_id="w", now=harness.clock.now_ms(), lease_ms=LEASE_MS
         )

@@ -60,7 +60,7 @@ def test_two_workers_claim_one_job_exactly_one_wins(harness: Harness) -> None:
     for name in ("a", "b"):
         try:
             winners.append(
-                harness.leases.claim(job_id, ALICE, worker_id=name, now=now, lease_ms=LEASE_MS)
+                harness.claimer.claim(job_id, ALICE, worker_id=name, now=now, lease_ms=LEASE_MS)
             )
         except Exception as exc:  # noqa: BLE001 - the loser's error is the point
             losers.append(exc)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from leasehold.domain.errors import SlotsFullError, StoreUnavailableError
+from leasehold.service.claiming import Claimer
 from leasehold.service.jobs import JobService
 from leasehold.store.leases import LeaseStore
 from tests.integration.test_rate_limits import KINDS, fresh, starts, submit, worker  # noqa: F401
@@ -81,9 +82,9 @@ def test_a_claim_refused_after_the_hold_is_handed_off_not_lost(
 ) -> None:
     _, second = _two(harness)
     calls: list[int] = []
-    original = LeaseStore.claim
+    original = Claimer.claim
 
-    def claim(self: LeaseStore, *args: Any, **kwargs: Any) -> Any:
+    def claim(self: Claimer, *args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 2:
             if fault == "slots_full":
@@ -91,7 +92,7 @@ def test_a_claim_refused_after_the_hold_is_handed_off_not_lost(
             raise StoreUnavailableError("injected")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(LeaseStore, "claim", claim)
+    monkeypatch.setattr(Claimer, "claim", claim)
     me = worker(harness, "w", hold_ms=1000, sleep=lambda s: harness.clock.advance(int(s * 1000)))
     result = me.handle(harness.wakeup(second))
     assert result.outcome == fault and result.disposition.value == "ack"

@@ -61,16 +61,15 @@ KINDS: dict[str, JobKind] = {k.name: EngineKind(k) for k in (five_a_second, both
 def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     starts.clear()
     runs.clear()
-    original = LeaseStore._claim_once
+    original = LeaseStore.claim
 
-    def recorded(self: LeaseStore, job_id: str, owner: Any, worker_id: str, now: int,
-                 *args: Any, **kwargs: Any) -> Any:  # fmt: skip
-        job = original(self, job_id, owner, worker_id, now, *args, **kwargs)
+    def recorded(self: LeaseStore, *args: Any, **kwargs: Any) -> Any:
+        job = original(self, *args, **kwargs)  # the claim's one conditional write
         with starts_lock:
-            starts.append(now)
+            starts.append(kwargs["now"])
         return job
 
-    monkeypatch.setattr(LeaseStore, "_claim_once", recorded)
+    monkeypatch.setattr(LeaseStore, "claim", recorded)
     yield
 
 
@@ -209,7 +208,7 @@ def test_a_slot_wait_spends_no_start_and_a_rate_wait_gives_the_slot_back(
     c = submit(harness, "both", {"account": "x"})
     now = harness.clock.now_ms()
     keys = rate_keys(both.rate, "both", ALICE, {"account": "x"})
-    held = harness.leases.claim(a, ALICE, worker_id="a", now=now, lease_ms=LEASE_MS,
+    held = harness.claimer.claim(a, ALICE, worker_id="a", now=now, lease_ms=LEASE_MS,
                                 keys=_keys(a), rates=keys)  # fmt: skip
     me = worker(harness, "w")
     assert me.handle(harness.wakeup(b)).outcome == "slots_full"
@@ -218,7 +217,7 @@ def test_a_slot_wait_spends_no_start_and_a_rate_wait_gives_the_slot_back(
     assert me.handle(harness.wakeup(b)).outcome == "succeeded"  # the second start in 10 s
     assert me.handle(harness.wakeup(c)).outcome == "rate_limited"
     with pytest.raises(RateLimitedError):  # and the slot c took was given back: free for d
-        harness.leases.claim(c, ALICE, worker_id="x", now=harness.clock.now_ms(),
+        harness.claimer.claim(c, ALICE, worker_id="x", now=harness.clock.now_ms(),
                              lease_ms=LEASE_MS, keys=_keys(c), rates=keys)  # fmt: skip
     other = submit(harness, "both", {"account": "y"})
     assert me.handle(harness.wakeup(other)).outcome == "succeeded"

@@ -152,14 +152,14 @@ def test_strict_lease_expiry_generation_by_generation(harness: Harness, order: s
     job_id = view["title_job"]["job_id"]
     _at_epoch(harness, job_id, 6)
     t0 = harness.clock.now_ms()
-    a7 = harness.leases.claim(job_id, ALICE, worker_id="A", now=t0, lease_ms=100)
+    a7 = harness.claimer.claim(job_id, ALICE, worker_id="A", now=t0, lease_ms=100)
     assert a7.epoch == 7 and a7.lease_expires_at == t0 + 100
     harness.clock.advance(101)  # t=101: nobody has reclaimed yet
     with pytest.raises(StaleEpochError):
         harness.complete(a7, {"title": "by A at generation 7"})
     if order == "a_reclaims":
         # A reacquires generation 8 and completes under 8
-        a8 = harness.leases.claim(
+        a8 = harness.claimer.claim(
             job_id, ALICE, worker_id="A", now=harness.clock.now_ms(), lease_ms=10_000
         )
         assert a8.epoch == 8
@@ -168,7 +168,7 @@ def test_strict_lease_expiry_generation_by_generation(harness: Harness, order: s
         assert final is not None and final.result == {"title": "by A at generation 8"}
     else:
         # B acquires generation 8 first; A, still holding 7, can never overwrite it
-        b8 = harness.leases.claim(
+        b8 = harness.claimer.claim(
             job_id, ALICE, worker_id="B", now=harness.clock.now_ms(), lease_ms=10_000
         )
         assert b8.epoch == 8

@@ -22,6 +22,7 @@ from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState
 from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.sdk.engine_kind import EngineKind
+from leasehold.service.claiming import Claimer
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 from leasehold.service.relay import relay_records
@@ -186,6 +187,11 @@ class Harness:
     def leases(self) -> Any:
         return self.stores.leases
 
+    @property
+    def claimer(self) -> Claimer:
+        """The worker's claim (its slot and rate decisions) over this harness's lease store."""
+        return Claimer(self.stores.leases, self.stores.claims)
+
     def jobs(self) -> JobService:
         service = JobService(
             self.stores, registry(), self.clock, self.new_id, self.telemetry, default_max_attempts=3
@@ -254,7 +260,7 @@ class Harness:
         self, job_id: str, worker: str, owner: Owner = ALICE, lease_ms: int = LEASE_MS
     ) -> Job:
         """Claim as `worker` now, with the standard lease."""
-        return self.stores.leases.claim(
+        return self.claimer.claim(
             job_id, owner, worker_id=worker, now=self.clock.now_ms(), lease_ms=lease_ms
         )
 

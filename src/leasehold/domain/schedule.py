@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -277,7 +278,7 @@ class Schedule:
     last_job_id: str | None = None
     last_error: str | None = None
     declared_by_kind: bool = False
-    history: tuple[dict[str, object], ...] = ()
+    history: tuple[Mapping[str, object], ...] = ()
     counted: bool = False
     """Whether the schedule holds a place in its owner's quota (decision Q2): its delete gives
     it back. Schedules made before the quota, and a kind's declared ones, hold none."""

@@ -20,7 +20,7 @@ from leasehold.sdk.errors import FatalError
 
 if TYPE_CHECKING:
     from leasehold.domain.job import Job
-    from leasehold.service.kinds import StepRuntime
+    from leasehold.service.kinds import Attempt
 
 _logger = Logger(service="leasehold", child=True)
 
@@ -93,7 +93,7 @@ class Operation:
 
     def __init__(
         self,
-        runtime: StepRuntime,
+        runtime: Attempt,
         operation_id: str,
         provider: str,
         capability: str,
@@ -166,7 +166,7 @@ class StepContext:
     """Everything a step may know and ask while it runs. Made by the engine for each step; a
     step never builds one (tests use `leasehold.testing`)."""
 
-    def __init__(self, runtime: StepRuntime, operation: Operation | None = None) -> None:
+    def __init__(self, runtime: Attempt, operation: Operation | None = None) -> None:
         self._runtime = runtime
         self._operation = operation
         keys = dict(runtime.log_keys) | {"step": runtime.step_name}
@@ -246,7 +246,7 @@ class StepContext:
         """How long this step may still run: the least of what is left of the lease, of the
         invocation (on Lambda) and of the job's deadline, less the engine's safety margin. A long
         step checks it (or `heartbeat()`) between pieces of work."""
-        return self._runtime.remaining_ms()
+        return self._runtime.time_left_ms()
 
     @property
     def lease_expires_at_ms(self) -> int:

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 from leasehold.domain.errors import FatalStepError, StepError, ValidationError
 from leasehold.domain.job import Checkpoint as SavedCheckpoint
 from leasehold.domain.job import Owner
+from leasehold.domain.records import LedgerEntry
 from leasehold.domain.storable import (
     OUTPUT_NOT_JSON,
     OUTPUT_TOO_LARGE,
     NotStorableError,
     storable_json,
 )
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.sdk.context import JobInfo, Operation, StepContext
 from leasehold.sdk.errors import FatalError
 from leasehold.sdk.kind import (
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
     from leasehold.domain.job import Job
     from leasehold.domain.states import JobState
-    from leasehold.service.kinds import StepPlan, StepRuntime
+    from leasehold.service.kinds import Attempt, DeclaredSchedule, StepPlan
 
 
 class EngineKind:
@@ -53,15 +55,15 @@ class EngineKind:
         """The priority of this kind's jobs when a request names none (decision F4)."""
         self.operators_see_payload = kind.operators_see_payload
         self.concurrency = kind.concurrency
+        """The kind's declared concurrency limits (None: the per-user default, decision F2)."""
         self.rate = kind.rate
         """The kind's declared rates (decision F3)."""
-        """The kind's declared concurrency limits (None: the per-user default, decision F2)."""
-        self.declared_schedules = kind.schedules
+        self.declared_schedules: tuple[DeclaredSchedule, ...] = kind.schedules
 
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+    def validate_for(self, payload: JsonObject, owner: Owner) -> None:
         self.kind.validate_for(payload, owner)
 
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+    def plan(self, payload: JsonObject) -> list[StepPlan]:
         plan = self.kind.plan(payload)
         if self.max_step_ms is not None:
             for step in plan:
@@ -72,7 +74,7 @@ class EngineKind:
                     )
         return plan
 
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: StepRuntime) -> Any:
+    def run_step(self, payload: JsonObject, index: int, attempt: int, ctx: Attempt) -> Any:
         step = self.kind.steps_for(payload)[index]
         operation = _open_operation(step, index, ctx)
         if isinstance(operation, _Confirmed):
@@ -121,7 +123,7 @@ class EngineKind:
         return output
 
     def migrate(
-        self, fingerprint: str, checkpoint: SavedCheckpoint, payload: dict[str, Any]
+        self, fingerprint: str, checkpoint: SavedCheckpoint, payload: JsonObject
     ) -> SavedCheckpoint | None:
         """The kind's migration from the step list of `fingerprint` applied to a job's saved
         checkpoint (service/versions.py); None when the kind declares none from it. A migration
@@ -165,7 +167,7 @@ class EngineKind:
 
     def outcome_writes(
         self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[RawItem]:
         hook = self.kind._hooks.outcome_writes  # noqa: SLF001
         if hook is None:
             return []
@@ -181,11 +183,11 @@ class EngineKind:
         reason, message = hook(RelatedChange(JobInfo.of(job), changed.index, old))
         return reason, {"code": reason, "message": message}
 
-    def view_fields(self, job: Job) -> dict[str, Any]:
+    def view_fields(self, job: Job) -> JsonObject:
         hook = self.kind._hooks.view  # noqa: SLF001
         return dict(hook(JobInfo.of(job))) if hook else {}
 
-    def related(self, job: Job) -> dict[str, Any]:
+    def related(self, job: Job) -> JsonObject:
         hook = self.kind._hooks.related  # noqa: SLF001
         return dict(hook(JobInfo.of(job))) if hook else {}
 
@@ -195,7 +197,7 @@ class _Confirmed:
     output: Any
 
 
-def _open_operation(step: Step, index: int, ctx: StepRuntime) -> Operation | _Confirmed | None:
+def _open_operation(step: Step, index: int, ctx: Attempt) -> Operation | _Confirmed | None:
     """An `Effect` step's ledger entry, opened (`submitted`) before the step runs unless an
     earlier try opened it (then `recovering`) or confirmed it (then the step is not run)."""
     if not isinstance(step.effect, Effect):
@@ -217,7 +219,7 @@ def _open_operation(step: Step, index: int, ctx: StepRuntime) -> Operation | _Co
     return operation
 
 
-def _output_of(entry: dict[str, Any]) -> Any:
+def _output_of(entry: LedgerEntry) -> Any:
     """The output a confirmed operation's step returned, as it was kept with the entry."""
     if "output" in entry:
         return entry["output"]

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from aws_lambda_powertools import Logger
 
@@ -29,18 +29,17 @@ from leasehold.domain.policies import (
     MAX_PAYLOAD_BYTES,
     MAX_STEPS,
 )
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.domain.versions import is_fingerprint
 from leasehold.sdk.context import JobInfo, StepContext
+from leasehold.sdk.hooks import Checkpoint, Finished, Migration, Outcome, RelatedChange
 from leasehold.service.kinds import StepPlan, step_list_of
 
 logger = Logger(service="leasehold", child=True)
 
-if TYPE_CHECKING:
-    pass
-
 Capability = Literal["idempotent_key", "status_lookup", "none"]
 CAPABILITIES: tuple[str, ...] = ("idempotent_key", "status_lookup", "none")
-StepFunction = Callable[[StepContext, dict[str, Any]], Any]
+StepFunction = Callable[[StepContext, JsonObject], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -144,71 +143,12 @@ class Step:
             raise KindDefinitionError(f"step '{self.name}': run must be callable")
 
 
-@dataclass(frozen=True)
-class Finished:
-    """What a kind's `result` hook sees once every step ran."""
-
-    job: JobInfo
-    outputs: Mapping[str, Any]
-    """Each step's output by step name."""
-    output_list: Sequence[Any]
-    """Each step's output in step order (for kinds whose step names may repeat)."""
-    cost_used: int
-    steps_completed: int
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a kind's `outcome_writes` hook sees: the state the job is about to take, with its
-    result (succeeded) or error (failed, dead)."""
-
-    job: JobInfo
-    state: str
-    """`succeeded`, `failed`, `dead` or `cancelled`."""
-    result: Any
-    error: Mapping[str, str] | None
-    now_ms: int
-
-
-@dataclass(frozen=True)
-class RelatedChange:
-    """An outcome write's condition failed: the item it wrote had moved on."""
-
-    job: JobInfo
-    index: int
-    """The write's position in the list `outcome_writes` returned."""
-    old_item: Mapping[str, Any] | None
-    """The item as it was (DynamoDB attribute-value form), None when it is gone."""
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A job's place in its kind's steps, as a migration sees and returns it: the first
-    `next_step` steps are finished, with `outputs` their outputs in step order.
-
-    A migration (`Kind(..., migrations={old_fingerprint: fn})`) gets the checkpoint a job saved
-    under the step list of `old_fingerprint` and returns where the job goes on in the kind's
-    current list: `len(outputs) == next_step`, every output JSON."""
-
-    next_step: int
-    outputs: tuple[Any, ...] = ()
-
-
-class Migration(Protocol):
-    """A kind's migration: maps a job's checkpoint under an older step list onto the kind's
-    current one (docs/sdk.md, "Changing a kind's steps"). Any function of this shape will do."""
-
-    def __call__(self, old: Checkpoint, /) -> Checkpoint:
-        """The checkpoint the job goes on from in the current list."""
-        ...
-
-
 @dataclass
 class _Hooks:
-    checks: list[Callable[[dict[str, Any], Owner], None]] = field(default_factory=list)
-    planner: Callable[[dict[str, Any]], Sequence[Step]] | None = None
+    checks: list[Callable[[JsonObject, Owner], None]] = field(default_factory=list)
+    planner: Callable[[JsonObject], Sequence[Step]] | None = None
     result: Callable[[Finished], Any] | None = None
-    outcome_writes: Callable[[Outcome], list[dict[str, Any]]] | None = None
+    outcome_writes: Callable[[Outcome], list[RawItem]] | None = None
     related_changed: Callable[[RelatedChange], tuple[str, str]] | None = None
     view: Callable[[JobInfo], Mapping[str, Any]] | None = None
     related: Callable[[JobInfo], Mapping[str, Any]] | None = None
@@ -377,8 +317,8 @@ class Kind:
         return register
 
     def planner(
-        self, fn: Callable[[dict[str, Any]], Sequence[Step]]
-    ) -> Callable[[dict[str, Any]], Sequence[Step]]:
+        self, fn: Callable[[JsonObject], Sequence[Step]]
+    ) -> Callable[[JsonObject], Sequence[Step]]:
         """For a kind whose steps depend on the payload: `fn(payload)` returns the `Step`s
         (1 to 20, the same list for the same payload every time it is called)."""
         if self._steps:
@@ -386,9 +326,7 @@ class Kind:
         self._hooks.planner = fn
         return fn
 
-    def check(
-        self, fn: Callable[[dict[str, Any], Owner], None]
-    ) -> Callable[[dict[str, Any], Owner], None]:
+    def check(self, fn: Callable[[JsonObject, Owner], None]) -> Callable[[JsonObject, Owner], None]:
         """An accept-time check beside the schema: `fn(payload, owner)` raises
         `ValidationError` (a 400) for a payload that can never run."""
         self._hooks.checks.append(fn)
@@ -400,8 +338,8 @@ class Kind:
         return fn
 
     def outcome_writes(
-        self, fn: Callable[[Outcome], list[dict[str, Any]]]
-    ) -> Callable[[Outcome], list[dict[str, Any]]]:
+        self, fn: Callable[[Outcome], list[RawItem]]
+    ) -> Callable[[Outcome], list[RawItem]]:
         """`fn(outcome)` returns DynamoDB `TransactWriteItems` entries that must commit with the
         job's outcome, or not at all (each with its own condition). When one's condition fails,
         nothing is written and the `on_related_changed` hook says how the job ends."""
@@ -431,7 +369,7 @@ class Kind:
 
     # ----------------------------------------------------------------- the engine's side
 
-    def steps_for(self, payload: dict[str, Any]) -> list[Step]:
+    def steps_for(self, payload: JsonObject) -> list[Step]:
         """The steps a job of this payload runs."""
         if self._hooks.planner is None:
             return list(self._steps)
@@ -440,7 +378,7 @@ class Kind:
             raise ValidationError(f"kind '{self.name}' planned {len(steps)} steps (1–{MAX_STEPS})")
         return steps
 
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+    def validate_for(self, payload: JsonObject, owner: Owner) -> None:
         """Run the accept-time checks (the schema, then each `check`) as `POST /jobs` and
         `job_writes` do: `ValidationError` (a 400 naming the field) when the payload can
         never run."""
@@ -462,7 +400,7 @@ class Kind:
                     code="check_failed",
                 ) from failed
 
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+    def plan(self, payload: JsonObject) -> list[StepPlan]:
         """What the engine knows of each step before starting it (name, cost, timeout,
         approval, bare effect), for a job of this payload."""
         return [_plan_of(step) for step in self.steps_for(payload)]
@@ -510,7 +448,7 @@ def _check_migrations(
     return dict(migrations)
 
 
-def _compile_schema(name: str, schema: dict[str, Any] | None) -> Callable[[Any], Any] | None:
+def _compile_schema(name: str, schema: JsonObject | None) -> Callable[[Any], Any] | None:
     if schema is None:
         return None
     import fastjsonschema
@@ -522,7 +460,7 @@ def _compile_schema(name: str, schema: dict[str, Any] | None) -> Callable[[Any],
         raise KindDefinitionError(f"kind '{name}' has a bad schema: {exc}") from exc
 
 
-def _check_schema(validate: Callable[[Any], Any], payload: dict[str, Any]) -> None:
+def _check_schema(validate: Callable[[Any], Any], payload: JsonObject) -> None:
     import fastjsonschema
 
     try:

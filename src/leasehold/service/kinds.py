@@ -1,11 +1,11 @@
 """The engine's contract with a kind, in one room: what the worker knows of a step before it
 starts it (`StepPlan`), the shape of a kind as the engine runs it (`JobKind`), the attempt a
-worker holds (`Attempt`) and what it tells the queue (`WakeupResult`), and what a running step
-may ask of the engine (`StepRuntime`, with its fenced `OperationLedger`). They refer to each
-other, so they live together rather than in modules that would import each other.
+worker holds and the step running under it (`Attempt`, with its fenced `OperationLedger`), and
+what the worker tells the queue (`WakeupResult`). They refer to each other, so they live
+together rather than in modules that would import each other.
 
 Users never implement `JobKind`: `leasehold.Kind` (sdk/kind.py) does, from the steps and hooks a
-user declares, and `leasehold.StepContext` is the public view of a `StepRuntime`. This module is
+user declares, and `leasehold.StepContext` is the public view of an `Attempt`. This module is
 the engine's side of that contract and may change.
 
 Every ledger write is fenced like any worker write (arch §6), so a worker that lost its lease
@@ -13,25 +13,28 @@ can neither open nor settle an operation."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aws_lambda_powertools import Logger
 
 from leasehold.domain import sizes
 from leasehold.domain.clock import Clock
-from leasehold.domain.errors import FatalStepError
+from leasehold.domain.errors import FatalStepError, StaleEpochError, StoreUnavailableError
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.limits import Limit, Rate
+from leasehold.domain.policies import LeasePolicy
+from leasehold.domain.records import EffectIntent, LedgerEntry
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.domain.versions import StepList, step_digest
 from leasehold.service.telemetry import Telemetry
-from leasehold.store.leases import LedgerStore
+from leasehold.store.leases import LeaseStore, LedgerStore
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
-    from leasehold.domain.job import Owner
+    from leasehold.domain.job import Owner, Priority
     from leasehold.domain.states import JobState
 
 
@@ -60,16 +63,24 @@ def step_list_of(plan: list[StepPlan]) -> StepList:
     return StepList(tuple(step.digest() for step in plan))
 
 
-def concurrency_of(kind: object) -> tuple[Limit, ...] | None:
-    """A kind's declared concurrency limits (decision F2): None when it declares none (the
-    per-user default applies), () for a kind that declared it runs unlimited."""
-    limits = getattr(kind, "concurrency", None)
-    return tuple(limits) if limits is not None else None
+class DeclaredSchedule(Protocol):
+    """A schedule a kind declares (`leasehold.Schedule`), as the sweeper reads it at its cold
+    start to create the stored schedule (service/schedules.py)."""
+
+    @property
+    def expression(self) -> str: ...
+    @property
+    def tz(self) -> str: ...
+    @property
+    def payload(self) -> Mapping[str, Any]: ...
+    @property
+    def missed(self) -> str: ...
 
 
-def rates_of(kind: object) -> tuple[Rate, ...]:
-    """A kind's declared rates (decision F3); () for none."""
-    return tuple(getattr(kind, "rate", None) or ())
+Migrate = Callable[[str, Checkpoint, JsonObject], Checkpoint | None]
+"""A kind's migration hook (`JobKind.migrate`): the checkpoint mapped from the list of this
+fingerprint onto the kind's current one; None when the kind declares none for it. Raises
+ValueError naming what is wrong with a migration that raised or returned a bad checkpoint."""
 
 
 class JobKind(Protocol):
@@ -84,15 +95,24 @@ class JobKind(Protocol):
     operators_see_payload: bool
     """Whether the operator view shows the payload (only for kinds whose payload is not the
     caller's content, such as the reading list's: a bookmark id and a URL)."""
+    default_priority: Priority
+    """The priority of the kind's jobs when a request names none (decision F4)."""
+    concurrency: tuple[Limit, ...] | None
+    """The kind's declared concurrency limits (decision F2): None when it declares none (the
+    per-user default applies), () for a kind that declared it runs unlimited."""
+    rate: tuple[Rate, ...]
+    """The kind's declared rates (decision F3); () for none."""
+    declared_schedules: tuple[DeclaredSchedule, ...]
+    """The schedules declared on the kind, created by the sweeper at its cold start."""
 
-    def validate_for(self, payload: dict[str, Any], owner: Owner) -> None:
+    def validate_for(self, payload: JsonObject, owner: Owner) -> None:
         """What the API calls at accept: raise ValidationError for a payload that can never run
         (including rules that depend on who submits)."""
 
-    def plan(self, payload: dict[str, Any]) -> list[StepPlan]:
+    def plan(self, payload: JsonObject) -> list[StepPlan]:
         """The steps of a job, known up front (≤ 20, arch §3.8)."""
 
-    def run_step(self, payload: dict[str, Any], index: int, attempt: int, ctx: StepRuntime) -> Any:
+    def run_step(self, payload: JsonObject, index: int, attempt: int, ctx: Attempt) -> Any:
         """Run step `index` on try `attempt`; `ctx()` heartbeats and says whether to stop."""
 
     def result(self, job: Job, checkpoint: Checkpoint) -> Any:
@@ -100,7 +120,7 @@ class JobKind(Protocol):
 
     def outcome_writes(
         self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[RawItem]:
         """Transaction items that must commit with this outcome, or not at all."""
 
     def when_related_changed(
@@ -109,11 +129,17 @@ class JobKind(Protocol):
         """How the job ends (`cancelled`, with this stop reason and error) when an outcome
         write's item moved."""
 
-    def view_fields(self, job: Job) -> dict[str, Any]:
+    def view_fields(self, job: Job) -> JsonObject:
         """Fields the kind adds to the job view (an agent's progress); {} for most kinds."""
 
-    def related(self, job: Job) -> dict[str, Any]:
+    def related(self, job: Job) -> JsonObject:
         """What the job belongs to, for operators (the reading list: `bookmark_id`)."""
+
+    def migrate(
+        self, fingerprint: str, checkpoint: Checkpoint, payload: JsonObject
+    ) -> Checkpoint | None:
+        """The kind's migration from the step list of `fingerprint` (kind versions, decision
+        KV3); None when it declares none from it."""
 
 
 RemainingMs = Callable[[], int]
@@ -133,22 +159,6 @@ class WakeupResult:
     outcome: str
 
 
-@dataclass
-class Attempt:
-    """One claimed attempt as this worker last saw it."""
-
-    job: Job
-    kind: JobKind
-    plan: list[StepPlan]
-    checkpoint: Checkpoint
-    last_beat: int
-    remaining_ms: RemainingMs | None
-    lease_lost: bool = False
-    out_of_time: bool = False
-    """The invocation ended (or is about to) while a plain step ran: it is handed back."""
-    log_keys: dict[str, Any] = field(default_factory=dict)
-
-
 logger = Logger(service="leasehold", child=True)
 
 
@@ -163,8 +173,9 @@ class OperationLedger:
         self._clock = clock
         self._telemetry = telemetry
 
-    def get(self, operation_id: str) -> dict[str, Any] | None:
-        return self._attempt.job.operations.get(operation_id)
+    def get(self, operation_id: str) -> LedgerEntry | None:
+        entry = self._attempt.job.operations.get(operation_id)
+        return cast(LedgerEntry, entry) if entry is not None else None
 
     def submit(
         self,
@@ -178,7 +189,7 @@ class OperationLedger:
     ) -> None:
         """Before the provider is called: the entry, `submitted`, and the open intent."""
         now = self._clock.now_ms()
-        entry = {
+        entry: LedgerEntry = {
             "provider": provider,
             "key": key,
             "fingerprint": fingerprint,
@@ -187,7 +198,7 @@ class OperationLedger:
             "step": step,
             "submitted_at": now,
         }
-        intent = {
+        intent: EffectIntent = {
             "operation_id": operation_id,
             "idempotency_key": key,
             "provider": provider,
@@ -203,7 +214,7 @@ class OperationLedger:
             extra=self._attempt.log_keys | {"operation_id": operation_id, "provider": provider},
         )
 
-    def _within_budget(self, operation_id: str, entry: dict[str, Any]) -> None:
+    def _within_budget(self, operation_id: str, entry: LedgerEntry) -> None:
         """FatalStepError (`item_too_large`) when the ledger with `entry` would pass its share of
         the job item (leasehold.domain.sizes): nothing is written. With its effect open, the step
         ends as any failed effect step does — the receipt was not recorded."""
@@ -217,9 +228,10 @@ class OperationLedger:
                 error_code=sizes.ITEM_TOO_LARGE,
             )
 
-    def _settle(self, operation_id: str, state: str, details: dict[str, Any]) -> None:
+    def _settle(self, operation_id: str, state: str, details: LedgerEntry) -> None:
         now = self._clock.now_ms()
-        entry = {**(self.get(operation_id) or {}), **details, "state": state, "settled_at": now}
+        entry: LedgerEntry = {**(self.get(operation_id) or {}), **details}
+        entry["state"], entry["settled_at"] = state, now
         self._within_budget(operation_id, entry)
         self._attempt.job = self._store.settle(self._attempt.job, operation_id, entry, now=now)
         logger.info(
@@ -229,7 +241,7 @@ class OperationLedger:
     def confirm(
         self,
         operation_id: str,
-        receipt: dict[str, Any],
+        receipt: JsonObject,
         *,
         reconciled: bool,
         returned: str | None = None,
@@ -237,7 +249,7 @@ class OperationLedger:
         """After the provider answered (or was asked afterwards): `confirmed`, with its receipt.
         `returned` (the SDK's own confirm): how the step's output is read back from the receipt
         if the worker dies before the checkpoint (`receipt` itself, or its `value`)."""
-        details: dict[str, Any] = {"receipt": receipt, "reconciled": reconciled}
+        details: LedgerEntry = {"receipt": receipt, "reconciled": reconciled}
         if returned is not None:
             details["returned"] = returned
         self._settle(operation_id, "confirmed", details)
@@ -259,67 +271,127 @@ class OperationLedger:
         self._settle(operation_id, "released", {"error": {"code": "not_sent", "message": why}})
 
 
-class StepRuntime:
-    """The engine's side of one running step: what `leasehold.StepContext` (the public view)
-    reads and asks. Calling it is the heartbeat tick (True: go on; False: stop now — the lease
-    is gone or a cancel came)."""
+@dataclass(frozen=True)
+class LeaseKeeper:
+    """What an attempt writes with while it holds the lease: the worker's fenced stores, its
+    clock and counters, and its lease settings."""
 
-    def __init__(
-        self,
-        attempt: Attempt,
-        tick: Callable[[], bool],
-        ledger: OperationLedger,
-        clock: Clock,
-        telemetry: Telemetry,
-        save: Callable[[Job, dict[str, Any]], Job] | None = None,
-        *,
-        step_index: int = 0,
-        step_try: int = 1,
-        safety_margin_ms: int = 0,
-    ) -> None:
-        self._attempt = attempt
-        self._tick = tick
-        self._save = save or (lambda job, state: job)
-        self.ledger = ledger
-        self._clock = clock
-        self._telemetry = telemetry
-        self.step_index = step_index
-        self.step_try = step_try
-        self._margin = safety_margin_ms
+    leases: LeaseStore
+    ledger: LedgerStore
+    clock: Clock
+    telemetry: Telemetry
+    lease: LeasePolicy
+    heartbeat_every_ms: int
+
+
+@dataclass(eq=False)
+class Attempt:
+    """One claimed attempt as this worker holds it, and the step running under it: the one
+    runtime value of a running step. `leasehold.StepContext` (and its `Operation`) is the public
+    view a kind's step gets of it. Calling it is the heartbeat tick (True: go on; False: stop
+    now — the lease is gone, a cancel came, or the invocation is ending)."""
+
+    job: Job
+    kind: JobKind
+    keeper: LeaseKeeper
+    checkpoint: Checkpoint
+    last_beat: int
+    remaining_ms: RemainingMs | None
+    plan: list[StepPlan] = field(default_factory=list)
+    lease_lost: bool = False
+    out_of_time: bool = False
+    """The invocation ended (or is about to) while a plain step ran: it is handed back."""
+    log_keys: dict[str, Any] = field(default_factory=dict)
+    step_index: int = 0
+    """The running step's position (set by `begin_step`)."""
+    step_try: int = 1
+    """How many times the running step has been tried, this one included."""
+    ledger: OperationLedger = field(init=False)
+    """The running step's view of the job's operation ledger (fenced writes)."""
+
+    def __post_init__(self) -> None:
+        self.ledger = self._new_ledger()
+
+    def _new_ledger(self) -> OperationLedger:
+        keeper = self.keeper
+        return OperationLedger(self, keeper.ledger, keeper.clock, keeper.telemetry)
+
+    def begin_step(self, index: int, step_try: int) -> None:
+        """Step `index` starts, on its try `step_try`, with a fresh view of the ledger."""
+        self.step_index, self.step_try = index, step_try
+        self.ledger = self._new_ledger()
+
+    # ------------------------------------------------------------------ the lease
+
+    def heartbeat(self, now: int) -> None:
+        """Extend the lease now (fenced): the item comes back, so a cancel is seen."""
+        self.job = self.keeper.leases.heartbeat(
+            self.job, now=now, lease_ms=self.keeper.lease.lease_ms
+        )
+        self.last_beat = now
 
     def __call__(self) -> bool:
-        return self._tick()
+        return self.tick()
 
     def tick(self) -> bool:
-        return self._tick()
+        """Heartbeat while a step runs; False tells the step to stop (lease lost or cancel). A
+        heartbeat the store could not take is tried again at the next tick while the lease
+        still holds — the step goes on; it is never counted as the step failing."""
+        now, margin = self.now_ms(), self.safety_margin_ms
+        if now - self.last_beat >= self.keeper.heartbeat_every_ms:
+            try:
+                self.heartbeat(now)
+            except StaleEpochError as stale:
+                # A late worker's heartbeat refused by the fence: a stale write like any other
+                # (arch §3.3), counted and logged as one; the step stops.
+                self.keeper.telemetry.count("StaleWritesRejected")
+                logger.warning(
+                    "stale write rejected",
+                    extra=self.log_keys | {"write": "heartbeat", "detail": str(stale)},
+                )
+                self.lease_lost = True
+                return False
+            except StoreUnavailableError:
+                self.keeper.telemetry.count("HeartbeatsFailed")
+                logger.warning(
+                    "heartbeat failed; retrying while the lease holds", extra=self.log_keys
+                )
+        if (self.job.lease_expires_at or 0) <= now + margin // 2:
+            self.lease_lost = True
+            return False
+        if (
+            self.remaining_ms is not None
+            and not self.job.effect_intent  # an effect in flight runs to its end
+            and self.remaining_ms() <= margin // 2
+        ):
+            # The invocation is ending under the step (Lambda's timeout is near; the local
+            # stack's worker was asked to stop): stop now and hand the job back, attempt not
+            # burned, rather than be killed holding the lease and spend it.
+            self.out_of_time = True
+            return False
+        return not self.job.cancel_requested
 
-    @property
-    def job(self) -> Job:
-        return self._attempt.job
+    # ------------------------------------------------------------------ what a step reads
 
     @property
     def step_name(self) -> str:
-        plan = self._attempt.plan
+        plan = self.plan
         return plan[self.step_index].name if self.step_index < len(plan) else ""
 
-    def outputs_by_name(self) -> dict[str, Any]:
-        names = [step.name for step in self._attempt.plan]
-        outputs = self._attempt.checkpoint.outputs
+    def outputs_by_name(self) -> JsonObject:
+        names = [step.name for step in self.plan]
+        outputs = self.checkpoint.outputs
         return {names[i]: output for i, output in enumerate(outputs) if i < len(names)}
 
-    @property
-    def log_keys(self) -> dict[str, Any]:
-        return self._attempt.log_keys
-
     def now_ms(self) -> int:
-        return self._clock.now_ms()
+        return self.keeper.clock.now_ms()
 
     @property
-    def progress(self) -> dict[str, Any] | None:
+    def progress(self) -> JsonObject | None:
         """The kind's progress as last saved (None before the first save)."""
-        return self._attempt.job.kind_state
+        return self.job.kind_state
 
-    def save_progress(self, state: dict[str, Any]) -> None:
+    def save_progress(self, state: JsonObject) -> None:
         """Save the kind's progress under the fence (a crash resumes from it). Progress over
         its share of the job item (leasehold.domain.sizes) is not saved: FatalStepError
         (`item_too_large`), which ends the job `failed` unless the step catches it."""
@@ -330,28 +402,30 @@ class StepRuntime:
                 f"over its share of the job item ({sizes.KIND_STATE_BUDGET} bytes)",
                 error_code=sizes.ITEM_TOO_LARGE,
             )
-        self._attempt.job = self._save(self._attempt.job, state)
+        self.job = self.keeper.leases.save_progress(
+            self.job, state, now=self.now_ms(), lease_ms=self.keeper.lease.lease_ms
+        )
 
     @property
     def safety_margin_ms(self) -> int:
         """What `remaining_ms` keeps back (the worker's lease safety margin)."""
-        return self._margin
+        return self.keeper.lease.safety_margin_ms
 
     def lease_expires_at(self) -> int:
-        return self._attempt.job.lease_expires_at or 0
+        return self.job.lease_expires_at or 0
 
     def deadline_at(self) -> int:
-        return self._attempt.job.deadline_at
+        return self.job.deadline_at
 
     def invocation_remaining_ms(self) -> int | None:
         """What is left of the invocation (None when the caller set no limit)."""
-        return self._attempt.remaining_ms() if self._attempt.remaining_ms else None
+        return self.remaining_ms() if self.remaining_ms else None
 
-    def remaining_ms(self) -> int:
+    def time_left_ms(self) -> int:
         """The least of the lease, the deadline and the invocation, less the safety margin."""
-        now = self._clock.now_ms()
+        now = self.now_ms()
         left = [self.lease_expires_at() - now, self.deadline_at() - now]
         invocation = self.invocation_remaining_ms()
         if invocation is not None:
             left.append(invocation)
-        return max(0, min(left) - self._margin)
+        return max(0, min(left) - self.safety_margin_ms)

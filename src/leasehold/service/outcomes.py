@@ -10,16 +10,34 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock
-from leasehold.domain.errors import ItemTooLargeError, RelatedItemChangedError
+from leasehold.domain.errors import (
+    FatalStepError,
+    ItemTooLargeError,
+    RelatedItemChangedError,
+    StepError,
+)
 from leasehold.domain.job import Job
 from leasehold.domain.policies import RetryPolicy
+from leasehold.domain.records import HistoryEntry
 from leasehold.domain.sizes import ITEM_TOO_LARGE
 from leasehold.domain.states import JobState, StopReason
+from leasehold.domain.storable import UNSTORABLE_OUTPUT, storable_error
+from leasehold.domain.types import RawItem
 from leasehold.service.kinds import Attempt, Disposition, JobKind, StepPlan, WakeupResult
+from leasehold.service.steps import (
+    AwaitingApproval,
+    BudgetExhausted,
+    Failed,
+    HandedBack,
+    LeaseLost,
+    Settled,
+    Stopped,
+    Uncertain,
+)
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
-from leasehold.store.leases import ClaimRejection
+from leasehold.store.leases import ClaimRejection, reconcilable
 
 logger = Logger(service="leasehold", child=True)
 
@@ -40,7 +58,7 @@ def attempt_entry(
     *,
     by: str | None = None,
     note: str | None = None,
-) -> dict[str, Any]:
+) -> HistoryEntry:
     """The history entry of a change that ends the job's current attempt: who held it (attempt,
     epoch, worker, when it was claimed), the state it went to, why, and the open operation if
     any."""
@@ -89,6 +107,53 @@ class Outcomes:
 
     # ------------------------------------------------------------------ a worker's own attempt
 
+    def settle(self, attempt: Attempt, outcome: Settled) -> WakeupResult:
+        """The one fenced write (or none) that a step's outcome comes to."""
+        match outcome:
+            case Failed(error):
+                return self._failed(attempt, error)
+            case Stopped(state, reason, error, note):
+                if reason == StopReason.BUDGET_EXHAUSTED:
+                    self._telemetry.count("BudgetExhausted")
+                return self.stop(attempt, state, reason, error, note=note)
+            case BudgetExhausted(message):
+                return self.budget_stop(attempt, message)
+            case Uncertain(why):
+                return self.uncertain(attempt, why)
+            case HandedBack(why):
+                return self.hand_back(attempt, why)
+            case AwaitingApproval(step, index):
+                return self.pause(attempt, step, index)
+            case LeaseLost():
+                logger.warning("lease lost during the step", extra=attempt.log_keys)
+                return WakeupResult(Disposition.ACK, "lease_lost")
+
+    def _failed(self, attempt: Attempt, failed: StepError) -> WakeupResult:
+        """A step raised. With an effect open (and not declared settled by the kind), its
+        outcome is uncertain: a provider that can be asked (idempotent key, status lookup)
+        lets the next attempt reconcile it — the retry keeps the operation open, and with no
+        attempt left the job is `unknown`; any other makes the job `unknown`."""
+        # A kind's error text is data the engine does not control: made storable once, here.
+        error = storable_error({"code": failed.error_code, "message": str(failed)})
+        said = error["message"]
+        if attempt.job.effect_intent and not failed.effect_settled:
+            if not reconcilable(attempt.job):
+                return self.uncertain(attempt, f"the effect step failed: {said}")
+            if failed.error_code in UNSTORABLE_OUTPUT:
+                # The effect ran and returned what cannot be stored: running it again returns
+                # the same, so no retry can settle it — an operator does, now.
+                return self.uncertain(attempt, f"the effect step's output cannot be stored: {said}")
+            if attempt.job.attempts >= attempt.job.max_attempts:
+                # No attempt is left to ask the provider again: the open operation goes to an
+                # operator with the job (`unknown` is kept for ever), never to `dead`'s expiry.
+                return self.uncertain(
+                    attempt, f"the effect step failed on the last attempt: {said}"
+                )
+            return self.retry_or_dead(attempt, error)
+        if isinstance(failed, FatalStepError):
+            return self.stop(attempt, JobState.FAILED, StopReason.HANDLER_ERROR, error)
+        return self.retry_or_dead(attempt, error)
+
     def _ended(
         self,
         attempt: Attempt,
@@ -96,7 +161,7 @@ class Outcomes:
         state: JobState,
         reason: str | None,
         note: str | None = None,
-    ) -> Any:
+    ) -> HistoryEntry:
         return attempt_entry(attempt.job, event, state, self._clock.now_ms(), reason, note=note)
 
     def _result(self, disposition_ack: str) -> WakeupResult:
@@ -169,6 +234,26 @@ class Outcomes:
             "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": str(reason)}
         )
         return self._result(target.value)
+
+    def handler_error(
+        self,
+        attempt: Attempt,
+        error: dict[str, str],
+        *,
+        related: bool = True,
+        settle_effect: bool = False,
+    ) -> WakeupResult:
+        """The kind's own code failed outside a step (its plan, its result hook, a result that
+        cannot be stored) or the kind is not registered: `failed` / `handler_error`, once — a
+        retry would fail the same way; an operator replays the job once it is fixed."""
+        return self.stop(
+            attempt,
+            JobState.FAILED,
+            StopReason.HANDLER_ERROR,
+            error,
+            related=related,
+            settle_effect=settle_effect,
+        )
 
     def too_large(
         self, attempt: Attempt, message: str, *, settle_effect: bool = False
@@ -281,8 +366,22 @@ class Outcomes:
         lease expired (→ `dead`). Shared by the worker (rejected claims) and the sweeper.
         Raises StaleEpochError when the job moved on meanwhile."""
 
-        def ended(event: str, state: JobState, why: str) -> dict[str, Any]:
+        def ended(event: str, state: JobState, why: str) -> HistoryEntry:
             return attempt_entry(job, event, state, now, why, by=by)
+
+        def expire(
+            state: JobState, stop: str, error: dict[str, str], also: list[RawItem] | None = None
+        ) -> None:
+            """The expired lease settled to `state` for `stop`, in one fenced write."""
+            self._upkeep.settle_expired_lease(
+                job,
+                state,
+                now=now,
+                stop_reason=stop,
+                error=error,
+                also=also,
+                history=ended("lease_expired", state, str(stop)),
+            )
 
         open_effect = bool(job.effect_intent) and job.state is JobState.RUNNING
         if reason == ClaimRejection.EFFECT_OPEN or (
@@ -294,14 +393,7 @@ class Outcomes:
             why = "the lease expired"
             if reason != ClaimRejection.EFFECT_OPEN:
                 why = "the last attempt's lease expired (no attempt left to ask the provider)"
-            self._upkeep.settle_expired_lease(
-                job,
-                JobState.UNKNOWN,
-                now=now,
-                stop_reason=StopReason.EFFECT_UNCERTAIN,
-                error=effect_uncertain_error(job, why),
-                history=ended("lease_expired", JobState.UNKNOWN, StopReason.EFFECT_UNCERTAIN.value),
-            )
+            expire(JobState.UNKNOWN, StopReason.EFFECT_UNCERTAIN, effect_uncertain_error(job, why))
             self._telemetry.count("JobsUnknown")
         elif reason == ClaimRejection.DEADLINE and job.state is JobState.QUEUED:
             self._upkeep.expire_queued(
@@ -322,26 +414,11 @@ class Outcomes:
             kind = self._kinds.get(job.kind)
             also = kind.outcome_writes(job, JobState.DEAD, None, error, now) if kind else []
             try:
-                self._upkeep.settle_expired_lease(
-                    job,
-                    JobState.DEAD,
-                    now=now,
-                    stop_reason=stop,
-                    error=error,
-                    also=also,
-                    history=ended("lease_expired", JobState.DEAD, stop.value),
-                )
+                expire(JobState.DEAD, stop, error, also)
             except RelatedItemChangedError as changed:
                 assert kind is not None
                 why, why_error = kind.when_related_changed(job, changed)
-                self._upkeep.settle_expired_lease(
-                    job,
-                    JobState.CANCELLED,
-                    now=now,
-                    stop_reason=why,
-                    error=why_error,
-                    history=ended("lease_expired", JobState.CANCELLED, str(why)),
-                )
+                expire(JobState.CANCELLED, why, why_error)
             self._telemetry.count("JobsDead")
         elif reason == "rescue":
             self._upkeep.settle_expired_lease(

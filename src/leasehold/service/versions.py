@@ -17,18 +17,11 @@ the one its kind plans now."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.versions import StepList
-from leasehold.service.kinds import StepPlan, step_list_of
-
-Migrate = Callable[[str, Checkpoint, dict[str, Any]], Checkpoint | None]
-"""A kind's migration hook (EngineKind.migrate): the checkpoint mapped from the list of this
-fingerprint onto the kind's current one; None when the kind declares none for it. Raises
-ValueError naming what is wrong with a migration that raised or returned a bad checkpoint."""
+from leasehold.service.kinds import Migrate, StepPlan, step_list_of
 
 
 @dataclass(frozen=True)
@@ -49,12 +42,6 @@ class Changed:
     effect_open: bool
     why: str = ""
     """What changed, without the advice (the `unknown` error's reason when an effect is open)."""
-
-
-def migration_of(kind: object) -> Migrate | None:
-    """A kind's migration hook, if it has one (only `leasehold.Kind`s declare migrations)."""
-    hook = getattr(kind, "migrate", None)
-    return hook if callable(hook) else None
 
 
 def held_step(job: Job) -> bool:
@@ -171,4 +158,4 @@ def _refused(job: Job, mapped: Checkpoint, steps: int) -> str | None:
     return None
 
 
-__all__ = ["Changed", "Migrate", "RunOn", "held_step", "migration_of", "on_resume"]
+__all__ = ["Changed", "Migrate", "RunOn", "held_step", "on_resume"]

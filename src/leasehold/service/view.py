@@ -11,6 +11,7 @@ from leasehold.domain.clock import iso
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
 from leasehold.domain.storable import NotStorableError, check_storable
+from leasehold.domain.types import JsonObject
 from leasehold.store.history import expand
 
 logger = Logger(service="leasehold", child=True)
@@ -23,7 +24,7 @@ Kinds = Mapping[str, "JobKind"] | None
 what a job belongs to (the reading list's `bookmark_id`) and let operators see the payload."""
 
 
-def _extras(job: Job, kinds: Kinds) -> tuple[dict[str, Any], dict[str, Any], bool]:
+def _extras(job: Job, kinds: Kinds) -> tuple[JsonObject, JsonObject, bool]:
     """What the job's kind adds to its view, fenced (arch §23): a hook that raises or returns
     what no answer can carry costs only that job its extra fields — the view says
     `view_error` — never the list it is in, the operators' page or a replay's answer."""
@@ -39,7 +40,7 @@ def _extras(job: Job, kinds: Kinds) -> tuple[dict[str, Any], dict[str, Any], boo
     return fields or {}, related or {}, kind.operators_see_payload
 
 
-def _fenced(job: Job, hook: str, call: Any) -> dict[str, Any] | None:
+def _fenced(job: Job, hook: str, call: Any) -> JsonObject | None:
     """`call(job)` as a dict of storable values; None (logged) when it raised or returned
     anything else."""
     try:
@@ -53,7 +54,7 @@ def _fenced(job: Job, hook: str, call: Any) -> dict[str, Any] | None:
     return got
 
 
-def history_view(job: Job) -> list[dict[str, Any]]:
+def history_view(job: Job) -> list[JsonObject]:
     """The stored history spelled out, times as ISO 8601 UTC."""
     entries = []
     for stored in job.history:
@@ -65,11 +66,11 @@ def history_view(job: Job) -> list[dict[str, Any]]:
     return entries
 
 
-def operations_view(job: Job) -> list[dict[str, Any]]:
+def operations_view(job: Job) -> list[JsonObject]:
     """The operation ledger (arch §6): open (`submitted`) and settled operations, times ISO."""
     out = []
     for operation_id, entry in sorted(job.operations.items()):
-        row: dict[str, Any] = {"operation_id": operation_id, **entry}
+        row: JsonObject = {"operation_id": operation_id, **entry}
         for name in ("submitted_at", "settled_at", "superseded_at"):
             if name in row:
                 row[name] = iso(row[name])
@@ -77,7 +78,7 @@ def operations_view(job: Job) -> list[dict[str, Any]]:
     return out
 
 
-def effect_view(job: Job) -> dict[str, Any] | None:
+def effect_view(job: Job) -> JsonObject | None:
     if not job.effect_intent:
         return None
     return {
@@ -88,7 +89,7 @@ def effect_view(job: Job) -> dict[str, Any] | None:
     }
 
 
-def waiting_for(job: Job, now: int | None) -> dict[str, Any] | None:
+def waiting_for(job: Job, now: int | None) -> JsonObject | None:
     """Why a `queued` job is not running yet, when the item says (arch §15): `{"time": …}`
     until its `next_attempt_at` (a delay, or a retry's backoff); `{"concurrency": "tenant:acme"}`
     when its last claim found that limit (or the per-user one, `user:alice`) full; `{"rate":
@@ -103,9 +104,9 @@ def waiting_for(job: Job, now: int | None) -> dict[str, Any] | None:
     return None
 
 
-def job_view(job: Job, kinds: Kinds = None, now: int | None = None) -> dict[str, Any]:
+def job_view(job: Job, kinds: Kinds = None, now: int | None = None) -> JsonObject:
     """The caller's view of the job; with `now`, a queued job says what it waits for."""
-    view: dict[str, Any] = {
+    view: JsonObject = {
         "job_id": job.job_id,
         "kind": job.kind,
         "state": job.state.value,
@@ -157,7 +158,7 @@ def job_view(job: Job, kinds: Kinds = None, now: int | None = None) -> dict[str,
     return view
 
 
-def ops_row(job: Job, now: int, kinds: Kinds = None) -> dict[str, Any]:
+def ops_row(job: Job, now: int, kinds: Kinds = None) -> JsonObject:
     """What an operator needs to decide about one job (API v1 keeps `agent` and `bookmark_id`
     as named fields, filled from the kind's view and related hooks)."""
     fields, related, _ = _extras(job, kinds)
@@ -187,13 +188,13 @@ def ops_row(job: Job, now: int, kinds: Kinds = None) -> dict[str, Any]:
     }
 
 
-def lease_view(job: Job) -> dict[str, Any] | None:
+def lease_view(job: Job) -> JsonObject | None:
     """Who holds the job now: the worker's name (a Lambda log stream deployed; locally the
     worker process's name and pid, `worker-1@12345`), the epoch and the lease's end."""
     if job.state is not JobState.RUNNING or not job.lease_owner:
         return None
     name, _, pid = job.lease_owner.partition("@")
-    lease: dict[str, Any] = {
+    lease: JsonObject = {
         "holder": job.lease_owner,
         "worker": name,
         "epoch": job.epoch,
@@ -205,7 +206,7 @@ def lease_view(job: Job) -> dict[str, Any] | None:
     return lease
 
 
-def operator_view(job: Job, now: int, kinds: Kinds = None) -> dict[str, Any]:
+def operator_view(job: Job, now: int, kinds: Kinds = None) -> JsonObject:
     """One job, whole, for an operator: the caller's view, whose it is, every attempt's end and
     every operator act (history), the operation ledger, the lease holder."""
     view = job_view(job, kinds, now)

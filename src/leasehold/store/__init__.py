@@ -13,7 +13,7 @@ from leasehold.store.controls import ControlStore
 from leasehold.store.jobs import JobStore
 from leasehold.store.leases import LeaseStore, LedgerStore
 from leasehold.store.operator import OperatorStore
-from leasehold.store.slots import SlotStore
+from leasehold.store.slots import ClaimStores
 from leasehold.store.table import Table
 from leasehold.store.upkeep import UpkeepStore
 
@@ -21,6 +21,8 @@ from leasehold.store.upkeep import UpkeepStore
 @dataclass(frozen=True)
 class Stores:
     table: Table
+    claims: ClaimStores
+    """The slots and rates a claim takes before its write (service/claiming.py)."""
     jobs: JobStore
     leases: LeaseStore
     ledger: LedgerStore
@@ -32,10 +34,11 @@ class Stores:
     def over(table: Table, slot_limit: int = 0, slot_grace_ms: int = 120_000) -> Stores:
         """`slot_limit`: the per-user concurrency limit (0 = none); `slot_grace_ms`: how old a
         slot entry nobody holds must be before it is freed (twice the lease)."""
-        slots = SlotStore(table, slot_limit, slot_grace_ms) if slot_limit > 0 else None
-        leases = LeaseStore(table, slots, declared=SlotStore(table, 0, slot_grace_ms))
+        claims = ClaimStores.over(table, slot_limit, slot_grace_ms)
+        leases = LeaseStore(table, claims)
         return Stores(
             table=table,
+            claims=claims,
             jobs=JobStore(table),
             leases=leases,
             ledger=LedgerStore(table),

@@ -7,6 +7,7 @@ from typing import Any
 
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import in_due_index
+from leasehold.domain.records import HistoryEntry
 from leasehold.domain.states import JobState
 from leasehold.store.expressions import Expression
 from leasehold.store.history import appended
@@ -121,7 +122,7 @@ def outbox_put(
     }
 
 
-def set_history(expr: Expression, job: Job, new: dict[str, Any]) -> None:
+def set_history(expr: Expression, job: Job, new: HistoryEntry) -> None:
     """Write the bounded history computed from `job` — valid because every caller's condition
     (the fence, or the version it read) guarantees `job` is the item as it is now."""
     history, dropped = appended(job.history, new)
@@ -132,7 +133,7 @@ def set_history(expr: Expression, job: Job, new: dict[str, Any]) -> None:
         )
 
 
-def append_history(expr: Expression, new: dict[str, Any]) -> None:
+def append_history(expr: Expression, new: HistoryEntry) -> None:
     """Append without having read the item (API controls: cancel, approval). Bounded by the
     state machine: each can happen once per pause or once per life; the next bounded write
     trims the list."""

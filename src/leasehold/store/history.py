@@ -8,7 +8,10 @@ views spell them out (`expand`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from leasehold.domain.records import HistoryEntry
 
 HISTORY_LIMIT = 10
 _TEXT_LIMIT = 200
@@ -42,7 +45,7 @@ def entry(
     by: str | None = None,
     note: str | None = None,
     operation_id: str | None = None,
-) -> dict[str, Any]:
+) -> HistoryEntry:
     """One history entry, bounded: text fields are cut to 200 characters."""
     fields: dict[str, Any] = {
         "event": event,
@@ -62,18 +65,18 @@ def entry(
         if value is None or value == "":
             continue
         stored[_SHORT[name]] = value[:_TEXT_LIMIT] if isinstance(value, str) else value
-    return stored
+    return cast(HistoryEntry, stored)
 
 
 def appended(
-    history: list[dict[str, Any]], new: dict[str, Any]
-) -> tuple[list[dict[str, Any]], int]:
+    history: Sequence[Mapping[str, Any]], new: HistoryEntry
+) -> tuple[list[Mapping[str, Any]], int]:
     """The bounded history after `new`, and how many old entries fell off the front."""
     combined = [*history, new]
     dropped = max(0, len(combined) - HISTORY_LIMIT)
     return combined[dropped:], dropped
 
 
-def expand(stored: dict[str, Any]) -> dict[str, Any]:
+def expand(stored: Mapping[str, Any]) -> dict[str, Any]:
     """A stored entry with its names spelled out (times stay epoch ms; views format them)."""
     return {_LONG.get(name, name): value for name, value in stored.items()}

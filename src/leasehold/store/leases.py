@@ -10,16 +10,21 @@ from typing import Any
 from leasehold.domain.errors import (
     ClaimRejectedError,
     LeaseholdError,
-    RateLimitedError,
     RelatedItemChangedError,
-    SlotsFullError,
     StaleEpochError,
     StoreUnavailableError,
 )
 from leasehold.domain.job import Checkpoint, Job, Owner
-from leasehold.domain.limits import RateKey, SlotKey
+from leasehold.domain.records import (
+    ApprovalRequest,
+    EffectIntent,
+    HistoryEntry,
+    LedgerEntry,
+    WaitingFor,
+)
 from leasehold.domain.states import JobState, is_terminal
 from leasehold.domain.storable import storable_error
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     fenced,
@@ -30,8 +35,7 @@ from leasehold.store.guards import (
     state_change,
 )
 from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
-from leasehold.store.rates import RateStore
-from leasehold.store.slots import SlotStore, holds_declared_slot, new_token, slot_item_key
+from leasehold.store.slots import ClaimStores, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
 
 RECONCILABLE = ("idempotent_key", "status_lookup")
@@ -87,17 +91,37 @@ def _set_checkpoint(expr: Expression, checkpoint: Checkpoint, *, live: bool = Tr
         expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
 
 
-class LeaseStore:
-    """The worker's writes. With `slots` (a per-user limit), a claim takes a slot first and
-    every write that takes the job out of `running` gives it back afterwards (decision C5)."""
+def wakeup_item(job: Job, deliver_at: int, now: int) -> RawItem:
+    """The outbox item whose wake-up brings `job` back at `deliver_at`, to commit with the
+    job's own write (which bumps its version)."""
+    return outbox_put(
+        job.job_id,
+        job.owner,
+        version=job.version + 1,
+        deliver_at=deliver_at,
+        now=now,
+        kind=job.kind,
+        priority=job.priority,
+    )
 
-    def __init__(
-        self, table: Table, slots: SlotStore | None = None, *, declared: SlotStore | None = None
-    ) -> None:
+
+def _queued_again(expr: Expression, job: Job, retry_at: int, now: int) -> RawItem:
+    """The job's due time set to `retry_at` (a retry, a hand-back), and the wake-up that brings
+    it back then."""
+    expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
+    return wakeup_item(job, retry_at, now)
+
+
+class LeaseStore:
+    """The worker's writes. With `slots` (a per-user limit), a claim (service/claiming.py)
+    takes a slot first, and every write that takes the job out of `running` gives it back
+    afterwards (decision C5)."""
+
+    def __init__(self, table: Table, claims: ClaimStores | None = None) -> None:
         self._table = table
-        self._slots = slots
-        self._declared = declared or slots or SlotStore(table, 0, 120_000)
-        self._rates = RateStore(table)
+        claims = claims or ClaimStores.over(table)
+        self._slots = claims.per_user
+        self._declared = claims.declared
         """The slot items of kinds' declared limits (F2), whether or not the per-user one is on."""
 
     def claim(
@@ -108,164 +132,15 @@ class LeaseStore:
         worker_id: str,
         now: int,
         lease_ms: int,
-        keys: list[SlotKey] | None = None,
-        rates: list[RateKey] | None = None,
-    ) -> Job:
-        """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
-        conditional write (arch §3.2). With a per-user limit, a slot is taken first (its own
-        single-item write, decision C5) and given back if the claim fails. Raises
-        ClaimRejectedError with the reason read from the failed item, or SlotsFullError.
-
-        `keys` are the job's kind's declared limits (decision F2), taken instead of the
-        per-user slot; `[]` (a kind that declares none) takes no slot at all. `rates` (F3): a
-        start is taken from each once the slots are held (a slot wait spends no start), and
-        RateLimitedError — the slots given back — when one has none due yet."""
-        rates = rates or []
-        if keys is not None:
-            return self._claim_keyed(job_id, owner, worker_id, now, lease_ms, keys, rates)
-        if self._slots is None:
-            self._take_rates(rates, now)
-            return self._claim_once(job_id, owner, worker_id, now, lease_ms, None, None)
-        slots = self._slots
-        for _ in range(2):
-            token = new_token(now)
-            take = slots.take(owner, job_id, token)
-            if take.full_item is not None and slots.repair(owner, take.full_item, now):
-                take = slots.take(owner, job_id, token)
-            if not take.took and take.held_token is None:
-                raise SlotsFullError(
-                    f"per-user limit of {slots.limit} running jobs reached", f"user:{owner.user_id}"
-                )
-            try:
-                self._take_rates(rates, now)
-            except RateLimitedError:
-                if take.took:
-                    slots.release(owner, job_id, token)
-                raise
-            try:
-                return self._claim_once(
-                    job_id,
-                    owner,
-                    worker_id,
-                    now,
-                    lease_ms,
-                    token if take.took else None,
-                    take.held_token,
-                )
-            except ClaimRejectedError as rejected:
-                if take.took:
-                    slots.release(owner, job_id, token)
-                    raise
-                old = rejected.job if isinstance(rejected.job, Job) else None
-                if old is None or old.state is JobState.RUNNING or take.held_token is None:
-                    raise
-                # The job holds no slot any more (it left `running`; its release was lost or
-                # is on its way): that entry is nobody's — free it, and take a slot afresh.
-                slots.release(owner, job_id, take.held_token)
-        raise ClaimRejectedError(ClaimRejection.NOT_DUE)
-
-    def _claim_keyed(
-        self,
-        job_id: str,
-        owner: Owner,
-        worker_id: str,
-        now: int,
-        lease_ms: int,
-        keys: list[SlotKey],
-        rates: list[RateKey],
-    ) -> Job:
-        """Take one entry of every key (each on one shard, single conditional writes, as the
-        per-user slot), then claim recording them on the job (`slots`: item → token). A key
-        with no free entry gives back what was taken and raises SlotsFullError naming it.
-
-        An entry the job already holds on an item (a lease that expired and is claimed again)
-        is adopted, conditional on the job still recording it; an entry left by a claim that is
-        gone is freed and the claim tried once more."""
-        store = self._declared
-        for _ in range(2):
-            token = new_token(now)
-            fresh: list[str] = []
-            held: dict[str, str] = {}
-            try:
-                for key in keys:
-                    name, used = self._take_key(store, key, job_id, token, now)
-                    held[name] = used
-                    if used == token:
-                        fresh.append(name)
-                self._take_rates(rates, now)
-            except (SlotsFullError, RateLimitedError):
-                for name in fresh:
-                    store.release_at(slot_item_key(name), job_id, token)
-                raise
-            adopted = {name: used for name, used in held.items() if used != token}
-            try:
-                return self._claim_once(
-                    job_id, owner, worker_id, now, lease_ms, None, None, slots=held, adopt=adopted
-                )
-            except StoreUnavailableError:
-                # The claim may or may not have been applied: an entry given back here that
-                # the job does hold would let one more job start, so it is left for the
-                # repair (which frees it only once no running job holds it).
-                raise
-            except ClaimRejectedError as rejected:
-                for name in fresh:
-                    store.release_at(slot_item_key(name), job_id, token)
-                old = rejected.job if isinstance(rejected.job, Job) else None
-                if not adopted or old is None or old.state is JobState.RUNNING:
-                    raise
-                # The job holds none of them any more: those entries are nobody's.
-                for name, used in adopted.items():
-                    store.release_at(slot_item_key(name), job_id, used)
-        raise ClaimRejectedError(ClaimRejection.NOT_DUE)
-
-    def _take_rates(self, rates: list[RateKey], now: int) -> None:
-        """A start from each rate (one conditional write each), or RateLimitedError naming the
-        first with none due yet. A start taken from an earlier rate of the list is spent."""
-        for rate in rates:
-            due = self._rates.take(rate.name, rate.interval_ms, now)
-            if due is not None:
-                raise RateLimitedError(
-                    f"rate {rate.label}: the next start is due in {due - now} ms", rate.label, due
-                )
-
-    def _take_key(
-        self, store: SlotStore, key: SlotKey, job_id: str, token: str, now: int
-    ) -> tuple[str, str]:
-        """One entry of `key`: (item name, the token it holds — `token` when taken now, an
-        earlier claim's when the job already held one there). Tries the job's own shard, then
-        the next ones; a full item is repaired once. SlotsFullError when none had room."""
-        for shard in key.shard_order():
-            name = key.item_name(shard)
-            item_key = slot_item_key(name)
-            capacity = key.limit.capacity(shard)
-            take = store.take_at(item_key, capacity, job_id, token)
-            if take.full_item is not None and store.repair_at(
-                item_key, take.full_item, now, holds_declared_slot
-            ):
-                take = store.take_at(item_key, capacity, job_id, token)
-            if take.took:
-                return name, token
-            if take.held_token is not None:
-                # Our own take whose answer was lost (the SDK's retry found it), or an earlier
-                # claim's entry to adopt.
-                return name, take.held_token
-        raise SlotsFullError(
-            f"concurrency limit {key.label} ({key.limit.max} running) reached", key.label
-        )
-
-    def _claim_once(
-        self,
-        job_id: str,
-        owner: Owner,
-        worker_id: str,
-        now: int,
-        lease_ms: int,
-        took_token: str | None,
-        held_token: str | None,
-        *,
+        took_token: str | None = None,
+        held_token: str | None = None,
         slots: dict[str, str] | None = None,
         adopt: dict[str, str] | None = None,
     ) -> Job:
+        """The claim's one conditional write (arch §3.2): epoch + 1, attempts + 1, a new lease,
+        recording the slot entries service/claiming.py took (`took_token` the per-user one,
+        `slots` the declared ones) and adopting those the job already held (`held_token`,
+        `adopt`). Raises ClaimRejectedError with the reason read from the failed item."""
         expr = owned(Expression(), owner)
         state, attempts = expr.name("state"), expr.name("attempts")
         lease, deadline = expr.name("lease_expires_at"), expr.name("deadline_at")
@@ -362,14 +237,14 @@ class LeaseStore:
             expr.set("approved_step", checkpoint.approved_step)
         return self._fenced_update(expr, job, stale_message="step list under a lost lease")
 
-    def save_progress(self, job: Job, state: dict[str, Any], *, now: int, lease_ms: int) -> Job:
+    def save_progress(self, job: Job, state: JsonObject, *, now: int, lease_ms: int) -> Job:
         """A kind's own progress inside a step (the agent's checkpoint), under the fence,
         extending the lease: a resume starts from it."""
         expr = fenced(job, now).set("kind_state", json.dumps(state, separators=(",", ":")))
         expr.set("lease_expires_at", now + lease_ms)
         return self._fenced_update(expr, job, stale_message="progress under a lost lease")
 
-    def record_effect_intent(self, job: Job, intent: dict[str, Any], *, now: int) -> Job:
+    def record_effect_intent(self, job: Job, intent: EffectIntent, *, now: int) -> Job:
         """The ledger entry written before an external effect (arch §3.6): while it is open, no
         outcome but the step's own completion removes it, and an expired lease makes the job
         `unknown`, never an automatic retry."""
@@ -383,14 +258,14 @@ class LeaseStore:
         *,
         now: int,
         checkpoint: Checkpoint,
-        history: dict[str, Any],
+        history: HistoryEntry,
         result: Any = None,
         error: dict[str, str] | None = None,
         stop_reason: str | None = None,
         retry_at: int | None = None,
-        approval: dict[str, Any] | None = None,
+        approval: ApprovalRequest | None = None,
         settle_effect: bool = False,
-        also: list[dict[str, Any]] | None = None,
+        also: list[RawItem] | None = None,
         shed: bool = False,
     ) -> None:
         """The outcome of this worker's attempt, under the fence (arch §3.3–3.5), in one
@@ -423,23 +298,11 @@ class LeaseStore:
             expr.set("error", storable_error(error))
         if stop_reason is not None:
             expr.set("stop_reason", str(stop_reason))
-        extra: list[dict[str, Any]] = list(also or [])
+        extra: list[RawItem] = list(also or [])
         first_related = 1
         if target is JobState.QUEUED:
             assert retry_at is not None, "a retry needs retry_at"
-            expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
-            extra.insert(
-                0,
-                outbox_put(
-                    job.job_id,
-                    job.owner,
-                    version=job.version + 1,
-                    deliver_at=retry_at,
-                    now=now,
-                    kind=job.kind,
-                    priority=job.priority,
-                ),
-            )
+            extra.insert(0, _queued_again(expr, job, retry_at, now))
             first_related = 2
         if target is JobState.WAITING_APPROVAL:
             assert approval is not None, "a pause needs the approval request"
@@ -455,7 +318,7 @@ class LeaseStore:
         )
 
     def hand_back(
-        self, job: Job, *, now: int, checkpoint: Checkpoint, retry_at: int, history: dict[str, Any]
+        self, job: Job, *, now: int, checkpoint: Checkpoint, retry_at: int, history: HistoryEntry
     ) -> None:
         """Give the job back unfinished (not enough time left in this invocation for its next
         step): `queued` again at `retry_at` with a wake-up, checkpoint kept, the attempt given
@@ -464,21 +327,12 @@ class LeaseStore:
         _set_checkpoint(expr, checkpoint)
         state_change(expr, JobState.QUEUED, from_active=True)
         expr.remove("lease_owner", "lease_expires_at").increment("attempts", -1)
-        expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
         set_history(expr, job, history)
-        wakeup = outbox_put(
-            job.job_id,
-            job.owner,
-            version=job.version + 1,
-            deliver_at=retry_at,
-            now=now,
-            kind=job.kind,
-            priority=job.priority,
-        )
+        wakeup = _queued_again(expr, job, retry_at, now)
         self._write(expr, job, [wakeup], stale_message="hand-back under a lost lease")
 
     def note_dispatch(
-        self, job_id: str, *, now: int, waiting_for: dict[str, str] | None = None
+        self, job_id: str, *, now: int, waiting_for: WaitingFor | None = None
     ) -> None:
         """Record that a wake-up for this queued job was just sent straight to SQS (a slot wait,
         a hand-off), so the sweeper does not mistake it for lost and add another copy; and what
@@ -495,7 +349,7 @@ class LeaseStore:
         self,
         expr: Expression,
         job: Job,
-        extra: list[dict[str, Any]],
+        extra: list[RawItem],
         *,
         stale_message: str,
         first_related: int = 1,
@@ -545,12 +399,12 @@ class LedgerStore:
         assert item is not None
         return job_from_item(item)
 
-    def submit(self, job: Job, entry: dict[str, Any], intent: dict[str, Any], *, now: int) -> Job:
+    def submit(self, job: Job, entry: LedgerEntry, intent: EffectIntent, *, now: int) -> Job:
         expr = fenced(job, now).set_entry("operations", intent["operation_id"], entry)
         expr.set("effect_intent", intent)
         return self._write(expr, job, "operation submitted")
 
-    def settle(self, job: Job, operation_id: str, entry: dict[str, Any], *, now: int) -> Job:
+    def settle(self, job: Job, operation_id: str, entry: LedgerEntry, *, now: int) -> Job:
         expr = fenced(job, now).set_entry("operations", operation_id, entry)
         expr.remove("effect_intent")
         return self._write(expr, job, "operation settled")

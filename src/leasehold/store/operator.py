@@ -3,21 +3,21 @@ writes conditional on the version it read; each records who, when and why in the
 
 from __future__ import annotations
 
-from typing import Any
-
 from leasehold.domain.errors import ConflictError, JobNotFoundError, ValidationError
 from leasehold.domain.job import Job
+from leasehold.domain.records import LedgerEntry, Resolution
 from leasehold.domain.states import REPLAYABLE_STATES, JobState, StopReason
+from leasehold.domain.types import JsonObject
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     append_history,
     keep_for_operators,
-    outbox_put,
     set_history,
     state_change,
 )
 from leasehold.store.history import HISTORY_LIMIT, entry
 from leasehold.store.items import JOB_TTL_SECONDS, job_from_item, job_key
+from leasehold.store.leases import wakeup_item
 from leasehold.store.table import ConditionFailed, Table
 
 REDRIVE_HISTORY_CAP = 2 * HISTORY_LIMIT
@@ -112,15 +112,7 @@ class OperatorStore:
                     "note": note,
                 },
             )
-        wakeup = outbox_put(
-            job.job_id,
-            job.owner,
-            version=job.version + 1,
-            deliver_at=now,
-            now=now,
-            kind=job.kind,
-            priority=job.priority,
-        )
+        wakeup = wakeup_item(job, now, now)
         try:
             self._table.transact([{"Update": expr.update_params(job_key(job_id))}, wakeup])
         except ConditionFailed as failed:
@@ -149,7 +141,7 @@ class OperatorStore:
             )
         target = JobState.SUCCEEDED if succeeded else JobState.FAILED
         operation_id = (job.effect_intent or {}).get("operation_id")
-        resolution: dict[str, Any] = {
+        resolution: Resolution = {
             "outcome": target.value,
             "by": operator,
             "at": now,
@@ -197,11 +189,16 @@ class OperatorStore:
                 "error",
                 {"code": "resolved_failed", "message": f"resolved as failed by {operator}: {note}"},
             )
+        return self._update_read(expr, job_id, "resolved")
+
+    def _update_read(self, expr: Expression, job_id: str, what: str) -> Job:
+        """The operator's write, conditional on the job as it was read: the job as it is now,
+        or ConflictError `busy` when it changed in between."""
         try:
             item = self._table.update(expr.update_params(job_key(job_id)))
         except ConditionFailed as failed:
             raise ConflictError(
-                f"job {job_id} changed while it was being resolved; look again", code="busy"
+                f"job {job_id} changed while it was being {what}; look again", code="busy"
             ) from failed
         assert item is not None
         return job_from_item(item)
@@ -235,14 +232,7 @@ class OperatorStore:
             job,
             entry(event, at=now, state=state.value, reason=reason, by=operator, note=note),
         )
-        try:
-            item = self._table.update(expr.update_params(job_key(job_id)))
-        except ConditionFailed as failed:
-            raise ConflictError(
-                f"job {job_id} changed while it was being cancelled; look again", code="busy"
-            ) from failed
-        assert item is not None
-        return job_from_item(item)
+        return self._update_read(expr, job_id, "cancelled")
 
     def note_redrive(self, job_id: str, *, operator: str, note: str, now: int) -> bool:
         """Record in the job's history that an operator moved its wake-up from the DLQ back to
@@ -268,11 +258,11 @@ class OperatorStore:
 
 def _superseded(
     job: Job, open_operation: str | None, operator: str, note: str, now: int
-) -> dict[str, Any]:
+) -> dict[str, LedgerEntry | JsonObject]:
     """The ledger of a job replayed from its start: every operation kept for the record, under
     an id no step of the new run opens (`<id>~<replay>`); the open one released, as a replay
     from the checkpoint releases it."""
-    ledger: dict[str, Any] = {}
+    ledger: dict[str, LedgerEntry | JsonObject] = {}
     for operation_id, entry_ in job.operations.items():
         if "~" in operation_id:  # superseded by an earlier replay from the start
             ledger[operation_id] = entry_

@@ -18,12 +18,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
+from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.items import deserialize_item, job_from_item, job_key, slots_key
+from leasehold.store.rates import RateStore
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -45,17 +46,17 @@ class Take:
     took: bool
     held_token: str | None = None
     """The job already holds an entry (an earlier claim's, to be adopted or found stale)."""
-    full_item: dict[str, Any] | None = None
+    full_item: RawItem | None = None
     """The slot item when every slot was taken (for the repair)."""
 
 
-def holders_of(item: dict[str, Any] | None) -> dict[str, str]:
+def holders_of(item: RawItem | None) -> dict[str, str]:
     """The entries of a slot item: job id → token."""
     doc = deserialize_item(item) if item else {}
     return {name: value for name, value in doc.items() if name.startswith("j_")}
 
 
-def slot_item_key(name: str) -> dict[str, Any]:
+def slot_item_key(name: str) -> RawItem:
     """The key of a declared limit's slot item (decision F2)."""
     return {"pk": {"S": name}, "sk": {"S": "SLOTS"}}
 
@@ -82,7 +83,7 @@ class SlotStore:
         """A per-user slot (the default limit)."""
         return self.take_at(slots_key(owner), self.limit, job_id, token)
 
-    def take_at(self, key: dict[str, Any], limit: int, job_id: str, token: str) -> Take:
+    def take_at(self, key: RawItem, limit: int, job_id: str, token: str) -> Take:
         """An entry on the slot item `key` holding at most `limit`: one conditional write."""
         expr = Expression()
         entry, count = expr.key(job_id), expr.name("n")
@@ -106,7 +107,7 @@ class SlotStore:
         released, repaired, or another claim's)."""
         return self.release_at(slots_key(owner), job_id, token)
 
-    def release_at(self, key: dict[str, Any], job_id: str, token: str) -> bool:
+    def release_at(self, key: RawItem, job_id: str, token: str) -> bool:
         expr = Expression()
         entry = expr.key(job_id)
         expr.condition(f"{entry} = {expr.value(token)}")
@@ -117,14 +118,12 @@ class SlotStore:
             return False
         return True
 
-    def repair(self, owner: Owner, item: dict[str, Any] | None, now: int) -> int:
+    def repair(self, owner: Owner, item: RawItem | None, now: int) -> int:
         """Free the entries, older than the grace, of jobs that do not hold them (left by a
         worker that died between its outcome and its release). Returns how many were freed."""
         return self.repair_at(slots_key(owner), item, now, holds_user_slot)
 
-    def repair_at(
-        self, key: dict[str, Any], item: dict[str, Any] | None, now: int, holds: Holds
-    ) -> int:
+    def repair_at(self, key: RawItem, item: RawItem | None, now: int, holds: Holds) -> int:
         stale = {
             job_id: token
             for job_id, token in holders_of(item).items()
@@ -153,3 +152,19 @@ class SlotStore:
 def running_slots(table: Table, owner: Owner) -> set[str]:
     """Jobs holding one of the owner's per-user slots."""
     return set(holders_of(table.get(slots_key(owner))))
+
+
+@dataclass(frozen=True)
+class ClaimStores:
+    """What a claim may take before its own write (service/claiming.py decides which): the
+    per-user slot (decision C5, None when the deployment sets no limit), the slot items of
+    kinds' declared limits (F2) and the kinds' rates (F3)."""
+
+    per_user: SlotStore | None
+    declared: SlotStore
+    rates: RateStore
+
+    @staticmethod
+    def over(table: Table, slot_limit: int = 0, slot_grace_ms: int = 120_000) -> ClaimStores:
+        per_user = SlotStore(table, slot_limit, slot_grace_ms) if slot_limit > 0 else None
+        return ClaimStores(per_user, SlotStore(table, 0, slot_grace_ms), RateStore(table))

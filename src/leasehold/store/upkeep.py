@@ -5,16 +5,17 @@ version), so a live worker is never overtaken and two sweepers never both act.""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from leasehold.domain.errors import RelatedItemChangedError, StaleEpochError
 from leasehold.domain.job import Job
+from leasehold.domain.records import HistoryEntry
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
+from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import keep_for_operators, outbox_put, set_history, state_change
+from leasehold.store.guards import keep_for_operators, set_history, state_change
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION, job_key
-from leasehold.store.leases import LeaseStore
+from leasehold.store.leases import LeaseStore, wakeup_item
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -29,10 +30,10 @@ class UpkeepStore:
         target: JobState,
         *,
         now: int,
-        history: dict[str, Any],
+        history: HistoryEntry,
         stop_reason: str | None = None,
         error: dict[str, str] | None = None,
-        also: list[dict[str, Any]] | None = None,
+        also: list[RawItem] | None = None,
     ) -> None:
         """A `running` job whose lease (as last seen, `job.epoch`) expired: back to `queued` with a
         fresh wake-up (rescue), or to `unknown` (an effect was open) or `dead`. Conditional on
@@ -52,20 +53,10 @@ class UpkeepStore:
             expr.set("stop_reason", str(stop_reason))
         if error is not None:
             expr.set("error", storable_error(error))
-        extra: list[dict[str, Any]] = []
+        extra: list[RawItem] = []
         if target is JobState.QUEUED:
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
-            extra.append(
-                outbox_put(
-                    job.job_id,
-                    job.owner,
-                    version=job.version + 1,
-                    deliver_at=now,
-                    now=now,
-                    kind=job.kind,
-                    priority=job.priority,
-                )
-            )
+            extra.append(wakeup_item(job, now, now))
         expr.remove("slot_token", "slots")
         related = list(also or [])
         extra.extend(related)
@@ -79,7 +70,7 @@ class UpkeepStore:
         if self._leases is not None:
             self._leases.release_slot(job)
 
-    def expire_queued(self, job: Job, *, now: int, history: dict[str, Any]) -> None:
+    def expire_queued(self, job: Job, *, now: int, history: HistoryEntry) -> None:
         """A `queued` job whose deadline passed becomes `dead` / `deadline_exceeded`."""
         expr = Expression()
         expr.condition(
@@ -106,15 +97,7 @@ class UpkeepStore:
             f" AND {expr.name('version')} = {expr.value(job.version)}"
         )
         expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
-        wakeup = outbox_put(
-            job.job_id,
-            job.owner,
-            version=job.version + 1,
-            deliver_at=now,
-            now=now,
-            kind=job.kind,
-            priority=job.priority,
-        )
+        wakeup = wakeup_item(job, now, now)
         self._apply(expr, job, [wakeup], stale_message="job changed meanwhile")
 
     def bring_due(self, job: Job, *, now: int) -> None:
@@ -129,15 +112,7 @@ class UpkeepStore:
           a job cancelled (or run by that wake-up) meanwhile is left as it is, and its stray
           wake-up is refused at claim; a claim moves a job out of the index itself."""
         due = max(now, job.next_attempt_at or now)
-        wakeup = outbox_put(
-            job.job_id,
-            job.owner,
-            version=job.version + 1,
-            deliver_at=due,
-            now=now,
-            kind=job.kind,
-            priority=job.priority,
-        )
+        wakeup = wakeup_item(job, due, now)
         # A failed condition: this move's wake-up is already there (an earlier try, another
         # sweeper).
         with contextlib.suppress(ConditionFailed):
@@ -156,7 +131,7 @@ class UpkeepStore:
         self,
         expr: Expression,
         job: Job,
-        extra: list[dict[str, Any]],
+        extra: list[RawItem],
         *,
         stale_message: str,
         related: tuple[int, int] = (0, 0),
