@@ -5,8 +5,6 @@ keyed retry is answered with the job it made; and `--fresh` starts empty, saying
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import signal
@@ -14,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.support.cli import run_cli
 from tests.support.localstack import LocalStackProcess

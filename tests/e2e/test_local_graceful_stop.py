@@ -4,13 +4,13 @@ job ends `succeeded` after the next `local up`, not `dead`."""
 
 from __future__ import annotations
 
-import pytest
-
 import os
 import signal
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.support.cli import run_cli
 from tests.support.localstack import LocalStackProcess

@@ -5,8 +5,6 @@ left running. Each test starts one stack (~10 s)."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import signal
@@ -15,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from leasehold_dev.local.processes import ProcessRef, WorkerRegistry, wait_gone
 from tests.support.cli import run_cli
