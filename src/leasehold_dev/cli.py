@@ -2,7 +2,7 @@
 status, a worker to attach), in-process invocation, a user's jobs (leasehold_dev.cli_jobs:
 submit, show), the operator's commands (leasehold_dev.cli_ops), a deployed stack's sign-in
 (leasehold_dev.cli_login: login, logout), documents, the provider, smoke, demo. Every request to
-the API goes through leasehold.Client.
+the API goes through leasehold.client.Client.
 
 Every command that needs a running stack finds it the same way (leasehold_dev.cli_target)."""
 
