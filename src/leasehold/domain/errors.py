@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from leasehold.domain.types import JsonObject
 
 MAX_CODE_CHARS = 100
 """An error code a kind gives (`FatalError(code=…)`, `Operation.fail(code, …)`) is kept up to
@@ -249,7 +249,7 @@ class StopJobError(LeaseholdError):
         reason: str,
         error_code: str,
         message: str,
-        record: dict[str, Any] | None = None,
+        record: JsonObject | None = None,
         *,
         state: str = "failed",
     ) -> None:
