@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from leasehold import ApiError, Client
+from leasehold.client import ApiError, Client
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # transaction_cost.py, beside this file
@@ -151,7 +151,7 @@ class StackProcess:
 
 
 def api_client(url: str, user: str) -> Client:
-    """A leasehold.Client of its own (its own keep-alive connection pool), as an ordinary
+    """A leasehold.client.Client of its own (its own keep-alive connection pool), as an ordinary
     program keeps one; a read that loses its connection is tried again, a submission is not."""
     return Client(url, user=user, timeout=60, retries=2)
 

@@ -154,11 +154,12 @@ class Runner:
         return str(body["job_id"])
 
     def _submit_direct(self, scenario: Scenario, user: str, key: str | None) -> str:
-        """The job committed by the user's own code inside AWS (`leasehold.submit_direct`) over
+        """The job committed by the user's own code inside AWS (`leasehold.apps.submit_direct`) over
         the functions' metered DynamoDB client: the same transaction as POST /jobs, metered in
         the `accept` phase, with no API request and no API invocation — the code that calls it
         already runs (its own Lambda invocation is the caller's, not the job's)."""
-        from leasehold import Owner, submit_direct
+        from leasehold import Owner
+        from leasehold.apps import submit_direct
         from leasehold.handlers import wiring
 
         body = job_body(scenario)

@@ -11,7 +11,7 @@ import statistics
 import time
 from typing import Any
 
-from leasehold import Client
+from leasehold.client import Client
 
 
 class TitleBenchError(RuntimeError):

@@ -93,7 +93,7 @@ def _serve_and_submit(project: Path, env: dict[str, str], port: int) -> None:
             time.sleep(0.5)
         if url is None:
             raise SystemExit(f"scaffold-check: make up never got ready:\n{log.read_text()[-3000:]}")
-        from leasehold import Client
+        from leasehold.client import Client
 
         client = Client(url, user="alice")
         job = client.submit("greet", {"name": "Ada"}, idempotency_key="scaffold-check")

@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from leasehold import ApiError, Client  # noqa: E402
+from leasehold.client import ApiError, Client  # noqa: E402
 from leasehold.domain.job import Owner  # noqa: E402
 from leasehold.store.items import slots_key  # noqa: E402
 from leasehold_dev.local.runner import LocalStack  # noqa: E402
@@ -43,7 +43,7 @@ FAULTS = (
 
 
 class SoakApi:
-    """The stack's API as each soak user: one leasehold.Client per user over one connection
+    """The stack's API as each soak user: one leasehold.client.Client per user over one connection
     pool, every request retried (bounded, honouring Retry-After) — a submission always carries
     its key, and cancel and approval are conditional, so a repeat does nothing twice."""
 

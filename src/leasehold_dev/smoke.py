@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from leasehold import ApiError, Client, WaitTimeout
+from leasehold.client import ApiError, Client, WaitTimeout
 
 AT_REST = {"succeeded", "failed", "cancelled", "dead", "unknown"}
 

@@ -1,4 +1,4 @@
-"""`leasehold.Client` driving the real API on the embedded local stack: submit → handle → wait,
+"""`leasehold.client` driving the real API on the embedded local stack: submit → handle → wait,
 paging, approval, the operator's acts, and every error of the envelope as its exception — 400,
 401, 403, 404, 409, and 503 while the table is down (the moto server's outage switch), which a
 keyed submission rides out and an unkeyed one does not repeat."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from leasehold import ApiError, Client, WaitTimeout
+from leasehold.client import ApiError, Client, WaitTimeout
 from leasehold_dev.local.moto.server import set_dynamodb_outage
 from leasehold_dev.local.stack import StackInfo
 from tests.support.localstack import LocalStackProcess

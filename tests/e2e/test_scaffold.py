@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from leasehold import Client
+from leasehold.client import Client
 from leasehold_dev.cli import main as leasehold_main
 from tests.support.resources import ROOT
 

@@ -1,4 +1,4 @@
-"""`leasehold.Client` against a scripted HTTP server on 127.0.0.1: the error envelope as
+"""`leasehold.client.Client` against a scripted HTTP server on 127.0.0.1: the error envelope as
 exceptions, which answers and failures it repeats (bounded, honouring `Retry-After`) and which
 it must not, `wait`'s bounded polling, and paging. The client's sleeps are recorded instead of
 slept wherever the test is about how long it would wait."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from leasehold import ApiError, Client, JobHandle, WaitTimeout
+from leasehold.client import ApiError, Client, JobHandle, WaitTimeout
 from leasehold.client.http import MAX_ANSWER_BYTES
 from tests.support.local_http import Connection, LocalServer
 from tests.support.scripted_api import DROP, Answer, Script, ScriptedApi, Seen, envelope

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from moto import mock_aws
 
-from leasehold import ApiError, Client
+from leasehold.client import ApiError, Client
 from leasehold.client.login import LoginExpired, LoginSession, session_path
 from leasehold_dev.cli import main
 from tests.support.resources import TEMPLATE

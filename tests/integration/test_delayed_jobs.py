@@ -193,7 +193,7 @@ def test_a_keyed_repeat_of_a_long_delay_is_the_same_job_another_body_409(
     tb: LeaseholdTestbed,
 ) -> None:
     """The due-index accept is a lone conditional Put: a repeat still finds the first job."""
-    from leasehold import ConflictError
+    from leasehold.apps import ConflictError
 
     first = tb.submit("later", {}, delay_seconds=7200, idempotency_key="k-1")
     assert tb.submit("later", {}, delay_seconds=7200, idempotency_key="k-1") == first
@@ -202,7 +202,8 @@ def test_a_keyed_repeat_of_a_long_delay_is_the_same_job_another_body_409(
 
 
 def test_job_writes_takes_the_same_delays() -> None:
-    from leasehold import Owner, job_writes
+    from leasehold import Owner
+    from leasehold.apps import job_writes
 
     owner = Owner("t", "u")
     far = job_writes("jobs", later, {}, owner, delay_seconds=3600, now_ms=1_000_000)

@@ -13,15 +13,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from leasehold import (
+from leasehold import Kind, LeaseholdError, Owner, StepContext, ValidationError
+from leasehold.apps import (
     ConflictError,
-    Kind,
-    LeaseholdError,
-    Owner,
-    StepContext,
     StoreUnavailableError,
     Submitted,
-    ValidationError,
     job_writes,
     submit_direct,
 )
@@ -165,7 +161,7 @@ def test_a_failing_condition_on_the_users_item_leaves_neither_behind(harness: Ha
 
 
 def test_the_same_through_the_engines_door_names_the_failed_item(harness: Harness) -> None:
-    from leasehold import ConditionFailed
+    from leasehold.apps import ConditionFailed
 
     harness.dynamodb.transact_write_items(TransactItems=[_order(harness, "o-1")])
     new = job_writes(harness.stores.table, shout, {"text": "hi"}, ALICE)

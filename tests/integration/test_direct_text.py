@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from leasehold import Kind, Owner, StepContext, ValidationError, job_writes, submit_direct
+from leasehold import Kind, Owner, StepContext, ValidationError
+from leasehold.apps import job_writes, submit_direct
 from tests.support.harness import ALICE, Harness
 
 echo = Kind("echo_text")

@@ -11,14 +11,8 @@ from typing import Any
 
 import pytest
 
-from leasehold import (
-    ConflictError,
-    Kind,
-    KindDefinitionError,
-    RetryableError,
-    StepContext,
-    ValidationError,
-)
+from leasehold import Kind, KindDefinitionError, RetryableError, StepContext, ValidationError
+from leasehold.apps import ConflictError
 from leasehold.store.items import job_key
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.testing import LeaseholdTestbed

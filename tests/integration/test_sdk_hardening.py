@@ -8,16 +8,8 @@ from typing import Any
 
 import pytest
 
-from leasehold import (
-    Effect,
-    Finished,
-    Kind,
-    RetryableError,
-    Step,
-    StepContext,
-    ValidationError,
-    job_writes,
-)
+from leasehold import Effect, Finished, Kind, RetryableError, Step, StepContext, ValidationError
+from leasehold.apps import job_writes
 from leasehold.sdk.engine_kind import _output_of
 from leasehold.testing import DEFAULT_OWNER, LeaseholdTestbed
 

@@ -10,18 +10,8 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.event_handler import Response
 
-from leasehold import (
-    Engine,
-    Kind,
-    NotFoundError,
-    Owner,
-    Routes,
-    StepContext,
-    ValidationError,
-    job_states,
-    job_writes,
-    respond,
-)
+from leasehold import Kind, Owner, StepContext, ValidationError
+from leasehold.apps import Engine, NotFoundError, Routes, job_states, job_writes, respond
 from leasehold.testing import OPERATOR, LeaseholdTestbed
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 
-from leasehold import Engine
+from leasehold.apps import Engine
 from leasehold.domain.clock import Clock, ManualClock
 from leasehold.domain.errors import LeaseholdError
 from leasehold.domain.ids import time_ordered_ids

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from leasehold import Client
+from leasehold.client import Client
 from leasehold_dev.local.runner import spawn_worker_process
 from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import ROOT, TEMPLATE
@@ -128,7 +128,7 @@ class LocalStackProcess:
         self.process.wait(timeout=10)
 
     def client(self, user: str | None = "alice") -> Client:
-        """The stack's leasehold.Client as `user` (None: no identity), one pool for all."""
+        """The stack's leasehold.client.Client as `user` (None: no identity), one pool for all."""
         if user not in self._clients:
             if self._clients:
                 self._clients[user] = next(iter(self._clients.values())).with_identity(user=user)
@@ -144,7 +144,7 @@ class LocalStackProcess:
         user: str | None = "alice",
         headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """One HTTP request through leasehold.Client, any status an answer (`headers`: more
+        """One HTTP request through leasehold.client.Client, any status an answer (`headers`: more
         request headers, e.g. an `Idempotency-Key`); the answer is checked against
         docs/openapi.yaml before it is returned (a response that breaks the document fails the
         test that received it)."""

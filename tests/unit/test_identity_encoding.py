@@ -265,7 +265,7 @@ def test_escaping_is_only_of_the_separator_and_the_escape() -> None:
 
 
 def test_applications_build_their_keys_with_the_same_encoding() -> None:
-    from leasehold import items
+    from leasehold.apps import items
     from leasehold_apps.reading_list.codec import bookmarks_partition
 
     assert items.key("ORDER", "acme", "o-1") == "ORDER#acme#o-1"

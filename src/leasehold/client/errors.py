@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
+from leasehold.domain.errors import LeaseholdError
+
 _CODE_BY_STATUS = {
     400: "invalid_request",
     401: "unauthorized",
@@ -26,7 +28,7 @@ _CODE_BY_STATUS = {
 """The code of an answer without the API's envelope (API Gateway's own `{"message"}` bodies)."""
 
 
-class ApiError(Exception):
+class ApiError(LeaseholdError):
     """An error answer of the leasehold API, or no answer at all: the root of every error the
     client raises for a request. `status` is the HTTP status (0: no answer), `code` the
     envelope's snake_case code, `message` its human text; `body` and `headers` are the answer
@@ -125,9 +127,12 @@ ERROR_BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-class WaitTimeout(TimeoutError):
+class WaitTimeout(LeaseholdError, TimeoutError):
     """`Client.wait` gave up: the job was not settled within `timeout` seconds. `view` is the
-    last view it read (None if no read succeeded); the job itself goes on."""
+    last view it read (None if no read succeeded); the job itself goes on. Still a
+    `TimeoutError`, as before it joined the tree."""
+
+    code = "wait_timeout"
 
     def __init__(self, job_id: str, timeout: float, view: Mapping[str, Any] | None) -> None:
         state = (view or {}).get("state", "not read")

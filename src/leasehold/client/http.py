@@ -1,4 +1,4 @@
-"""`leasehold.Client`: the HTTP API of docs/openapi.yaml as Python calls, over one urllib3 pool
+"""`Client`: the HTTP API of docs/openapi.yaml as Python calls, over one urllib3 pool
 (connection reuse, timeouts; docs/decisions.md CL1).
 
 What is repeated, and when (CL2): an answer 429 (throttled: not processed) and a failure to

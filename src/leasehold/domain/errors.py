@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from leasehold.domain.types import JsonObject
 
 MAX_CODE_CHARS = 100
 """An error code a kind gives (`FatalError(code=…)`, `Operation.fail(code, …)`) is kept up to
@@ -19,7 +19,44 @@ def bounded_code(code: object, default: str) -> str:
 
 
 class LeaseholdError(Exception):
-    """Root of every error leasehold raises on purpose."""
+    """Root of every error leasehold raises on purpose: one `except LeaseholdError` catches
+    them all. The public ones, by namespace (`[apps]`: `leasehold.apps`, `[client]`:
+    `leasehold.client`, `[testing]`: `leasehold.testing`, else `leasehold`), with the HTTP
+    status and `code` the API answers for them:
+
+    * LeaseholdError                 code `internal_error`; 500 when nothing below fits
+      x ValidationError              400 `invalid_request` (or the code it names)
+      x RetryableError               a step: retried after backoff; `transient_error`
+      x FatalError                   a step: the job fails; `handler_error`
+      x StopJobError                 a kind ends the job itself; `stopped_by_kind`
+      x HandBackError                not now: the job is given back; `handed_back`
+      x StepInterruptedError         told to stop (lease lost, cancel); `step_interrupted`
+      x KindDefinitionError          a Kind defined wrongly; also a ValueError
+      x KindLoadError                LEASEHOLD_KINDS cannot load; also a RuntimeError
+      x SettingError                 a setting missing or malformed; also a RuntimeError
+      x NotFoundError                [apps] 404 `not_found`
+      x ConflictError                [apps] 409 `conflict` (or the code it names)
+      x StoreUnavailableError        [apps] 503 `store_unavailable`, with Retry-After
+      x ConditionFailed              [apps] a write's condition did not hold
+      x ApiError                     [client] an error answer, or none; `status`, `code`
+        + ApiError.InvalidInput      [client] 400
+        + ApiError.Unauthenticated   [client] 401
+          - MfaRequired              [client] 401 `mfa_code_required`, `mfa_setup_required`
+        + ApiError.Forbidden         [client] 403
+        + ApiError.NotFound          [client] 404
+        + ApiError.Conflict          [client] 409
+        + ApiError.Unavailable       [client] 503, with `retry_after`
+        + ApiError.Unreachable       [client] no answer (status 0)
+      x WaitTimeout                  [client] `wait` gave up; also a TimeoutError
+      x NotIdleError                 [testing] still busy; also an AssertionError
+      x TemplateError                [testing] template.yaml unreadable; also a RuntimeError
+
+    Outside the tree, on purpose: `WorkerCrashed` [testing] is a BaseException, as SystemExit
+    is — a test's stand-in for a process dying, which no `except Exception` may catch.
+
+    The engine's own errors (`StaleEpochError`, `SlotsFullError`, …) derive from it too; they
+    are handled inside the engine or reach a caller as one of the statuses above.
+    tests/unit/test_error_tree.py checks this drawing against the classes."""
 
     code = "internal_error"
 
@@ -212,7 +249,7 @@ class StopJobError(LeaseholdError):
         reason: str,
         error_code: str,
         message: str,
-        record: dict[str, Any] | None = None,
+        record: JsonObject | None = None,
         *,
         state: str = "failed",
     ) -> None:

@@ -77,7 +77,7 @@ def runtime() -> Runtime:
         kinds=kinds,
         loaded=loaded,
     )
-    # What an application's routes reach through `leasehold.Engine.current()`: this door
+    # What an application's routes reach through `leasehold.apps.Engine.current()`: this door
     # (faults and all), clock and metrics — never a client of their own.
     engine = Engine(built.stores.table, built.clock, built.telemetry, settings.default_max_attempts)
     start_engine(engine, kinds)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from leasehold.domain.errors import LeaseholdError
+
 _AT_COLD_START: list[Callable[[], None]] = []
 
 
-class SettingError(RuntimeError):
+class SettingError(LeaseholdError, RuntimeError):
     """A required application setting is missing or malformed."""
 
 

@@ -52,7 +52,7 @@ all of them together at most sizes.OUTPUTS_BUDGET (96 KiB)."""
 DEFAULT_STEP_TIMEOUT_SECONDS = 10.0
 
 
-class KindDefinitionError(ValueError):
+class KindDefinitionError(LeaseholdError, ValueError):
     """A kind declared wrongly (a bad name, a bad schema, two steps with one name…): raised
     where it is declared, so the function stops at cold start with a message that names it."""
 

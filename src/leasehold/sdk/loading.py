@@ -9,6 +9,7 @@ import importlib
 import re
 from dataclasses import dataclass, field
 
+from leasehold.domain.errors import LeaseholdError
 from leasehold.sdk.config import checks_registered, cold_start_checks, note_brought
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.kind import Kind
@@ -17,7 +18,7 @@ from leasehold.sdk.routes import Routes
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-class KindLoadError(RuntimeError):
+class KindLoadError(LeaseholdError, RuntimeError):
     """`LEASEHOLD_KINDS` cannot be honoured: a module that does not import, defines no kind, a
     name taken twice, a kind with no steps, a step longer than the deployment allows."""
 

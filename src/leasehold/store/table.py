@@ -50,7 +50,7 @@ TOKEN_MISMATCH = "IdempotentParameterMismatchException"
 SINGLE_WRITE_CONFLICT = "TransactionConflictException"
 
 
-class ConditionFailed(Exception):  # noqa: N818 - a control-flow signal for the store's callers
+class ConditionFailed(LeaseholdError):  # noqa: N818 - a control-flow signal for the store's callers
     """A write's condition did not hold — not an error: the caller decides what it means (a
     stale version, an item gone, a repeat). `item` is the old item of a single write; `reasons`
     are the cancellation reasons of a transaction (one per item, in order)."""

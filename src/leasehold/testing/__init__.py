@@ -25,16 +25,16 @@ from leasehold.testing.report import Delivery, NotIdleError, RunReport
 from leasehold.testing.testbed import DEFAULT_OWNER, OPERATOR, LeaseholdTestbed
 
 __all__ = [
-    "DEFAULT_OWNER",
-    "OPERATOR",
-    "PACKAGED",
     "Answer",
     "CrashPlan",
+    "DEFAULT_OWNER",
     "Definitions",
     "Delivery",
     "KindsSpec",
     "LeaseholdTestbed",
     "NotIdleError",
+    "OPERATOR",
+    "PACKAGED",
     "RunReport",
     "TemplateError",
     "TestbedSettings",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leasehold.domain.errors import LeaseholdError
 from leasehold.testing.packaged_roles import PACKAGED_ROLES
 
 TEMPLATE_ENV = "LEASEHOLD_TEMPLATE"
@@ -49,7 +50,7 @@ SETTINGS_FROM_ENVIRONMENT = {
 `TestbedSettings` field each becomes."""
 
 
-class TemplateError(RuntimeError):
+class TemplateError(LeaseholdError, RuntimeError):
     """A template the definitions cannot be read from (missing, not YAML, no JobsTable…)."""
 
 

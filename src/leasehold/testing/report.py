@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from leasehold.domain.errors import LeaseholdError
 
-class NotIdleError(AssertionError):
+
+class NotIdleError(LeaseholdError, AssertionError):
     """The testbed was still busy after the rounds (or the virtual time) it was allowed: a kind
     that never settles, or a bound set too low. An AssertionError, so pytest reports it as a
     failed expectation."""

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from leasehold import NotFoundError, items
+from leasehold.apps import NotFoundError, items
 from leasehold_apps.reading_list.bookmark import Bookmark
 
 SORT_PREFIX = "BM#"

@@ -5,7 +5,7 @@ page and save them on the bookmark, under the same `source_version` fence as the
 A call charges money, so the step goes through the operation ledger: the entry is saved
 (`submitted`) before the call under an operation id stable across attempts, workers and replays
 of the same work (`<job>:<step>:<source_version>`: a new URL is new work), which is also the
-provider key. The step settles the operation itself (`leasehold.step_operation`). After a lost
+provider key. The step settles the operation itself (`leasehold.apps.step_operation`). After a lost
 answer — in this attempt or a crashed earlier one — the operation is recovered, never started
 afresh: with `idempotent_key` the same key is sent again (the provider returns the first
 receipt), with `status_lookup` the key is looked up (and sent again only when `not_found`), and
@@ -15,16 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from leasehold import (
-    FatalError,
-    Finished,
-    Operation,
-    Outcome,
-    RetryableError,
-    Step,
-    StepContext,
-    step_operation,
-)
+from leasehold import FatalError, Finished, Operation, Outcome, RetryableError, Step, StepContext
+from leasehold.apps import step_operation
 from leasehold_apps.reading_list import settings
 from leasehold_apps.reading_list.kinds import BookmarkKind
 from leasehold_apps.reading_list.store import enrichment_failed, enrichment_saved

@@ -1,5 +1,5 @@
 """The reading list's HTTP routes (arch §4, §5; docs/openapi.yaml): `/bookmarks…`, mounted on the
-API function with the engine's identity, input and error rules (`leasehold.Routes`). One route,
+API function with the engine's identity, input and error rules (`leasehold.apps.Routes`). One route,
 one service call, over the function's own table door (`Engine.current()`)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from functools import lru_cache
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
 
-from leasehold import Engine, Routes, respond
+from leasehold.apps import Engine, Routes, respond
 from leasehold_apps.reading_list.service import BookmarkService
 
 logger = Logger(service="leasehold", child=True)

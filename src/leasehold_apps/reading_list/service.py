@@ -9,13 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from leasehold import (
+from leasehold import Owner, ValidationError
+from leasehold.apps import (
     Engine,
     NewJob,
     NotFoundError,
-    Owner,
     StoreUnavailableError,
-    ValidationError,
     idempotency,
     iso_time,
     job_writes,

@@ -11,13 +11,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leasehold import (
+from leasehold import LeaseholdError, Owner
+from leasehold.apps import (
     ConditionFailed,
     ConflictError,
-    LeaseholdError,
     NewJob,
     NotFoundError,
-    Owner,
     Table,
     idempotency,
     items,

@@ -1,6 +1,6 @@
 """`leasehold submit` and `leasehold show`: a job as its owner submits and sees it, against the
 running local stack (as one of the local gateway's demo users) or, with `--url` (and `--token`,
-or the session of `leasehold login`), a deployed one — through `leasehold.Client`, the same
+or the session of `leasehold login`), a deployed one — through `leasehold.client.Client`, the same
 POST /jobs and GET /jobs/{job_id} any client calls."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`leasehold login` and `leasehold logout`: a deployed stack's Cognito session for the command
-line and for `leasehold.Client.from_login()` (leasehold.client.login keeps it)."""
+line and for `leasehold.client.Client.from_login()` (leasehold.client.login keeps it)."""
 
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ def api_request(
     user: str,
     query: dict[str, Any] | None = None,
 ) -> Any:
-    """One request to the stack's API through `leasehold.Client`, its JSON answer; a CliError
+    """One request to the stack's API through `leasehold.client.Client`, its JSON answer; a CliError
     for an error answer (its code and message) or an unreachable stack. `--idempotency-key`
     goes along as the `Idempotency-Key` header."""
     client = api_client(args, user=user)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import urllib3
 
-from leasehold import ApiError, Client
+from leasehold.client import ApiError, Client
 from leasehold_dev.local.runner import LocalStack
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ class Session:
         headers: dict[str, str] | None = None,
         base: str | None = None,
     ) -> Answer:
-        """One request as `user` (the local gateway's `X-Demo-User`) through leasehold.Client;
+        """One request as `user` (the local gateway's `X-Demo-User`) through leasehold.client.Client;
         any HTTP status is an answer. `base` sends it elsewhere (a local provider)."""
         reply = self.client(user, base).request(method, path, body, headers=headers)
         parsed = reply.body
