@@ -26,8 +26,9 @@ from leasehold.domain.errors import (
     StoreUnavailableError,
     ValidationError,
 )
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Budget, Owner
 from leasehold.domain.limits import Limit, Rate
+from leasehold.domain.options import JobOptions
 from leasehold.sdk.apps import (
     ConditionFailed,
     Engine,
@@ -70,6 +71,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApiError",
+    "Budget",
     "Checkpoint",
     "Client",
     "ConditionFailed",
@@ -81,6 +83,7 @@ __all__ = [
     "HandBackError",
     "JobHandle",
     "JobInfo",
+    "JobOptions",
     "Kind",
     "KindDefinitionError",
     "KindLoadError",

@@ -5,5 +5,7 @@ them is first used, so a Lambda handler's cold start never pays for it."""
 
 from leasehold.client.errors import ApiError, WaitTimeout
 from leasehold.client.http import Client, JobHandle, Reply
+from leasehold.domain.job import Budget
+from leasehold.domain.options import JobOptions
 
-__all__ = ["ApiError", "Client", "JobHandle", "Reply", "WaitTimeout"]
+__all__ = ["ApiError", "Budget", "Client", "JobHandle", "JobOptions", "Reply", "WaitTimeout"]

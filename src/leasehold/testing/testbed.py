@@ -14,20 +14,18 @@ import boto3
 
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
-from leasehold.domain.job import Job, Owner, Priority
-from leasehold.domain.tenancy import TenantPolicy
-from leasehold.handlers.wiring import CLIENT_CONFIG
-from leasehold.sdk.apps import Engine
-from leasehold.service.jobs import JobService, job_request
+from leasehold.domain.job import Budget, Job, Owner, Priority
+from leasehold.domain.options import JobOptions, Submission
+from leasehold.handlers.wiring import CLIENT_CONFIG, Runtime, build_engine
+from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
-from leasehold.service.ops import OpsService
 from leasehold.service.sweeper import DUE_WINDOW_MS, sweep
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.view import history_view, operations_view
 from leasehold.service.worker import Disposition, WorkerService
 from leasehold.store import Stores, Table
 from leasehold.store.leases import LeaseStore
-from leasehold.store.queue import Wakeup, WakeupQueue
+from leasehold.store.queue import Wakeup
 from leasehold.store.table import TransactionRetry
 from leasehold.testing import iam
 from leasehold.testing.applications import Answer, Applications
@@ -139,9 +137,7 @@ class LeaseholdTestbed:
         self._world.open()
         try:
             self._build()
-            attempts = self.settings.max_attempts
-            engine = Engine(self._stores.table, self.clock, self.telemetry, attempts)
-            self.applications.open(engine, self.kinds)
+            self.applications.open(self.runtime.engine(), self.kinds)
         except BaseException:
             self.applications.close()
             self._world.close()
@@ -187,20 +183,31 @@ class LeaseholdTestbed:
         """The queues' URLs: `work` (normal priority), `high`, `low`, `dlq`, `relay_failures`."""
         self.table_name: str = TABLE_NAME
         """The jobs table's name."""
-        settings.engine(TABLE_NAME, self.queue_urls["work"], self.queue_urls["dlq"])
-        retry = TransactionRetry(sleep=lambda _: None, rng=random.Random(seed))
-        self._stores = Stores.over(
-            Table(self._dynamodb, TABLE_NAME, retry=retry),
-            settings.user_concurrency_limit,
-            slot_grace_ms=2 * settings.lease_seconds * 1000,
+        self._worker_rng: random.Random = (
+            random.Random(seed) if settings.jitter else BackoffCeiling(seed)
         )
-        self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
-        self._queue = WakeupQueue(
+        # The engine as a deployed function's is built: by the same function, from the same
+        # settings (decision OW3) — only the clock, the ids and the retry waits are the test's.
+        self.runtime: Runtime = build_engine(
+            settings.engine(
+                TABLE_NAME,
+                self.queue_urls["work"],
+                self.queue_urls["dlq"],
+                high_queue_url=self.queue_urls["high"],
+                low_queue_url=self.queue_urls["low"],
+            ),
+            self._dynamodb,
             self._sqs,
-            self.queue_urls["work"],
-            self.queue_urls["dlq"],
-            priority_urls={"high": self.queue_urls["high"], "low": self.queue_urls["low"]},
+            clock=self.clock,
+            telemetry=self.telemetry,
+            kinds=self.kinds,
+            new_id=seeded_ids(self.clock, random.Random(seed)),
+            retry=TransactionRetry(sleep=lambda _: None, rng=random.Random(seed)),
         )
+        """The engine the testbed's functions share (`leasehold.handlers.wiring.Runtime`)."""
+        self._stores = self.runtime.stores
+        self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
+        self._queue = self.runtime.queue
         self.roles: dict[str, iam.Role] = self._roles(table)
         """Each function's execution role (`ApiFunction`, `WorkerFunction`, …) as the
         template deploys it, over this testbed's resources: every call the engine makes for a
@@ -223,27 +230,12 @@ class LeaseholdTestbed:
             QueueSource(plain_sqs, self.queue_urls[name], settings.worker_batch_size)
             for name in ("high", "work", "low")
         ]
-        self._worker_rng: random.Random = (
-            random.Random(seed) if settings.jitter else BackoffCeiling(seed)
-        )
-        ids = seeded_ids(self.clock, random.Random(seed))
         api = self.roles["ApiFunction"]
-        self._api = iam.acting_proxy(
-            JobService(
-                self._stores,
-                self.kinds,
-                self.clock,
-                ids,
-                self.telemetry,
-                settings.max_attempts,
-                tenancy=TenantPolicy(submit_rate=settings.tenant_submit_rate),
-            ),
-            api,
+        self._api = iam.acting_proxy(self.runtime.jobs(), api)
+        self._viewer = JobService(
+            self._reads, self.kinds, self.clock, self.runtime.new_id, self.telemetry
         )
-        self._viewer = JobService(self._reads, self.kinds, self.clock, ids, self.telemetry)
-        self._ops = iam.acting_proxy(
-            OpsService(self._stores, self._queue, self.clock, self.telemetry, self.kinds), api
-        )
+        self._ops = iam.acting_proxy(self.runtime.ops(), api)
         self._worker = self._new_worker()
 
     def _new_worker(self) -> WorkerService:
@@ -251,16 +243,18 @@ class LeaseholdTestbed:
         self._generation += 1
         self._crashes.forget()
         leases = cast(LeaseStore, WatchedLeases(self._stores.leases, self._crashes))
-        worker = WorkerService(
+        worker = self.runtime.worker(
+            f"testbed-worker-{self._generation}",
             stores=replace(self._stores, leases=leases),
-            queue=self._queue,
-            kinds=self.kinds,
-            clock=self.clock,
-            settings=self.settings.worker(f"testbed-worker-{self._generation}"),
-            telemetry=self.telemetry,
             rng=self._worker_rng,
+            sleep=self._hold,
         )
         return iam.acting_proxy(worker, self.roles["WorkerFunction"])
+
+    def _hold(self, seconds: float) -> None:
+        """A worker's held rate wait (`RATE_HOLD_MS`) passes on the testbed's clock, as an
+        invocation's would on the wall clock: the test never waits for it."""
+        self.clock.advance(round(seconds * 1000))
 
     def _roles(self, table: Mapping[str, Any]) -> dict[str, iam.Role]:
         physical = {
@@ -305,26 +299,28 @@ class LeaseholdTestbed:
         kind: str,
         payload: Mapping[str, Any],
         *,
+        options: JobOptions | None = None,
         owner: Owner | None = None,
         idempotency_key: str | None = None,
-        budget: Mapping[str, int] | None = None,
+        budget: Budget | Mapping[str, int] | None = None,
         deadline_seconds: int | None = None,
         max_attempts: int | None = None,
         run_at: str | None = None,
         delay_seconds: int | None = None,
         priority: Priority | None = None,
     ) -> str:
-        """`POST /jobs`: validated and committed as the API does (an invalid request raises
-        the API's `ValidationError`); returns the job id (the same one again for a repeated
-        `idempotency_key`). The job is `queued`; nothing runs until `run_until_idle`. With
+        """`POST /jobs`: validated and committed through the API's own accept path (an invalid
+        request raises the API's `ValidationError`); returns the job id (the same one again for
+        a repeated idempotency key). `options`: a `JobOptions`; the keyword arguments of the
+        same names build one. The job is `queued`; nothing runs until `run_until_idle`. With
         `run_at` (ISO 8601 with an offset) or `delay_seconds` it does not start before then:
         `advance` (or `drain`) the clock to it. `priority` (high, normal, low; default the
         kind's): each round of `run_until_idle` delivers a batch from each priority's queue,
         high first, as each queue's own event source would."""
         self._ready()
-        body = job_request(
-            kind,
-            payload,
+        chosen = JobOptions.of(
+            options,
+            idempotency_key=idempotency_key,
             budget=budget,
             deadline_seconds=deadline_seconds,
             max_attempts=max_attempts,
@@ -332,7 +328,8 @@ class LeaseholdTestbed:
             delay_seconds=delay_seconds,
             priority=priority,
         )
-        return self._api.accept(owner or self.owner, body, idempotency_key).job_id
+        submission = Submission(kind, dict(payload), chosen)
+        return self._api.accept(owner or self.owner, submission).job_id
 
     def approve(self, job_id: str) -> dict[str, Any]:
         """`POST /jobs/{id}/approval` with `approve`, at the job's current version, as its
@@ -518,7 +515,7 @@ class LeaseholdTestbed:
         self._ready()
         with iam.acting_as(self.roles["SweeperFunction"]):
             return sweep(
-                self._stores, self.clock, self.settings.sweeper(), self.telemetry, self.kinds
+                self._stores, self.clock, self.runtime.sweep_settings(), self.telemetry, self.kinds
             )
 
     def next_due_in(self) -> float | None:
