@@ -7,24 +7,23 @@ import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from leasehold.client.errors import ApiError, Unavailable, Unreachable, WaitTimeout, error_for
 from leasehold.client.transport import (
     MAX_ANSWER_BYTES,
     Reply,
-    TokenSource,
     Transport,
     invalid_answer,
     pages,
     segment,
 )
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import Budget
-from leasehold.domain.options import JobOptions
+from leasehold.domain.options import JobOptions, OptionKeywords
 
 if TYPE_CHECKING:
-    import urllib3
+    pass
 
 SETTLED_STATES = frozenset({"succeeded", "failed", "cancelled", "dead", "unknown"})
 """Where `wait` stops: the terminal states, and `unknown`, which nothing automatic leaves either
@@ -64,28 +63,15 @@ class Client(Transport):
     repeats of one request (module docstring). Thread-safe: one client may serve many
     threads (urllib3's pool is)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | TokenSource | None = None,
-        user: str | None = None,
-        timeout: float = 15.0,
-        retries: int = 3,
-        max_retry_after: float = 20.0,
-        pool: urllib3.PoolManager | None = None,
-    ) -> None:
-        super().__init__(
-            base_url,
-            token=token,
-            user=user,
-            timeout=timeout,
-            retries=retries,
-            max_retry_after=max_retry_after,
-            pool=pool,
-        )
-        self.ops = Ops(self)
-        self.schedules = Schedules(self)
+    @cached_property
+    def ops(self) -> Ops:
+        """The operator's routes (`client.ops.summary()`, …)."""
+        return Ops(self)
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        """The caller's schedules (`client.schedules.create(…)`, …)."""
+        return Schedules(self)
 
     @classmethod
     def from_login(
@@ -130,13 +116,7 @@ class Client(Transport):
         payload: Any,
         *,
         options: JobOptions | None = None,
-        idempotency_key: str | None = None,
-        budget: Budget | Mapping[str, Any] | None = None,
-        deadline_seconds: int | None = None,
-        max_attempts: int | None = None,
-        run_at: str | None = None,
-        delay_seconds: int | None = None,
-        priority: Literal["high", "normal", "low"] | None = None,
+        **keywords: Unpack[OptionKeywords],
     ) -> JobHandle:
         """Submit a job (`POST /jobs`) and return its handle once the API accepted it (202:
         the job and its wake-up are committed). `options`: a `JobOptions` (the keyword
@@ -149,16 +129,7 @@ class Client(Transport):
         `priority` (default: the kind's, normal unless it declares one): a high job does not
         wait behind a backlog of normal ones; a low one runs on its own small share of
         workers."""
-        chosen = _options(
-            options,
-            idempotency_key=idempotency_key,
-            budget=budget,
-            deadline_seconds=deadline_seconds,
-            max_attempts=max_attempts,
-            run_at=run_at,
-            delay_seconds=delay_seconds,
-            priority=priority,
-        )
+        chosen = _options(options, **keywords)
         request = {"kind": kind, "payload": payload, **chosen.body_fields()}
         key = chosen.idempotency_key
         headers = {"Idempotency-Key": key} if key is not None else None

@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Budget, Priority, check_priority
@@ -80,6 +80,19 @@ def run_at_ms(run_at: str | datetime) -> int:
         return int(when.timestamp() * 1000)
     except (OverflowError, OSError, ValueError) as exc:
         raise ValidationError("'run_at' is out of range") from exc
+
+
+class OptionKeywords(TypedDict, total=False):
+    """The keyword arguments the submitting functions took before `JobOptions` (each builds
+    the field of its name; a mapping `budget` is read as `POST /jobs` reads one)."""
+
+    idempotency_key: str | None
+    budget: Budget | Mapping[str, int] | None
+    deadline_seconds: int | None
+    max_attempts: int | None
+    priority: Priority | None
+    run_at: str | datetime | None
+    delay_seconds: int | None
 
 
 @dataclass(frozen=True)
@@ -234,4 +247,4 @@ def check_kind_known(kind: str, known: Collection[str]) -> None:
         )
 
 
-__all__ = ["JobOptions", "Submission", "check_idempotency_key"]
+__all__ = ["JobOptions", "OptionKeywords", "Submission", "check_idempotency_key"]

@@ -20,13 +20,13 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from leasehold.domain.clock import Clock, SystemClock, iso
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.ids import key_of, time_ordered_ids
-from leasehold.domain.job import Budget, Owner, Priority
-from leasehold.domain.options import JobOptions, Submission, check_idempotency_key
+from leasehold.domain.job import Owner
+from leasehold.domain.options import JobOptions, OptionKeywords, Submission, check_idempotency_key
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.domain.tenancy import TenantPolicy
 from leasehold.sdk.context import Operation, StepContext
@@ -168,13 +168,7 @@ def job_writes(
     fingerprint: str | None = None,
     job_id: str | None = None,
     now_ms: int | None = None,
-    idempotency_key: str | None = None,
-    budget: Budget | Mapping[str, int] | None = None,
-    deadline_seconds: int | None = None,
-    max_attempts: int | None = None,
-    run_at: str | None = None,
-    delay_seconds: int | None = None,
-    priority: Priority | None = None,
+    **keywords: Unpack[OptionKeywords],
 ) -> NewJob:
     """The entries that make a new job of `kind` (a `Kind`, or the name of a kind this function
     registered) for `owner`, after the same checks and limits as `POST /jobs` — the same accept
@@ -193,17 +187,10 @@ def job_writes(
     attempts) — so `NewJob.repeated` can tell a repeat from a reuse. Otherwise the job gets
     `job_id`, or a new time-ordered id. `now_ms`: the engine's clock, by default the system's."""
     engine_kind = known_kind(kind)
-    check_request_text(owner, payload, scope=scope, fingerprint=fingerprint, run_at=run_at)
-    chosen = JobOptions.of(
-        options,
-        idempotency_key=idempotency_key,
-        budget=budget,
-        deadline_seconds=deadline_seconds,
-        max_attempts=max_attempts,
-        run_at=run_at,
-        delay_seconds=delay_seconds,
-        priority=priority,
+    check_request_text(
+        owner, payload, scope=scope, fingerprint=fingerprint, run_at=run_at_text_of(keywords)
     )
+    chosen = JobOptions.of(options, **keywords)
     if chosen.idempotency_key is not None and job_id is not None:
         raise ValueError("give a job_id or an idempotency_key, not both")
     prepared = engine_intake({engine_kind.name: engine_kind}, now_ms).prepare(
@@ -219,6 +206,12 @@ def job_writes(
         with_table_name(item, name) for item in new_job_writes(prepared.job, prepared.fp_hash)
     ]
     return NewJob(prepared.job.job_id, writes, prepared.token, prepared.fp_hash)
+
+
+def run_at_text_of(keywords: OptionKeywords) -> str | None:
+    """The `run_at` keyword when it is text (checked for lone surrogates as a body's text is)."""
+    run_at = keywords.get("run_at")
+    return run_at if isinstance(run_at, str) else None
 
 
 def engine_intake(kinds: Mapping[str, JobKind], now_ms: int | None) -> Intake:

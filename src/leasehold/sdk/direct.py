@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import Budget, Owner, Priority
-from leasehold.domain.options import JobOptions, Submission
-from leasehold.sdk.apps import engine_intake, known_kind
+from leasehold.domain.job import Owner
+from leasehold.domain.options import JobOptions, OptionKeywords, Submission
+from leasehold.sdk.apps import engine_intake, known_kind, run_at_text_of
 from leasehold.sdk.kind import Kind
 from leasehold.sdk.routes import check_request_text
 from leasehold.store.table import CLIENT_CONFIG, Table
@@ -51,13 +51,7 @@ def submit_direct(
     options: JobOptions | None = None,
     client: DynamoDBClient | None = None,
     now_ms: int | None = None,
-    idempotency_key: str | None = None,
-    budget: Budget | Mapping[str, int] | None = None,
-    deadline_seconds: int | None = None,
-    max_attempts: int | None = None,
-    run_at: str | None = None,
-    delay_seconds: int | None = None,
-    priority: Priority | None = None,
+    **keywords: Unpack[OptionKeywords],
 ) -> Submitted:
     """Accept a job of `kind` for `owner` through the accept path `POST /jobs` takes, over boto3:
     validate (the payload's size, the kind's schema and checks, 1–20 steps, `options`; a kind
@@ -85,17 +79,8 @@ def submit_direct(
             "application's own routes make its jobs, with job_writes)",
             code="unknown_kind",
         )
-    check_request_text(owner, payload, run_at=run_at)
-    chosen = JobOptions.of(
-        options,
-        idempotency_key=idempotency_key,
-        budget=budget,
-        deadline_seconds=deadline_seconds,
-        max_attempts=max_attempts,
-        run_at=run_at,
-        delay_seconds=delay_seconds,
-        priority=priority,
-    )
+    check_request_text(owner, payload, run_at=run_at_text_of(keywords))
+    chosen = JobOptions.of(options, **keywords)
     door = table if isinstance(table, Table) else Table(client or _client(), table)
     intake = engine_intake({engine_kind.name: engine_kind}, now_ms)
     accepted = intake.accept(door, owner, Submission(engine_kind.name, dict(payload), chosen))

@@ -8,26 +8,22 @@ import random
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
-
-import boto3
+from typing import Any, Unpack, cast
 
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
-from leasehold.domain.job import Budget, Job, Owner, Priority
-from leasehold.domain.options import JobOptions, Submission
+from leasehold.domain.job import Job, Owner
+from leasehold.domain.options import JobOptions, OptionKeywords, Submission
 from leasehold.handlers.wiring import CLIENT_CONFIG, Runtime, build_engine
 from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
-from leasehold.service.sweeper import DUE_WINDOW_MS, sweep
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.view import history_view, operations_view
-from leasehold.service.worker import Disposition, WorkerService
+from leasehold.service.worker import WorkerService
 from leasehold.store import Stores, Table
 from leasehold.store.leases import LeaseStore
-from leasehold.store.queue import Wakeup
 from leasehold.store.table import TransactionRetry
-from leasehold.testing import iam
+from leasehold.testing import iam, sessions
 from leasehold.testing.applications import Answer, Applications
 from leasehold.testing.config import (
     BackoffCeiling,
@@ -36,18 +32,16 @@ from leasehold.testing.config import (
     resolve_kinds,
     seeded_ids,
 )
-from leasehold.testing.crashes import Crashes, CrashPlan, WatchedLeases, WorkerCrashed
+from leasehold.testing.crashes import Crashes, WatchedLeases
 from leasehold.testing.definitions import Definitions, create_queues, create_table
 from leasehold.testing.delivery import (
-    Message,
     QueueSource,
     StreamRelay,
-    invocation_clock,
-    next_event_ms,
 )
-from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld, hidden_messages
-from leasehold.testing.report import Delivery, NotIdleError, RunReport
+from leasehold.testing.driving import TestbedDriving
+from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld
 from leasehold.testing.roles import function_roles, resource_attributes
+from leasehold.testing.sessions import new_session
 
 DEFAULT_OWNER = Owner("testing", "alice")
 """Who submits a job unless `owner=` says otherwise."""
@@ -60,7 +54,7 @@ QUEUE_PREFIX = "leasehold-"
 _OPEN: list[LeaseholdTestbed] = []  # moto's SQS follows one clock: one open testbed at a time
 
 
-class LeaseholdTestbed:
+class LeaseholdTestbed(TestbedDriving):
     """leasehold on moto with a manual clock, running your kinds; use it as a context manager.
 
         with LeaseholdTestbed([shout]) as tb:           # or LeaseholdTestbed("app.kinds")
@@ -163,11 +157,11 @@ class LeaseholdTestbed:
     def client(self, service: str) -> Any:
         """A boto3 client on this testbed's moto (for a kind's own resources: create a bucket
         your kind writes to, read what it wrote). No fault is injected into it."""
-        return _session().client(service)  # type: ignore[call-overload]
+        return new_session().client(service)  # type: ignore[call-overload]
 
     def _build(self) -> None:
         iam.install()  # before the functions' clients are made: each call is judged by its role
-        session = _session()
+        session = new_session()
         seed, settings = self._seed, self.settings
         # The functions' clients, with their configuration and the fault injectors...
         self._dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
@@ -301,13 +295,7 @@ class LeaseholdTestbed:
         *,
         options: JobOptions | None = None,
         owner: Owner | None = None,
-        idempotency_key: str | None = None,
-        budget: Budget | Mapping[str, int] | None = None,
-        deadline_seconds: int | None = None,
-        max_attempts: int | None = None,
-        run_at: str | None = None,
-        delay_seconds: int | None = None,
-        priority: Priority | None = None,
+        **keywords: Unpack[OptionKeywords],
     ) -> str:
         """`POST /jobs`: validated and committed through the API's own accept path (an invalid
         request raises the API's `ValidationError`); returns the job id (the same one again for
@@ -318,16 +306,7 @@ class LeaseholdTestbed:
         kind's): each round of `run_until_idle` delivers a batch from each priority's queue,
         high first, as each queue's own event source would."""
         self._ready()
-        chosen = JobOptions.of(
-            options,
-            idempotency_key=idempotency_key,
-            budget=budget,
-            deadline_seconds=deadline_seconds,
-            max_attempts=max_attempts,
-            run_at=run_at,
-            delay_seconds=delay_seconds,
-            priority=priority,
-        )
+        chosen = JobOptions.of(options, **keywords)
         submission = Submission(kind, dict(payload), chosen)
         return self._api.accept(owner or self.owner, submission).job_id
 
@@ -439,191 +418,9 @@ class LeaseholdTestbed:
         self._ready()
         return self._ops.show(job_id)
 
-    # ------------------------------------------------------------------ time and running
-
-    def run_until_idle(self, max_rounds: int = 100) -> RunReport:
-        """Relay the outbox and deliver every visible wake-up to a worker, round after round,
-        until a round finds nothing: no new stream record, no visible message. Time does not
-        move: a retry whose backoff has not passed stays `queued` (its wake-up is delayed on
-        the testbed's clock, and the worker would refuse it early). Raises NotIdleError after
-        `max_rounds` rounds that all found work."""
-        self._ready()
-        if self._busy:
-            raise RuntimeError("run_until_idle/drain called from inside a step")
-        self._busy = True
-        try:
-            deliveries: list[Delivery] = []
-            relayed = 0
-            for rounds in range(1, max_rounds + 1):
-                read, sent = self._relay.poll()
-                relayed += sent
-                delivered = False
-                for source in self._sources:
-                    messages = source.receive()
-                    if messages:
-                        delivered = True
-                        deliveries.extend(self._invoke(messages, source))
-                if not read and not delivered:
-                    return RunReport(rounds, relayed, tuple(deliveries))
-        finally:
-            self._busy = False
-        raise NotIdleError(f"still busy after {max_rounds} rounds (raise max_rounds?)")
-
-    def _invoke(self, messages: list[Message], source: QueueSource) -> list[Delivery]:
-        """One worker invocation over a batch. As with Lambda's partial batch response, the
-        acknowledged messages are deleted when the invocation returns; a crash deletes none."""
-        remaining = invocation_clock(self.clock, self.settings.worker_timeout_seconds * 1000)
-        worker_id = f"testbed-worker-{self._generation}"
-        done: list[Delivery] = []
-        acknowledged: list[Message] = []
-        for message in messages:
-            try:
-                wakeup = Wakeup.parse(message.body)
-            except ValueError:
-                acknowledged.append(message)
-                done.append(Delivery("", "malformed", worker_id, self.clock.now_ms()))
-                continue
-            at = self.clock.now_ms()
-            try:
-                result = self._worker.handle(wakeup, message.receipt_handle, remaining)
-            except WorkerCrashed:
-                done.append(Delivery(wakeup.job_id, "crashed", worker_id, at))
-                self._worker = self._new_worker()
-                return done
-            done.append(Delivery(wakeup.job_id, result.outcome, worker_id, at))
-            if result.disposition is Disposition.ACK:
-                acknowledged.append(message)
-        self._crashes.forget()
-        for message in acknowledged:
-            source.delete(message)
-        return done
-
-    def advance(self, seconds: float, *, sweep: bool = True) -> dict[str, int]:
-        """Move the clock `seconds` forward, then run the sweeper once (as its schedule would):
-        a lease that ran out is rescued (or its job goes `unknown` when an effect without a
-        way to learn its outcome was open), a lost wake-up is sent again. Runs no job: call
-        `run_until_idle` next. Called from inside a step, it makes the step take that long
-        (its lease may run out under it). Returns the sweeper's counts."""
-        self._ready()
-        if seconds < 0:
-            raise ValueError("time only moves forward")
-        self.clock.advance(round(seconds * 1000))
-        return self.sweep() if sweep else {}
-
-    def sweep(self) -> dict[str, int]:
-        """One pass of the sweeper, now: `{"rescued": 1, "unknown": 1, …}`."""
-        self._ready()
-        with iam.acting_as(self.roles["SweeperFunction"]):
-            return sweep(
-                self._stores, self.clock, self.runtime.sweep_settings(), self.telemetry, self.kinds
-            )
-
-    def next_due_in(self) -> float | None:
-        """Seconds until something will happen without the test acting: a delayed wake-up
-        becomes visible, a lease runs out, the sweeper re-sends a lost wake-up. None when every
-        job is at rest (finished, `unknown`, or waiting for approval)."""
-        due = self._next_event_ms()
-        return None if due is None else max(0, due - self.clock.now_ms()) / 1000
-
-    def _next_event_ms(self) -> int | None:
-        self._ready()
-        # Not from the by_state index: an index may lag (a GSI is eventually consistent), and
-        # a job it does not list yet would look like nothing left to do
-        active, delayed = self._reads.jobs.unfinished_consistent()
-        return next_event_ms(
-            active,
-            [
-                hidden
-                for name in ("high", "work", "low")
-                for hidden in hidden_messages(self.queue_urls[name])
-            ],
-            now=self.clock.now_ms(),
-            grace_ms=self.settings.lost_wakeup_grace_seconds * 1000,
-            delayed=delayed,
-            due_window_ms=DUE_WINDOW_MS,
-        )
-
-    def drain(self, max_seconds: float = 24 * 3600, max_rounds: int = 100) -> RunReport:
-        """Time-skipping: `run_until_idle`, then jump the clock to the next thing due
-        (`next_due_in`) and run again, until every job is at rest. Raises NotIdleError when
-        jobs are still active after `max_seconds` of virtual time."""
-        report = self.run_until_idle(max_rounds)
-        start = self.clock.now_ms()
-        for _ in range(max_rounds):
-            due = self._next_event_ms()
-            if due is None:
-                return report
-            if due - start > max_seconds * 1000:
-                break
-            skipped = max(0, due - self.clock.now_ms())
-            self.advance(skipped / 1000)
-            step = self.run_until_idle(max_rounds)
-            report = report + replace(step, advanced_seconds=skipped / 1000)
-        raise NotIdleError(
-            f"jobs still active after {max_rounds} skips or {max_seconds:g} s of virtual time"
-        )
-
-    # ------------------------------------------------------------------ faults and crashes
-
-    def crash(
-        self,
-        *,
-        after_step: str | None = None,
-        in_step: str | None = None,
-        job_id: str | None = None,
-        times: int = 1,
-    ) -> CrashPlan:
-        """Plan a worker crash (see CrashPlan): `after_step="a"` dies once step `a` is
-        recorded; `in_step="charge"` dies inside that step after its function returned,
-        before anything of it is recorded (an effect's ledger entry stays `submitted`). The
-        job keeps its lease until it runs out: `advance` past `lease_seconds` and the sweeper
-        takes it on (a new attempt resumes from the last checkpoint), or makes it `unknown`
-        when the open effect's capability is `none`."""
-        return self._crashes.plan(
-            CrashPlan(after_step=after_step, in_step=in_step, job_id=job_id, times=times)
-        )
-
-    def faults(self, spec: str) -> None:
-        """Inject faults into the functions' DynamoDB and SQS clients from now on, as
-        `LEASEHOLD_FAULTS` does: `"dynamodb.TransactWriteItems:TransactionConflict=0.2"`
-        (rules `service.Operation:ErrorCode=probability[@limit]`, comma-separated); `""`
-        switches them off. Raises FaultSpecError for a rule that cannot be read."""
-        self._ready()
-        self._faults.use(spec)
-
-    def injected(self) -> dict[str, int]:
-        """How many faults were injected, by `Operation:ErrorCode`."""
-        self._ready()
-        return self._faults.counts()
-
 
 __all__ = ["DEFAULT_OWNER", "OPERATOR", "LeaseholdTestbed"]
 
-
-_MODELS: list[Any] = []  # the botocore data loader every testbed of this process shares
-
-
-class _SearchPaths(list[Any]):
-    """A loader's search path to which a path already on it is not added again: boto3 appends
-    its data directory to the loader of every session it makes, and a loader shared by every
-    session would grow by an entry a session (each lookup not yet cached walks it all)."""
-
-    def append(self, path: Any) -> None:
-        if path not in self:
-            super().append(path)
-
-
-def _session() -> boto3.session.Session:
-    """A new boto3 session (its clients are new) that reads the service models through one
-    loader for the whole process: a session of its own read them from disk again, most of a
-    testbed's setup when a suite makes one per test."""
-    import botocore.loaders
-    import botocore.session
-
-    if not _MODELS:
-        loader = botocore.loaders.create_loader()
-        loader._search_paths = _SearchPaths(loader.search_paths)  # type: ignore[attr-defined]
-        _MODELS.append(loader)
-    core = botocore.session.get_session()
-    core.register_component("data_loader", _MODELS[0])
-    return boto3.session.Session(botocore_session=core, region_name=REGION)
+# Their old paths (the suite's conftest shares the loader's search paths through them).
+_session = new_session
+_SearchPaths = sessions._SearchPaths
