@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from leasehold import Kind, StepContext
+from leasehold import Kind, Rate, StepContext
 from leasehold.handlers import api, wiring
 from leasehold.handlers import worker as worker_function
 from leasehold.service.worker import WorkerSettings
@@ -24,8 +24,8 @@ echo = Kind("echo")
 
 
 @echo.step()
-def _echo(ctx: StepContext) -> dict[str, Any]:
-    return dict(ctx.payload)
+def _echo(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    return dict(payload)
 
 
 @pytest.fixture
@@ -85,3 +85,26 @@ def test_the_testbeds_engine_is_a_deployed_ones(
     assert mine.engine().max_attempts == deployed.engine().max_attempts
     assert mine.engine().tenancy.submit_rate == deployed.engine().tenancy.submit_rate
     assert mine.queue._urls == deployed.queue._urls  # one queue per priority, both
+
+
+paced = Kind("paced", rate=[Rate("tenant", limit=2, per_seconds=1)])
+"""Two starts a second, 500 ms apart: the next start is due within RATE_HOLD_MS."""
+
+
+@paced.step()
+def _paced(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+def test_the_testbeds_worker_holds_a_rate_wait_on_the_testbeds_clock() -> None:
+    # Given two jobs of a kind that may start twice a second, submitted together
+    with LeaseholdTestbed([paced]) as tb:
+        first, second = tb.submit("paced", {}), tb.submit("paced", {})
+        start = tb.clock.now_ms()
+        # When the testbed runs until idle, the clock not moved by the test
+        tb.run_until_idle()
+        # Then the worker held the second one's wait, as a deployed worker does, and both ran
+        # in that one run: the wait passed on the testbed's clock (a wall-clock sleep would leave
+        # the manual clock where it was, and the second job queued for a delayed wake-up)
+        assert (tb.state(first), tb.state(second)) == ("succeeded", "succeeded")
+        assert 0 < tb.clock.now_ms() - start <= wiring.RATE_HOLD_MS

@@ -21,6 +21,7 @@ from leasehold.client.transport import (
 )
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.options import JobOptions, OptionKeywords
+from leasehold.domain.types import JsonObject
 
 if TYPE_CHECKING:
     pass
@@ -39,15 +40,15 @@ class JobHandle:
     job_id: str
     state: str
 
-    def get(self) -> dict[str, Any]:
+    def get(self) -> JsonObject:
         """The job view now (`GET /jobs/{job_id}`)."""
         return self.client.get(self.job_id)
 
-    def wait(self, timeout: float = 60.0) -> dict[str, Any]:
+    def wait(self, timeout: float = 60.0) -> JsonObject:
         """The job's view once it is settled; `WaitTimeout` after `timeout` seconds."""
         return self.client.wait(self.job_id, timeout=timeout)
 
-    def cancel(self) -> dict[str, Any]:
+    def cancel(self) -> JsonObject:
         """Cancel the job (`POST /jobs/{job_id}/cancel`); the view the API answers."""
         return self.client.cancel(self.job_id)
 
@@ -106,7 +107,7 @@ class Client(Transport):
 
     # ------------------------------------------------------------------ the low level
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JsonObject:
         """`GET /health`: `{"status": "ok"}` when the API function answers."""
         return self._object("GET", "/health")
 
@@ -138,7 +139,7 @@ class Client(Transport):
             raise invalid_answer(202, json.dumps(accepted).encode(), "names no job_id")
         return JobHandle(self, str(accepted["job_id"]), str(accepted.get("state", "queued")))
 
-    def get(self, job_id: str) -> dict[str, Any]:
+    def get(self, job_id: str) -> JsonObject:
         """One of the caller's jobs (`GET /jobs/{job_id}`); `ApiError.NotFound` when it is
         unknown or not the caller's."""
         return self._object("GET", f"/jobs/{segment(job_id)}")
@@ -150,7 +151,7 @@ class Client(Transport):
         *,
         poll: float = 0.2,
         max_poll: float = 5.0,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Poll the job until it is settled (succeeded, failed, cancelled, dead, or unknown —
         which waits for an operator) and return that view. The pause between reads grows from
         `poll` to `max_poll` seconds (doubling, full jitter) and never runs past `timeout`; a
@@ -161,7 +162,7 @@ class Client(Transport):
             raise ValueError("timeout ≥ 0, poll > 0 and max_poll ≥ poll")
         deadline = time.monotonic() + timeout
         path = f"/jobs/{segment(job_id)}"
-        view: dict[str, Any] | None = None
+        view: JsonObject | None = None
         last_error: ApiError | None = None
         attempt = 0
         while True:
@@ -188,25 +189,25 @@ class Client(Transport):
             self._sleep(min(max(pause, 0.01), left))
             attempt += 1
 
-    def cancel(self, job_id: str) -> dict[str, Any]:
+    def cancel(self, job_id: str) -> JsonObject:
         """Cancel one of the caller's jobs (`POST /jobs/{job_id}/cancel`): queued or waiting
         for approval it is cancelled at once, running it stops before its next step; the view
         the API answers. `ApiError.Conflict` when the job already ended."""
         return self._object("POST", f"/jobs/{segment(job_id)}/cancel", repeat_safe=True)
 
-    def approve(self, job_id: str, version: int | None = None) -> dict[str, Any]:
+    def approve(self, job_id: str, version: int | None = None) -> JsonObject:
         """Approve a job waiting for approval (`POST /jobs/{job_id}/approval`): it resumes at
         the paused step. `version` is the job view's (None: read it first); the API refuses
         a stale one with `ApiError.Conflict`, so an approval never lands on a changed job."""
         return self._decide(job_id, "approve", version)
 
-    def reject(self, job_id: str, version: int | None = None) -> dict[str, Any]:
+    def reject(self, job_id: str, version: int | None = None) -> JsonObject:
         """Reject a job waiting for approval: it ends `cancelled` / `approval_rejected`."""
         return self._decide(job_id, "reject", version)
 
     def _decide(
         self, job_id: str, decision: Literal["approve", "reject"], version: int | None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         if version is None:
             version = int(self.get(job_id)["version"])
         body = {"decision": decision, "version": version}
@@ -214,7 +215,7 @@ class Client(Transport):
 
     def list(
         self, *, state: str | None = None, page_size: int | None = None
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[JsonObject]:
         """The caller's jobs, newest first (`GET /jobs`), every page: the pages are read as
         the iterator is consumed, following `next_cursor`, so an error answer is raised then.
         `state` filters; `page_size` is the API's `limit` (≤ 100)."""
@@ -229,7 +230,7 @@ class Ops:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """`GET /ops/summary`: counts by state, queue depths (`sqs.dead_letter` is the DLQ's),
         the oldest queued job, retry and budget totals."""
         return self._client._object("GET", "/ops/summary")
@@ -241,14 +242,14 @@ class Ops:
         kind: str | None = None,
         tenant: str | None = None,
         page_size: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[JsonObject]:
         """Every tenant's jobs in `state`, oldest first (`GET /ops/jobs`), of one `kind`
         and/or one `tenant` when given (the API filters them), every page as the iterator is
         consumed."""
         query = {"state": state, "kind": kind, "tenant": tenant, "limit": page_size}
         yield from pages(self._client, "/ops/jobs", query)
 
-    def show(self, job_id: str) -> dict[str, Any]:
+    def show(self, job_id: str) -> JsonObject:
         """`GET /ops/jobs/{job_id}`: one job, whole — view, owner, history, operations, lease."""
         return self._client._object("GET", f"/ops/jobs/{segment(job_id)}")
 
@@ -259,13 +260,13 @@ class Ops:
         note: str | None = None,
         checked_provider: bool = False,
         from_start: bool = False,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """A dead, failed or unknown job back to queued under the same id (`POST
         /ops/jobs/{job_id}/replay`); an unknown job needs `checked_provider=True` and a
         `note` (`ApiError.InvalidInput` without). `ApiError.Conflict` in another state.
         `from_start`: run every step again under the kind's current steps, the checkpoint
         dropped (a job stopped `kind_changed`), instead of going on from the checkpoint."""
-        body: dict[str, Any] = {}
+        body: JsonObject = {}
         if note is not None:
             body["note"] = note
         if checked_provider:
@@ -282,16 +283,16 @@ class Ops:
         *,
         note: str,
         receipt: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Settle an unknown job as `succeeded` or `failed` (`POST /ops/jobs/{job_id}/resolve`)
         with a note and, when the provider shows the charge, its receipt."""
-        body: dict[str, Any] = {"outcome": outcome, "note": note}
+        body: JsonObject = {"outcome": outcome, "note": note}
         if receipt is not None:
             body["receipt"] = receipt
         path = f"/ops/jobs/{segment(job_id)}/resolve"
         return self._client._object("POST", path, body, repeat_safe=True)
 
-    def cancel(self, job_id: str, *, note: str) -> dict[str, Any]:
+    def cancel(self, job_id: str, *, note: str) -> JsonObject:
         """An operator's cancel of any tenant's job (`POST /ops/jobs/{job_id}/cancel`): queued
         or waiting for approval, it is cancelled at once; running, it is asked to stop.
         `ApiError.Conflict` (`not_cancellable`) once it has finished."""
@@ -302,7 +303,7 @@ class Ops:
         """How many wake-ups wait in the dead-letter queue (the summary's `sqs.dead_letter`)."""
         return int(self.summary()["sqs"]["dead_letter"])
 
-    def redrive(self, *, note: str, max_messages: int = 100) -> dict[str, Any]:
+    def redrive(self, *, note: str, max_messages: int = 100) -> JsonObject:
         """Move up to `max_messages` (≤ 100) dead letters back to the work queue (`POST
         /ops/dlq/redrive`): each moved job's history names the operator; a message that cannot
         wake a job is set aside in the table. The report's `dead_letter_after` > 0: call again.
@@ -330,7 +331,7 @@ class Schedules:
         deadline_seconds: int | None = None,
         max_attempts: int | None = None,
         priority: Literal["high", "normal", "low"] | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Create a schedule (`POST /schedules`) and return its view (`next_tick_at` is the
         first tick). Everything is checked now, the job as `POST /jobs` would check it:
         `ApiError.InvalidInput` says what is wrong. Never repeated by the client (there is no
@@ -342,7 +343,7 @@ class Schedules:
             max_attempts=max_attempts,
             priority=priority,
         )
-        body: dict[str, Any] = {
+        body: JsonObject = {
             "kind": kind,
             "payload": payload,
             "expression": expression,
@@ -352,17 +353,17 @@ class Schedules:
         }
         return dict(self._client.call("POST", "/schedules", body))
 
-    def list(self, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
+    def list(self, *, page_size: int | None = None) -> Iterator[JsonObject]:
         """The caller's schedules, newest first (`GET /schedules`), every page as the iterator
         is consumed; deleted ones are listed (`state: deleted`) until they expire."""
         return pages(self._client, "/schedules", {"limit": page_size}, items="schedules")
 
-    def get(self, schedule_id: str) -> dict[str, Any]:
+    def get(self, schedule_id: str) -> JsonObject:
         """One of the caller's schedules with its history (`GET /schedules/{schedule_id}`);
         `ApiError.NotFound` when it is unknown or not the caller's."""
         return dict(self._client.call("GET", f"/schedules/{segment(schedule_id)}"))
 
-    def delete(self, schedule_id: str) -> dict[str, Any]:
+    def delete(self, schedule_id: str) -> JsonObject:
         """Stop a schedule for good (`DELETE /schedules/{schedule_id}`) and return it as
         deleted; `ApiError.NotFound` when it is unknown, not the caller's or already deleted
         (so after a lost answer, a `NotFound` on a retry means the first delete committed)."""

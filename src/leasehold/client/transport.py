@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from leasehold.client.errors import ApiError, Unreachable, error_for, retry_after_seconds
+from leasehold.domain.types import JsonObject
 
 if TYPE_CHECKING:
     import urllib3
@@ -241,7 +242,7 @@ class Transport:
             raise invalid_answer(reply.status, reply.raw, "is not JSON")
         return reply.body
 
-    def _object(self, method: str, path: str, body: Any = None, **options: Any) -> dict[str, Any]:
+    def _object(self, method: str, path: str, body: Any = None, **options: Any) -> JsonObject:
         """`call` for a route that answers a JSON object: `ApiError` `invalid_response` when
         the answer is anything else (a proxy's page, an empty body, a list)."""
         answer = self.call(method, path, body, **options)
@@ -258,8 +259,8 @@ def segment(job_id: str) -> str:
 
 
 def pages(
-    client: Transport, path: str, query: dict[str, Any], items: str = "jobs"
-) -> Iterator[dict[str, Any]]:
+    client: Transport, path: str, query: JsonObject, items: str = "jobs"
+) -> Iterator[JsonObject]:
     cursor: str | None = None
     followed: set[str] = set()
     while True:

@@ -13,6 +13,7 @@ from leasehold.domain.policies import (
     MAX_DELAY_SECONDS,
 )
 from leasehold.domain.states import JobState
+from leasehold.domain.types import JsonObject
 
 Priority = Literal["high", "normal", "low"]
 PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
@@ -48,7 +49,7 @@ class JobSpec:
     ready to be accepted."""
 
     kind: str
-    payload: dict[str, Any]
+    payload: JsonObject
     budget: Budget
     deadline_seconds: int
     max_attempts: int
@@ -113,7 +114,7 @@ class Job:
     kind: str
     owner: Owner
     state: JobState
-    payload: dict[str, Any]
+    payload: JsonObject
     attempts: int
     max_attempts: int
     epoch: int
@@ -167,7 +168,7 @@ def new_job(
     job_id: str,
     kind: str,
     owner: Owner,
-    payload: dict[str, Any],
+    payload: JsonObject,
     *,
     now: int,
     steps_total: int,

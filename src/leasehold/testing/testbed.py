@@ -14,6 +14,7 @@ from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.options import JobOptions, OptionKeywords, Submission
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import CLIENT_CONFIG, Runtime, build_engine
 from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
@@ -310,21 +311,21 @@ class LeaseholdTestbed(TestbedDriving):
         submission = Submission(kind, dict(payload), chosen)
         return self._api.accept(owner or self.owner, submission).job_id
 
-    def approve(self, job_id: str) -> dict[str, Any]:
+    def approve(self, job_id: str) -> JsonObject:
         """`POST /jobs/{id}/approval` with `approve`, at the job's current version, as its
         owner; returns the job view (`queued` again: `run_until_idle` runs the step)."""
         return self._decide(job_id, "approve")
 
-    def reject(self, job_id: str) -> dict[str, Any]:
+    def reject(self, job_id: str) -> JsonObject:
         """`POST /jobs/{id}/approval` with `reject`: the job ends `cancelled`."""
         return self._decide(job_id, "reject")
 
-    def _decide(self, job_id: str, decision: str) -> dict[str, Any]:
+    def _decide(self, job_id: str, decision: str) -> JsonObject:
         job = self._job(job_id)
         body = {"decision": decision, "version": job.version}
         return self._api.decide_approval(job.owner, job_id, body)
 
-    def cancel(self, job_id: str) -> dict[str, Any]:
+    def cancel(self, job_id: str) -> JsonObject:
         """`POST /jobs/{id}/cancel` as its owner: a queued or paused job is `cancelled` at once,
         a running one stops before its next step."""
         return self._api.cancel(self._job(job_id).owner, job_id)
@@ -356,12 +357,12 @@ class LeaseholdTestbed(TestbedDriving):
         note: str | None = None,
         checked_provider: bool = False,
         from_start: bool = False,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """The operator's replay (`POST /ops/jobs/{id}/replay`); an `unknown` job needs
         `checked_provider=True` and a `note`. `from_start`: every step again, under the
         kind's current steps (a job stopped `kind_changed`)."""
         self._ready()
-        body: dict[str, Any] = {}
+        body: JsonObject = {}
         if note is not None:
             body["note"] = note
         if checked_provider:
@@ -372,10 +373,10 @@ class LeaseholdTestbed(TestbedDriving):
 
     def resolve(
         self, job_id: str, outcome: str, note: str, *, receipt: str | None = None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """The operator's resolve of an `unknown` job: `outcome` `succeeded` or `failed`."""
         self._ready()
-        body: dict[str, Any] = {"outcome": outcome, "note": note}
+        body: JsonObject = {"outcome": outcome, "note": note}
         if receipt is not None:
             body["receipt"] = receipt
         return self._ops.resolve(job_id, OPERATOR, body)
@@ -389,7 +390,7 @@ class LeaseholdTestbed(TestbedDriving):
             raise JobNotFoundError(f"no job {job_id}")
         return job
 
-    def view(self, job_id: str, *, owner: Owner | None = None) -> dict[str, Any]:
+    def view(self, job_id: str, *, owner: Owner | None = None) -> JsonObject:
         """The job as `GET /jobs/{id}` shows it to its owner (or to `owner`: another tenant's
         caller gets the API's not-found)."""
         return self._viewer.view(owner or self._job(job_id).owner, job_id)
@@ -398,22 +399,22 @@ class LeaseholdTestbed(TestbedDriving):
         """The job's state (`queued`, `running`, `succeeded`, `unknown`, …)."""
         return self._job(job_id).state.value
 
-    def history(self, job_id: str) -> list[dict[str, Any]]:
+    def history(self, job_id: str) -> list[JsonObject]:
         """Every attempt's end and every act on the job, in order (as operators see it)."""
         return history_view(self._job(job_id))
 
-    def operations(self, job_id: str) -> list[dict[str, Any]]:
+    def operations(self, job_id: str) -> list[JsonObject]:
         """The job's operation ledger: one entry per effect step that opened one (`state`
         `submitted`, `confirmed`, `failed`, `released`; `key`, `receipt`, `reconciled`)."""
         return operations_view(self._job(job_id))
 
-    def progress(self, job_id: str) -> dict[str, Any] | None:
+    def progress(self, job_id: str) -> JsonObject | None:
         """What the job's kind last saved with `StepContext.save_progress` (None before the
         first save): the `ctx.progress` its next attempt, or a replay, resumes from."""
         state = self._job(job_id).kind_state
         return None if state is None else dict(state)
 
-    def operator_view(self, job_id: str) -> dict[str, Any]:
+    def operator_view(self, job_id: str) -> JsonObject:
         """The job as `GET /ops/jobs/{id}` shows it (lease holder, history, ledger)."""
         self._ready()
         return self._ops.show(job_id)
