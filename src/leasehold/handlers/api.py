@@ -26,6 +26,7 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.job import Owner
 from leasehold.domain.options import Submission
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import metrics, runtime, trim_log_context
 from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of, require_text
 from leasehold.service.jobs import JobService
@@ -309,6 +310,6 @@ def mounted() -> APIGatewayHttpResolver:
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     trim_log_context(logger)
     return mounted().resolve(event, context)

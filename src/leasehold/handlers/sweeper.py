@@ -3,12 +3,11 @@ fire the schedules whose tick has come (decision FS5)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from leasehold.domain.errors import StoreUnavailableError
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime
 from leasehold.service.sweeper import sweep
 
@@ -18,7 +17,7 @@ _declared_synced: list[bool] = []
 
 
 @function_handler(logger)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     rt = runtime()
     report = sweep(rt.stores, rt.clock, rt.sweep_settings(), rt.telemetry, rt.kinds)
     schedules = rt.schedules()

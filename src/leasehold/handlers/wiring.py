@@ -20,6 +20,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from leasehold.domain.clock import Clock, SystemClock
 from leasehold.domain.ids import IdFactory, time_ordered_ids
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.settings import Settings, safety_margin_seconds
 from leasehold.sdk.apps import Engine, start_engine
 from leasehold.sdk.loading import Loaded, load_kinds
@@ -239,7 +240,7 @@ def worker_identity() -> str:
     return name[-48:]
 
 
-Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+Handler = Callable[[JsonObject, Any], JsonObject]
 
 
 def function_handler(logger: Logger) -> Callable[[Handler], Handler]:
@@ -250,7 +251,7 @@ def function_handler(logger: Logger) -> Callable[[Handler], Handler]:
         @logger.inject_lambda_context(clear_state=True)
         @metrics.log_metrics
         @functools.wraps(body)
-        def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        def handler(event: JsonObject, context: Any) -> JsonObject:
             trim_log_context(logger)
             return body(event, context)
 

@@ -5,7 +5,6 @@ record is handled with the invocation's remaining time (arch §3.9)."""
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import (
@@ -16,6 +15,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime, worker_identity
 from leasehold.service.worker import Disposition, WorkerService
 from leasehold.store.queue import Wakeup
@@ -56,7 +56,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 
 
 @function_handler(logger)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     return process_partial_response(  # type: ignore[return-value]
         event=event,
         record_handler=record_handler,

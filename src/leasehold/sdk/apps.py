@@ -29,6 +29,7 @@ from leasehold.domain.job import Owner
 from leasehold.domain.options import JobOptions, OptionKeywords, Submission, check_idempotency_key
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.domain.tenancy import TenantPolicy
+from leasehold.domain.types import RawItem
 from leasehold.sdk.context import Operation, StepContext
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.kind import CAPABILITIES, Kind
@@ -141,7 +142,7 @@ class NewJob:
     `transact_write_items`). The job is queued, and runs, once they commit — never before."""
 
     job_id: str
-    writes: list[dict[str, Any]]
+    writes: list[RawItem]
     token: str | None = None
     """With an idempotency key: the `ClientRequestToken` to commit with (the same key and request
     give the same token, so an SDK retry of a commit whose answer was lost succeeds)."""
@@ -234,7 +235,7 @@ def engine_intake(kinds: Mapping[str, JobKind], now_ms: int | None) -> Intake:
 
 def transact_closing_job(
     table: Table,
-    items: list[dict[str, Any]],
+    items: list[RawItem],
     job_id: str,
     *,
     reason: str,
@@ -308,9 +309,7 @@ class Pages:
         return encode_cursor(dict(last_key) if last_key else None)
 
     @staticmethod
-    def start(
-        cursor: str | None, *, partition: str, sort_prefix: str = ""
-    ) -> dict[str, Any] | None:
+    def start(cursor: str | None, *, partition: str, sort_prefix: str = "") -> RawItem | None:
         """The ExclusiveStartKey of a cursor for a query of the table (`pk`, `sk`) in
         `partition`, whose sort keys begin with `sort_prefix`: a 400 for any other cursor
         (another partition's, an index's, a forged one). None when there is no cursor."""
@@ -327,12 +326,12 @@ class Items:
     """Values between Python and DynamoDB's attribute-value form, as the engine writes them."""
 
     @staticmethod
-    def value(value: Any) -> dict[str, Any]:
+    def value(value: Any) -> RawItem:
         """`value` (str, int, bool, None, dict, list, set of str) as an attribute value."""
         return serialize(value)
 
     @staticmethod
-    def plain(item: Mapping[str, Any]) -> dict[str, Any]:
+    def plain(item: Mapping[str, Any]) -> RawItem:
         """An item as plain Python: numbers as int (float when fractional), sets as set."""
         return deserialize_item(item)
 

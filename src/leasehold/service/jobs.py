@@ -20,6 +20,7 @@ from leasehold.domain.options import Submission, check_kind_known
 from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
+from leasehold.domain.types import JsonObject
 from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view
@@ -192,13 +193,13 @@ class JobService:
         """Validate, then commit job + outbox (+ key) together; only a commit returns."""
         return self.intake.accept(self._stores.table, owner, submission)
 
-    def view(self, owner: Owner, job_id: str) -> dict[str, Any]:
+    def view(self, owner: Owner, job_id: str) -> JsonObject:
         job = self._stores.jobs.get_owned(owner, job_id)
         return job_view(job, self._kinds, self._clock.now_ms())
 
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         parsed_state = parse_state_filter(state)
         parsed_limit = parse_limit(limit)
         jobs, next_cursor = self._stores.jobs.list_for_owner(
@@ -210,14 +211,14 @@ class JobService:
             "next_cursor": next_cursor,
         }
 
-    def cancel(self, owner: Owner, job_id: str) -> dict[str, Any]:
+    def cancel(self, owner: Owner, job_id: str) -> JsonObject:
         job = self._stores.controls.cancel(owner, job_id, now=self._clock.now_ms())
         self._telemetry.count(
             "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
         )
         return job_view(job, self._kinds, self._clock.now_ms())
 
-    def decide_approval(self, owner: Owner, job_id: str, body: Any) -> dict[str, Any]:
+    def decide_approval(self, owner: Owner, job_id: str, body: Any) -> JsonObject:
         if not isinstance(body, dict) or set(body) - {"decision", "version"}:
             raise ValidationError('the body must be {"decision": ..., "version": ...}')
         decision = body.get("decision")

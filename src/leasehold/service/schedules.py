@@ -26,6 +26,7 @@ from leasehold.domain.schedule import (
 )
 from leasehold.domain.storable import storable_text
 from leasehold.domain.tenancy import TenantPolicy
+from leasehold.domain.types import JsonObject
 from leasehold.service.jobs import Intake, parse_limit
 from leasehold.service.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
@@ -71,7 +72,7 @@ def tick_job_id(owner: Owner, schedule_id: str, tick_at: int) -> str:
     return derived_id("j", owner, f"{schedule_id}@{tick_at}", namespace="schedule")
 
 
-def schedule_view(schedule: Schedule) -> dict[str, Any]:
+def schedule_view(schedule: Schedule) -> JsonObject:
     return {
         "schedule_id": schedule.schedule_id,
         "state": schedule.state,
@@ -122,7 +123,7 @@ class ScheduleService:
 
     # ------------------------------------------------------------------ the owner's routes
 
-    def create(self, owner: Owner, body: Any) -> dict[str, Any]:
+    def create(self, owner: Owner, body: Any) -> JsonObject:
         """Validate everything a tick will need now (the expression, the zone, the job it makes,
         as `POST /jobs` would), then put the schedule with its first tick."""
         if not isinstance(body, dict):
@@ -145,13 +146,13 @@ class ScheduleService:
     def _create(
         self,
         owner: Owner,
-        body: dict[str, Any],
+        body: JsonObject,
         expression: Any,
         missed: MissedTicks,
         *,
         schedule_id: str | None = None,
         by: str | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> JsonObject | None:
         job = {name: body[name] for name in JOB_FIELDS if name in body}
         now = self._clock.now_ms()
         declared = schedule_id is not None
@@ -254,23 +255,23 @@ class ScheduleService:
         page, _ = self._store.list_for_owner(owner, limit=1, cursor=None)
         return bool(page)
 
-    def get(self, owner: Owner, schedule_id: str) -> dict[str, Any]:
+    def get(self, owner: Owner, schedule_id: str) -> JsonObject:
         return schedule_view(self._store.get(owner, schedule_id))
 
-    def list(self, owner: Owner, *, limit: str | None, cursor: str | None) -> dict[str, Any]:
+    def list(self, owner: Owner, *, limit: str | None, cursor: str | None) -> JsonObject:
         schedules, next_cursor = self._store.list_for_owner(
             owner, limit=parse_limit(limit), cursor=cursor
         )
         return {"schedules": [schedule_view(s) for s in schedules], "next_cursor": next_cursor}
 
-    def delete(self, owner: Owner, schedule_id: str) -> dict[str, Any]:
+    def delete(self, owner: Owner, schedule_id: str) -> JsonObject:
         deleted = self._store.delete(owner, schedule_id, by=owner.user_id, now=self._clock.now_ms())
         logger.info("schedule deleted", extra={"schedule_id": schedule_id, "by": owner.user_id})
         return schedule_view(deleted)
 
     def _tick_job(
         self,
-        template: dict[str, Any],
+        template: JsonObject,
         owner: Owner,
         job_id: str,
         now: int,

@@ -19,6 +19,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import hash_source
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
+from leasehold.domain.types import RawItem
 from leasehold.store.cursors import (
     cursor_partition,
     decode_cursor,
@@ -53,7 +54,7 @@ class IndexRange:
     sort_attribute: str
     sort_upto: str | None = None
 
-    def holds(self, item: dict[str, Any]) -> bool:
+    def holds(self, item: RawItem) -> bool:
         """Whether the item, as stored now, is still in the range the index listed it in."""
         partition = item.get(self.partition_attribute, {}).get("S")
         if partition != self.partition:
@@ -431,7 +432,7 @@ class JobStore:
         params: dict[str, Any],
         *,
         limit: int,
-        start: dict[str, Any] | None,
+        start: RawItem | None,
         keep: Callable[[Job], bool] | None,
         index: IndexRange,
         max_pages: int = 10,
@@ -442,7 +443,7 @@ class JobStore:
         returned (or of the last page read), so nothing is skipped or repeated."""
         index_keys = (index.partition_attribute, index.sort_attribute)
         jobs: list[Job] = []
-        last_key: dict[str, Any] | None = None
+        last_key: RawItem | None = None
         for _ in range(max_pages):
             page_params = dict(params, Limit=limit if keep is not None else limit - len(jobs))
             if start:
