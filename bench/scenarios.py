@@ -138,11 +138,16 @@ class Runner:
             # Not measured: the API function's service, without the HTTP routing around it; its
             # metrics are dropped, not left for the next measured invocation to print.
             from leasehold.domain.job import Owner
+            from leasehold.domain.options import Submission
             from leasehold.handlers import api
             from leasehold.handlers.wiring import metrics
 
             with self.stack.meter.during("setup"), contextlib.redirect_stdout(io.StringIO()):
-                job_id = api.jobs().accept(Owner(TENANT, user), job_body(scenario), key).job_id
+                job_id = (
+                    api.jobs()
+                    .accept(Owner(TENANT, user), Submission.from_body(job_body(scenario), key))
+                    .job_id
+                )
                 metrics.clear_metrics()
             return job_id
         status, body = self.stack.api(

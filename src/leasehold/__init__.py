@@ -32,8 +32,9 @@ from leasehold.domain.errors import (
     StopJobError,
     ValidationError,
 )
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Budget, Owner
 from leasehold.domain.limits import Limit, Rate
+from leasehold.domain.options import JobOptions
 from leasehold.sdk.config import SettingError, at_cold_start, int_setting, setting
 from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
 from leasehold.sdk.errors import FatalError, RetryableError
@@ -53,16 +54,15 @@ from leasehold.sdk.loading import KindLoadError
 
 __version__ = "0.1.0"
 
-# TODO(lead, at merge with part "options"): add `JobOptions` (from leasehold.domain.options)
-# to the imports and to `__all__` here, to PUBLIC_NAMES["leasehold"] in
-# tests/unit/test_namespaces.py, and document it in docs/sdk.md.
 __all__ = [
+    "Budget",
     "Checkpoint",
     "Effect",
     "FatalError",
     "Finished",
     "HandBackError",
     "JobInfo",
+    "JobOptions",
     "Kind",
     "KindDefinitionError",
     "KindLoadError",

@@ -24,6 +24,7 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.job import Owner
 from leasehold.domain.limits import slot_keys
+from leasehold.domain.options import Submission
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.jobs import JobService
@@ -129,7 +130,9 @@ def jobs(harness: Harness) -> JobService:
 
 
 def submit(harness: Harness, kind: str, payload: dict[str, Any], owner: Owner = ALICE) -> str:
-    return jobs(harness).accept(owner, {"kind": kind, "payload": payload}, None).job_id
+    return (
+        jobs(harness).accept(owner, Submission.from_body({"kind": kind, "payload": payload})).job_id
+    )
 
 
 def run_race(harness: Harness, job_ids: list[str], workers: int = 8) -> dict[str, str]:

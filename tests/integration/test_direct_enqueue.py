@@ -23,6 +23,7 @@ from leasehold.apps import (
 )
 from leasehold.domain.errors import StoreRefusedError
 from leasehold.domain.ids import time_ordered_ids
+from leasehold.domain.options import Submission
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.jobs import JobService
 from leasehold.store.queue import Wakeup
@@ -189,7 +190,9 @@ def _over_http(harness: Harness, kind: str, payload: Any, **extra: Any) -> Lease
     """What `POST /jobs` (its service) raises for the same request."""
     key = extra.pop("idempotency_key", None)
     with pytest.raises(LeaseholdError) as refused:
-        _http(harness).accept(ALICE, {"kind": kind, "payload": payload, **extra}, key)
+        _http(harness).accept(
+            ALICE, Submission.from_body({"kind": kind, "payload": payload, **extra}, key)
+        )
     return refused.value
 
 
@@ -252,7 +255,10 @@ def test_the_same_key_twice_gives_one_job(harness: Harness) -> None:
     # one wake-up for the relay to send, not two
     assert harness.relay_pump().poll_once() == 1 and len(harness.receive_all()) == 1
     # the key is the HTTP API's: POST /jobs with it answers with the same job
-    assert _http(harness).accept(ALICE, _http_body("a"), "k-1").job_id == first.job_id
+    assert (
+        _http(harness).accept(ALICE, Submission.from_body(_http_body("a"), "k-1")).job_id
+        == first.job_id
+    )
     assert len(_items(harness)["JOB"]) == 1
 
 

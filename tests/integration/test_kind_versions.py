@@ -21,6 +21,7 @@ from leasehold import (
     StepContext,
     ValidationError,
 )
+from leasehold.domain.options import Submission
 from leasehold.domain.states import JobState
 from leasehold.domain.versions import StepList
 from leasehold.sdk.engine_kind import EngineKind
@@ -80,7 +81,7 @@ class Deploy:
 
     def submit(self, kind: EngineKind, payload: dict[str, Any] | None = None) -> str:
         body = {"kind": "steady", "payload": payload or {}}
-        return self.jobs(kind).accept(ALICE, body, None).job_id
+        return self.jobs(kind).accept(ALICE, Submission.from_body(body)).job_id
 
     def deliver(self, kind: EngineKind, job_id: str) -> str:
         self.h.clock.advance(RETRY_WAIT_MS)

@@ -13,6 +13,7 @@ import pytest
 
 from leasehold import Kind, KindDefinitionError, RetryableError, StepContext, ValidationError
 from leasehold.apps import ConflictError
+from leasehold.domain.options import Submission
 from leasehold.store.items import job_key
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.testing import LeaseholdTestbed
@@ -152,7 +153,7 @@ def test_a_priority_outside_the_three_is_a_400_naming_them(tb: LeaseholdTestbed)
     for bad in ("urgent", "HIGH", 1, True, ["high"], ""):
         body: dict[str, Any] = {"priority": bad}
         with pytest.raises(ValidationError, match="'priority' must be one of: high, normal, low"):
-            tb._api.accept(tb.owner, {"kind": "work", "payload": {}, **body}, None)
+            tb._api.accept(tb.owner, Submission.from_body({"kind": "work", "payload": {}, **body}))
     with pytest.raises(KindDefinitionError, match="priority must be one of high, normal, low"):
         Kind("odd", priority="urgent")  # type: ignore[arg-type]
 

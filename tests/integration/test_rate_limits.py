@@ -17,6 +17,7 @@ import pytest
 from leasehold import Kind, KindDefinitionError, Limit, Rate, StepContext, ValidationError
 from leasehold.domain.errors import LeaseholdError, RateLimitedError
 from leasehold.domain.limits import rate_keys
+from leasehold.domain.options import Submission
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.jobs import JobService
@@ -75,7 +76,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def submit(harness: Harness, kind: str, payload: dict[str, Any], owner: Any = ALICE) -> str:
     service = JobService(harness.stores, KINDS, harness.clock, harness.new_id, harness.telemetry)
-    return service.accept(owner, {"kind": kind, "payload": payload}, None).job_id
+    return service.accept(owner, Submission.from_body({"kind": kind, "payload": payload})).job_id
 
 
 def worker(harness: Harness, name: str, *, hold_ms: int = 0, sleep: Any = None) -> WorkerService:

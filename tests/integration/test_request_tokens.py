@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from leasehold.domain.clock import ManualClock, SystemClock
 from leasehold.domain.errors import StoreUnavailableError
+from leasehold.domain.options import Submission
 from leasehold.store.items import deserialize_item
 from leasehold_dev.local.moto import transactions as moto_transactions
 from tests.support.api import CACHED, Call
@@ -175,10 +176,10 @@ def test_a_keyed_retry_after_a_lost_answer_gets_the_same_job(
     body = make_job()
     harness.faults(LOST_ANSWER)
     with pytest.raises(StoreUnavailableError, match="same Idempotency-Key"):
-        harness.jobs().accept(ALICE, body, "k-lost")
+        harness.jobs().accept(ALICE, Submission.from_body(body, "k-lost"))
     (made,) = _jobs(harness)  # the commit happened; its answer did not arrive
     harness.clock.advance(later_ms)
-    again = harness.jobs().accept(ALICE, body, "k-lost")
+    again = harness.jobs().accept(ALICE, Submission.from_body(body, "k-lost"))
     assert again.job_id == made["job_id"]
     assert [job["job_id"] for job in _jobs(harness)] == [made["job_id"]]
     # an identical repeat is DynamoDB's no-op; a later one is sent again without its token
@@ -190,12 +191,14 @@ def test_a_keyed_retry_after_a_lost_answer_gets_the_same_job(
 def test_a_keyed_retry_with_another_body_is_still_a_conflict(harness: Harness) -> None:
     harness.faults(LOST_ANSWER)
     with pytest.raises(StoreUnavailableError):
-        harness.jobs().accept(ALICE, make_job(), "k-lost")
+        harness.jobs().accept(ALICE, Submission.from_body(make_job(), "k-lost"))
     harness.clock.advance(MINUTE)
     from leasehold.domain.errors import IdempotencyConflictError
 
     with pytest.raises(IdempotencyConflictError):
-        harness.jobs().accept(ALICE, make_job(payload={"steps": [{"name": "b"}]}), "k-lost")
+        harness.jobs().accept(
+            ALICE, Submission.from_body(make_job(payload={"steps": [{"name": "b"}]}), "k-lost")
+        )
 
 
 @pytest.mark.parametrize("later_ms", [3_000, 4 * MINUTE])

@@ -17,6 +17,7 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.ids import time_ordered_ids
+from leasehold.domain.options import Submission
 from leasehold.domain.tenancy import TenantPolicy, parse_tenant_list
 from leasehold.handlers.settings import Settings, SettingsError
 from leasehold.service.jobs import JobService
@@ -73,11 +74,11 @@ def test_a_listed_tenant_may_ask_for_high_and_another_may_not(study_group_high: 
 def test_a_refused_high_job_writes_nothing(harness: Harness) -> None:
     service = _jobs(harness, TenantPolicy(high_priority_tenants=frozenset({"study-group"})))
     with pytest.raises(PriorityNotAllowedError):
-        service.accept(CAROL, HIGH, "carol-key-1")
+        service.accept(CAROL, Submission.from_body(HIGH, "carol-key-1"))
     listed, _ = harness.stores.jobs.list_for_owner(CAROL, state=None, limit=10, cursor=None)
     assert listed == []
     # the same key at a priority carol may use is a new job, not a conflict with a refused one
-    accepted = service.accept(CAROL, make_job(), "carol-key-1")
+    accepted = service.accept(CAROL, Submission.from_body(make_job(), "carol-key-1"))
     assert accepted.created
 
 
@@ -95,9 +96,11 @@ def test_a_kind_whose_own_default_is_high_runs_high_for_anyone(harness: Harness)
         harness.stores, kinds, harness.clock, harness.new_id, harness.telemetry,
         tenancy=TenantPolicy(high_priority_tenants=frozenset()),
     )  # fmt: skip
-    accepted = service.accept(CAROL, {"kind": "urgent", "payload": {}}, None)
+    accepted = service.accept(CAROL, Submission.from_body({"kind": "urgent", "payload": {}}))
     assert harness.stores.jobs.get(accepted.job_id).priority == "high"  # type: ignore[union-attr]
-    explicit = service.accept(CAROL, {"kind": "urgent", "payload": {}, "priority": "high"}, None)
+    explicit = service.accept(
+        CAROL, Submission.from_body({"kind": "urgent", "payload": {}, "priority": "high"})
+    )
     assert harness.stores.jobs.get(explicit.job_id).priority == "high"  # type: ignore[union-attr]
 
 
@@ -246,7 +249,7 @@ def test_no_rate_no_counter_write(harness: Harness) -> None:
     service = _jobs(harness, TenantPolicy())
     before = harness.stores.table.client.scan(TableName=harness.stores.table.name)["Count"]
     for _ in range(5):
-        service.accept(ALICE, make_job(), None)
+        service.accept(ALICE, Submission.from_body(make_job()))
     items = harness.stores.table.client.scan(TableName=harness.stores.table.name)["Items"]
     assert not [i for i in items if i["pk"]["S"].startswith("SUBMITS#")]
     assert len(items) > before
@@ -255,12 +258,12 @@ def test_no_rate_no_counter_write(harness: Harness) -> None:
 def test_a_rate_of_three_takes_three_a_second_per_tenant(harness: Harness) -> None:
     service = _jobs(harness, TenantPolicy(submit_rate=3))
     for owner in (ALICE, BOB, ALICE):
-        service.accept(owner, make_job(), None)
+        service.accept(owner, Submission.from_body(make_job()))
     with pytest.raises(SubmitRateExceededError):
-        service.accept(BOB, make_job(), None)
-    service.accept(CAROL, make_job(), None)
+        service.accept(BOB, Submission.from_body(make_job()))
+    service.accept(CAROL, Submission.from_body(make_job()))
     harness.clock.advance(1000)
-    service.accept(ALICE, make_job(), None)
+    service.accept(ALICE, Submission.from_body(make_job()))
 
 
 def _jobs(harness: Harness, tenancy: TenantPolicy) -> JobService:

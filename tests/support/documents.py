@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import boto3
 
 from leasehold.domain.job import Job, Owner
+from leasehold.domain.options import Submission
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.jobs import JobService
 from leasehold.testing import DEFAULT_OWNER, LeaseholdTestbed
@@ -145,7 +146,9 @@ def submit_doc_prep(
     **body: Any,
 ) -> str:
     service = jobs_with(harness, kinds or doc_prep_kinds())
-    return service.accept(owner, {"kind": "doc_prep", "payload": payload, **body}, None).job_id
+    return service.accept(
+        owner, Submission.from_body({"kind": "doc_prep", "payload": payload, **body})
+    ).job_id
 
 
 def job_of(harness: Harness, job_id: str) -> Job:

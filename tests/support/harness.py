@@ -18,6 +18,7 @@ from leasehold.domain.clock import Clock, ManualClock
 from leasehold.domain.errors import LeaseholdError
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job, Owner
+from leasehold.domain.options import Submission
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState
 from leasehold.handlers.wiring import CLIENT_CONFIG
@@ -254,7 +255,7 @@ class Harness:
         return acting_proxy(service, self.roles["WorkerFunction"])
 
     def submit(self, owner: Owner = ALICE, key: str | None = None, **body: Any) -> str:
-        return self.jobs().accept(owner, make_job(**body), key).job_id
+        return self.jobs().accept(owner, Submission.from_body(make_job(**body), key)).job_id
 
     def claim(
         self, job_id: str, worker: str, owner: Owner = ALICE, lease_ms: int = LEASE_MS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 from leasehold import SettingError
 from leasehold.domain.clock import ManualClock, iso
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import Owner, parse_job_request
+from leasehold.domain.job import Owner
+from leasehold.domain.options import Submission
 from leasehold.domain.policies import LeasePolicy, RetryPolicy, sqs_delay_seconds
 from leasehold.domain.states import (
     TERMINAL_STATES,
@@ -22,6 +24,7 @@ from leasehold.domain.states import (
     is_terminal,
 )
 from leasehold.handlers.settings import Settings, SettingsError
+from leasehold.service.jobs import resolve_spec
 from leasehold_apps.reading_list import settings as reading_list
 from leasehold_apps.synthetic import synthetic
 from leasehold_dev.local.pumps import matches
@@ -103,14 +106,17 @@ VALID: dict[str, Any] = {"kind": "synthetic", "payload": {"steps": [{"name": "a"
 )
 def test_bad_generic_fields_raise_validation_errors(body: Any) -> None:
     with pytest.raises(ValidationError):
-        parse_job_request(body, {"synthetic"})
+        Submission.from_body(body, known_kinds={"synthetic"})
 
 
 def test_defaults_and_fingerprint() -> None:
-    spec = parse_job_request(VALID, {"synthetic"}, default_max_attempts=4)
+    kind: Any = SimpleNamespace(
+        max_payload_bytes=16 * 1024, default_max_attempts=None, default_priority=None
+    )
+    spec = resolve_spec(kind, Submission.from_body(VALID), default_max_attempts=4)
     assert spec.max_attempts == 4 and spec.deadline_seconds == 3600
-    same = parse_job_request(
-        {"payload": {"steps": [{"name": "a"}]}, "kind": "synthetic"}, {"synthetic"}, 4
+    same = resolve_spec(
+        kind, Submission.from_body({"payload": {"steps": [{"name": "a"}]}, "kind": "synthetic"}), 4
     )
     assert spec.fingerprint() == same.fingerprint()
 

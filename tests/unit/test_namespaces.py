@@ -19,15 +19,16 @@ import leasehold
 ROOT = Path(__file__).resolve().parents[2]
 SDK_DOC = ROOT / "docs" / "sdk.md"
 
-# TODO(lead, at merge with part "options"): add "JobOptions" to PUBLIC_NAMES["leasehold"].
 PUBLIC_NAMES = {
     "leasehold": [
+        "Budget",
         "Checkpoint",
         "Effect",
         "FatalError",
         "Finished",
         "HandBackError",
         "JobInfo",
+        "JobOptions",
         "Kind",
         "KindDefinitionError",
         "KindLoadError",
@@ -183,6 +184,7 @@ def test_every_name_leasehold_exported_before_still_resolves() -> None:
         "HandBackError",
         "JobHandle",
         "JobInfo",
+        "JobOptions",
         "Kind",
         "KindDefinitionError",
         "KindLoadError",

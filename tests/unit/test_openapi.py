@@ -15,8 +15,9 @@ import yaml
 from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate
 
+from leasehold.domain.options import IDEMPOTENCY_KEY as _IDEMPOTENCY_KEY
 from leasehold.domain.states import JobState, StopReason
-from leasehold.service.jobs import _IDEMPOTENCY_KEY, MAX_LIST_LIMIT
+from leasehold.service.jobs import MAX_LIST_LIMIT
 from leasehold_apps.doc_agent import STOP_REASONS as AGENT_STOP_REASONS
 from leasehold_apps.reading_list.bookmark import TitleStatus
 from leasehold_apps.reading_list.store import SOURCE_DELETED, SUPERSEDED

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.policies import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_MAX_ATTEMPTS,
-    MAX_ATTEMPTS_LIMIT,
-    MAX_DEADLINE_SECONDS,
     MAX_DELAY_SECONDS,
-    MAX_PAYLOAD_BYTES,
 )
 from leasehold.domain.states import JobState
+from leasehold.domain.types import JsonObject
 
 Priority = Literal["high", "normal", "low"]
 PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
@@ -48,10 +45,11 @@ class Budget:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A validated submission, ready to be accepted."""
+    """A validated submission with its kind's defaults resolved (`service.jobs.resolve_spec`),
+    ready to be accepted."""
 
     kind: str
-    payload: dict[str, Any]
+    payload: JsonObject
     budget: Budget
     deadline_seconds: int
     max_attempts: int
@@ -116,7 +114,7 @@ class Job:
     kind: str
     owner: Owner
     state: JobState
-    payload: dict[str, Any]
+    payload: JsonObject
     attempts: int
     max_attempts: int
     epoch: int
@@ -166,113 +164,11 @@ class Job:
     start (its next claim records the kind's list then, decision KV1)."""
 
 
-def _positive_int(value: Any, name: str, *, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"'{name}' must be an integer")
-    if not low <= value <= high:
-        raise ValidationError(f"'{name}' must be between {low} and {high}")
-    return value
-
-
-def parse_job_request(
-    body: Any,
-    known_kinds: set[str],
-    default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-    payload_limits: dict[str, int] | None = None,
-) -> JobSpec:
-    """Validate the generic fields of `POST /jobs` (arch §4); the kind validates its payload.
-    The payload's size is its UTF-8 JSON (a kind may allow more than 16 KiB: an inline
-    document of up to 16 KiB comes with its other fields)."""
-    if not isinstance(body, dict):
-        raise ValidationError("the body must be a JSON object")
-    allowed = {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
-    allowed |= {"run_at", "delay_seconds", "priority"}
-    extra = sorted(set(body) - allowed)
-    if extra:
-        raise ValidationError(f"unknown field(s): {', '.join(extra)}")
-    kind = body.get("kind")
-    if not isinstance(kind, str) or not kind:
-        raise ValidationError("'kind' is required and must be a string")
-    if kind not in known_kinds:
-        raise ValidationError(
-            f"unknown kind '{kind[:64]}'; known kinds: {', '.join(sorted(known_kinds))}",
-            code="unknown_kind",
-        )
-    payload = body.get("payload")
-    if not isinstance(payload, dict):
-        raise ValidationError("'payload' is required and must be a JSON object")
-    limit = (payload_limits or {}).get(kind, MAX_PAYLOAD_BYTES)
-    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > limit:
-        raise ValidationError(f"'payload' is larger than {limit} bytes", code="too_large")
-    budget = Budget()
-    raw_budget = body.get("budget")
-    if raw_budget is not None:
-        if not isinstance(raw_budget, dict) or set(raw_budget) - {"max_cost", "max_steps"}:
-            raise ValidationError("'budget' must be an object with 'max_cost' and/or 'max_steps'")
-        max_cost = raw_budget.get("max_cost")
-        max_steps = raw_budget.get("max_steps")
-        budget = Budget(
-            max_cost=None
-            if max_cost is None
-            else _positive_int(max_cost, "budget.max_cost", low=0, high=10**12),
-            max_steps=None
-            if max_steps is None
-            else _positive_int(max_steps, "budget.max_steps", low=0, high=10_000),
-        )
-    deadline = body.get("deadline_seconds", DEFAULT_DEADLINE_SECONDS)
-    deadline = _positive_int(deadline, "deadline_seconds", low=1, high=MAX_DEADLINE_SECONDS)
-    attempts = body.get("max_attempts", default_max_attempts)
-    attempts = _positive_int(attempts, "max_attempts", low=1, high=MAX_ATTEMPTS_LIMIT)
-    run_at_ms, delay_seconds = parse_delay(body)
-    priority = body.get("priority")
-    if "priority" in body:  # null too is not a priority (the OpenAPI document refuses it)
-        check_priority(priority)
-    return JobSpec(
-        kind=kind,
-        payload=payload,
-        budget=budget,
-        deadline_seconds=deadline,
-        max_attempts=attempts,
-        run_at_ms=run_at_ms,
-        delay_seconds=delay_seconds,
-        priority=priority,
-    )
-
-
-def parse_delay(body: dict[str, Any]) -> tuple[int | None, int | None]:
-    """`run_at` (ISO 8601 with a UTC offset) or `delay_seconds` (0 to 365 days), not both
-    (arch §15). `run_at`'s own distance from now is checked at accept (JobSpec.due_at)."""
-    run_at, delay = body.get("run_at"), body.get("delay_seconds")
-    if run_at is not None and delay is not None:
-        raise ValidationError("give 'run_at' or 'delay_seconds', not both")
-    if delay is not None:
-        return None, _positive_int(delay, "delay_seconds", low=0, high=MAX_DELAY_SECONDS)
-    if run_at is None:
-        return None, None
-    if not isinstance(run_at, str) or not 10 <= len(run_at) <= 40:
-        raise ValidationError("'run_at' must be an ISO 8601 time with an offset")
-    try:
-        when = datetime.fromisoformat(run_at)
-    except ValueError as exc:
-        raise ValidationError(
-            "'run_at' must be an ISO 8601 time with an offset, e.g. 2026-12-01T09:30:00Z"
-        ) from exc
-    if when.tzinfo is None or when.utcoffset() is None:
-        raise ValidationError(
-            "'run_at' needs a UTC offset (Z or ±hh:mm): a local time is ambiguous"
-        )
-    try:
-        return int(when.timestamp() * 1000), None
-    except (OverflowError, OSError, ValueError) as exc:
-        raise ValidationError("'run_at' is out of range") from exc
-
-
 def new_job(
     job_id: str,
     kind: str,
     owner: Owner,
-    payload: dict[str, Any],
+    payload: JsonObject,
     *,
     now: int,
     steps_total: int,

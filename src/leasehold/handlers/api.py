@@ -24,8 +24,9 @@ from leasehold.domain.errors import (
     UnauthenticatedError,
     ValidationError,
 )
-from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
+from leasehold.domain.options import Submission
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import metrics, runtime, trim_log_context
 from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of, require_text
 from leasehold.service.jobs import JobService
@@ -136,36 +137,17 @@ def _query(name: str) -> str | None:
 
 @cache
 def jobs() -> JobService:
-    rt = runtime()
-    return JobService(
-        rt.stores,
-        rt.kinds,
-        rt.clock,
-        time_ordered_ids(rt.clock),
-        rt.telemetry,
-        default_max_attempts=rt.settings.default_max_attempts,
-        tenancy=rt.settings.tenancy,
-    )
+    return runtime().jobs()
 
 
 @cache
 def schedules() -> ScheduleService:
-    rt = runtime()
-    return ScheduleService(
-        rt.stores.table,
-        rt.kinds,
-        rt.clock,
-        time_ordered_ids(rt.clock, "s"),
-        rt.telemetry,
-        default_max_attempts=rt.settings.default_max_attempts,
-        tenancy=rt.settings.tenancy,
-    )
+    return runtime().schedules()
 
 
 @cache
 def ops() -> OpsService:
-    rt = runtime()
-    return OpsService(rt.stores, rt.queue, rt.clock, rt.telemetry, rt.kinds)
+    return runtime().ops()
 
 
 # ------------------------------------------------------------------------- routes
@@ -179,7 +161,12 @@ def health() -> Response:
 @app.post("/jobs")
 def submit_job() -> Response:
     owner = caller()
-    accepted = jobs().accept(owner, json_body(), _header("Idempotency-Key"))
+    service = jobs()
+    # Parsed here, at the edge: the service takes typed values (decision OW1).
+    submission = Submission.from_body(
+        json_body(), _header("Idempotency-Key"), known_kinds=service.intake.submittable()
+    )
+    accepted = service.accept(owner, submission)
     location = f"/jobs/{accepted.job_id}"
     logger.info("accepted", extra={"job_id": accepted.job_id, "new_job": accepted.created})
     return _json(
@@ -313,7 +300,8 @@ _MOUNTED: list[Routes] = []
 def mounted() -> APIGatewayHttpResolver:
     """The API with every configured application's routes (once per cold start; a router
     already mounted by an earlier start in this process is not mounted twice)."""
-    for routes in runtime().loaded.routes:
+    loaded = runtime().loaded
+    for routes in loaded.routes if loaded else ():
         if not any(routes is done for done in _MOUNTED):
             app.include_router(routes)
             _MOUNTED.append(routes)
@@ -322,6 +310,6 @@ def mounted() -> APIGatewayHttpResolver:
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     trim_log_context(logger)
     return mounted().resolve(event, context)

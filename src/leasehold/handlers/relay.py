@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime
 from leasehold.service.relay import relay_records
 
@@ -14,7 +13,7 @@ logger = Logger(service="leasehold")
 
 
 @function_handler(logger)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     rt = runtime()
     failed = relay_records(event.get("Records", []), rt.queue, rt.clock, rt.telemetry)
     return {"batchItemFailures": [{"itemIdentifier": seq} for seq in failed]}

@@ -3,16 +3,13 @@ fire the schedules whose tick has come (decision FS5)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from leasehold.domain.errors import StoreUnavailableError
-from leasehold.domain.ids import time_ordered_ids
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime
-from leasehold.service.schedules import ScheduleService
-from leasehold.service.sweeper import SweepSettings, sweep
+from leasehold.service.sweeper import sweep
 
 logger = Logger(service="leasehold")
 _declared_synced: list[bool] = []
@@ -20,21 +17,10 @@ _declared_synced: list[bool] = []
 
 
 @function_handler(logger)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     rt = runtime()
-    settings = SweepSettings(
-        batch_limit=rt.settings.sweep_batch,
-        lost_wakeup_grace_ms=rt.settings.lost_wakeup_grace_seconds * 1000,
-    )
-    report = sweep(rt.stores, rt.clock, settings, rt.telemetry, rt.kinds)
-    schedules = ScheduleService(
-        rt.stores.table,
-        rt.kinds,
-        rt.clock,
-        time_ordered_ids(rt.clock, "s"),
-        rt.telemetry,
-        default_max_attempts=rt.settings.default_max_attempts,
-    )
+    report = sweep(rt.stores, rt.clock, rt.sweep_settings(), rt.telemetry, rt.kinds)
+    schedules = rt.schedules()
     synced: dict[str, int] = {}
     if not _declared_synced:
         try:

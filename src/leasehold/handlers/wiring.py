@@ -1,27 +1,44 @@
-"""Builds the clients, stores and services of one function from its settings (once per cold
-start). boto3 honours AWS_ENDPOINT_URL, which is how the local stack points these at moto."""
+"""Builds the engine — clients, stores, queue, services, worker — from one `Settings`
+(`build_engine`; once per cold start for a function: `runtime()`). boto3 honours
+AWS_ENDPOINT_URL, which is how the local stack points these at moto."""
 
 from __future__ import annotations
 
 import functools
 import os
+import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from leasehold.domain.clock import SystemClock
-from leasehold.handlers.settings import Settings
+from leasehold.domain.clock import Clock, SystemClock
+from leasehold.domain.ids import IdFactory, time_ordered_ids
+from leasehold.domain.policies import LeasePolicy, RetryPolicy
+from leasehold.domain.types import JsonObject
+from leasehold.handlers.settings import Settings, safety_margin_seconds
 from leasehold.sdk.apps import Engine, start_engine
 from leasehold.sdk.loading import Loaded, load_kinds
+from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
+from leasehold.service.ops import OpsService
+from leasehold.service.schedules import ScheduleService
+from leasehold.service.sweeper import SweepSettings
+from leasehold.service.telemetry import Telemetry
+from leasehold.service.worker import WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
 from leasehold.store.queue import WakeupQueue
 from leasehold.store.table import CLIENT_CONFIG as TABLE_CLIENT_CONFIG
+from leasehold.store.table import TransactionRetry
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_sqs.client import SQSClient
 
 # Bounded: a dependency that does not answer gives a 503 in seconds, not a hung request.
 CLIENT_CONFIG = TABLE_CLIENT_CONFIG
@@ -36,19 +53,160 @@ class MetricsTelemetry:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
+RATE_HOLD_MS = 1000
+"""A rate start due within a second is waited for in the invocation (SQS's least delay is 1 s):
+at most a second of the invocation's time per wake-up, and only when a lease still fits."""
+
+
+def worker_settings(settings: Settings, worker_id: str) -> WorkerSettings:
+    """The worker's settings of a deployment's `Settings`: its lease and safety margin, retry
+    backoff, slot wait, a heartbeat every third of the lease, and rate waits held up to
+    RATE_HOLD_MS. The one place they are derived (decision OW3): the deployed worker, the local
+    stack's and the testbed's are all made here."""
+    lease_ms = settings.lease_seconds * 1000
+    return WorkerSettings(
+        worker_id=worker_id,
+        lease=LeasePolicy(
+            lease_ms=lease_ms,
+            safety_margin_ms=safety_margin_seconds(settings.lease_seconds) * 1000,
+        ),
+        retry=RetryPolicy(base_ms=settings.backoff_base_ms, cap_ms=settings.backoff_cap_ms),
+        slot_wait_ms=settings.slot_wait_seconds * 1000,
+        heartbeat_every_ms=max(250, lease_ms // 3),
+        rate_hold_ms=RATE_HOLD_MS,
+    )
+
+
+def sweep_settings(settings: Settings) -> SweepSettings:
+    """The sweeper's settings of a deployment's `Settings`."""
+    return SweepSettings(
+        batch_limit=settings.sweep_batch,
+        lost_wakeup_grace_ms=settings.lost_wakeup_grace_seconds * 1000,
+    )
+
+
 @dataclass(frozen=True)
 class Runtime:
+    """One engine, built by `build_engine` from one `Settings`: the stores, the queue, the
+    clock, the metrics and the kinds, and the services every function makes of them."""
+
     settings: Settings
     stores: Stores
     queue: WakeupQueue
-    clock: SystemClock
-    telemetry: MetricsTelemetry
+    clock: Clock
+    telemetry: Telemetry
     kinds: dict[str, JobKind]
-    loaded: Loaded
+    new_id: IdFactory
+    """The ids of new jobs (time-ordered; a testbed's are seeded)."""
+    loaded: Loaded | None = None
+    """The modules `LEASEHOLD_KINDS` loaded (their routes, for the API function)."""
+
+    def jobs(self) -> JobService:
+        """The caller's use cases (`POST /jobs`, `/jobs/…`)."""
+        return JobService(
+            self.stores,
+            self.kinds,
+            self.clock,
+            self.new_id,
+            self.telemetry,
+            default_max_attempts=self.settings.default_max_attempts,
+            tenancy=self.settings.tenancy,
+        )
+
+    def schedules(self) -> ScheduleService:
+        """The schedules' routes and their trigger."""
+        return ScheduleService(
+            self.stores.table,
+            self.kinds,
+            self.clock,
+            time_ordered_ids(self.clock, "s"),
+            self.telemetry,
+            default_max_attempts=self.settings.default_max_attempts,
+            tenancy=self.settings.tenancy,
+        )
+
+    def ops(self) -> OpsService:
+        """The operator's routes."""
+        return OpsService(self.stores, self.queue, self.clock, self.telemetry, self.kinds)
+
+    def worker(
+        self,
+        worker_id: str,
+        *,
+        stores: Stores | None = None,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> WorkerService:
+        """The worker, its settings from `worker_settings`. `stores`: the same stores seen
+        through a test's eyes (a testbed's crash points); `sleep`: how a held rate wait passes
+        (a testbed moves its manual clock instead of the wall clock's)."""
+        return WorkerService(
+            stores=stores or self.stores,
+            queue=self.queue,
+            kinds=self.kinds,
+            clock=self.clock,
+            settings=worker_settings(self.settings, worker_id),
+            telemetry=self.telemetry,
+            rng=rng,
+            sleep=sleep,
+        )
+
+    def sweep_settings(self) -> SweepSettings:
+        """The sweeper's settings."""
+        return sweep_settings(self.settings)
+
+    def engine(self) -> Engine:
+        """What an application's own code reaches through `Engine.current()`: this table door
+        (faults and all), clock, metrics, default attempts and tenant limits."""
+        return Engine(
+            self.stores.table,
+            self.clock,
+            self.telemetry,
+            self.settings.default_max_attempts,
+            self.settings.tenancy,
+        )
+
+
+def build_engine(
+    settings: Settings,
+    dynamodb: DynamoDBClient,
+    sqs: SQSClient,
+    *,
+    clock: Clock,
+    telemetry: Telemetry,
+    kinds: dict[str, JobKind],
+    loaded: Loaded | None = None,
+    new_id: IdFactory | None = None,
+    retry: TransactionRetry | None = None,
+) -> Runtime:
+    """The one place an engine is wired (River's `NewClient`, decision OW3): the stores over the
+    table, the wake-up queues (a queue per priority the deployment has) and the services, all
+    from `settings`. The Lambda handlers (through `runtime()`), the local stack (which runs
+    those handlers) and `leasehold.testing` build theirs here, so a test harness cannot run
+    with settings a deployed function does not have. `retry`: how a conflicted transaction is
+    retried (a testbed's waits take no time)."""
+    table = Table(dynamodb, settings.table_name, retry=retry)
+    return Runtime(
+        settings=settings,
+        stores=Stores.over(
+            table,
+            settings.user_concurrency_limit,
+            slot_grace_ms=2 * settings.lease_seconds * 1000,
+        ),
+        queue=WakeupQueue(
+            sqs, settings.queue_url, settings.dlq_url, priority_urls=settings.priority_urls()
+        ),
+        clock=clock,
+        telemetry=telemetry,
+        kinds=kinds,  # shared, not copied: a testbed's deploy replaces kinds in it
+        new_id=new_id or time_ordered_ids(clock),
+        loaded=loaded,
+    )
 
 
 @cache
 def runtime() -> Runtime:
+    """This function's engine, built once per cold start from its environment."""
     settings = Settings.from_env()
     metrics.namespace = settings.metrics_namespace
     session = boto3.session.Session()
@@ -61,26 +219,18 @@ def runtime() -> Runtime:
         install_faults(dynamodb, plan)
         install_faults(sqs, plan)
     loaded = load_kinds(settings.kinds, max_step_seconds=settings.max_step_seconds)
-    kinds: dict[str, JobKind] = dict(loaded.kinds)
-    built = Runtime(
-        settings=settings,
-        stores=Stores.over(
-            Table(dynamodb, settings.table_name),
-            settings.user_concurrency_limit,
-            slot_grace_ms=2 * settings.lease_seconds * 1000,
-        ),
-        queue=WakeupQueue(
-            sqs, settings.queue_url, settings.dlq_url, priority_urls=settings.priority_urls()
-        ),
+    built = build_engine(
+        settings,
+        dynamodb,
+        sqs,
         clock=SystemClock(),
         telemetry=MetricsTelemetry(),
-        kinds=kinds,
+        kinds=dict(loaded.kinds),
         loaded=loaded,
     )
     # What an application's routes reach through `leasehold.apps.Engine.current()`: this door
     # (faults and all), clock and metrics — never a client of their own.
-    engine = Engine(built.stores.table, built.clock, built.telemetry, settings.default_max_attempts)
-    start_engine(engine, kinds)
+    start_engine(built.engine(), built.kinds)
     return built
 
 
@@ -90,7 +240,7 @@ def worker_identity() -> str:
     return name[-48:]
 
 
-Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+Handler = Callable[[JsonObject, Any], JsonObject]
 
 
 def function_handler(logger: Logger) -> Callable[[Handler], Handler]:
@@ -101,7 +251,7 @@ def function_handler(logger: Logger) -> Callable[[Handler], Handler]:
         @logger.inject_lambda_context(clear_state=True)
         @metrics.log_metrics
         @functools.wraps(body)
-        def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        def handler(event: JsonObject, context: Any) -> JsonObject:
             trim_log_context(logger)
             return body(event, context)
 

@@ -5,7 +5,6 @@ record is handled with the invocation's remaining time (arch §3.9)."""
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import (
@@ -16,10 +15,9 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from leasehold.domain.policies import LeasePolicy, RetryPolicy
-from leasehold.handlers.settings import safety_margin_seconds
+from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime, worker_identity
-from leasehold.service.worker import Disposition, WorkerService, WorkerSettings
+from leasehold.service.worker import Disposition, WorkerService
 from leasehold.store.queue import Wakeup
 
 logger = Logger(service="leasehold")
@@ -38,35 +36,10 @@ class KeepMessageError(Exception):
     """Raised for a record whose message must stay in the queue."""
 
 
-RATE_HOLD_MS = 1000
-"""A rate start due within a second is waited for in the invocation (SQS's least delay is 1 s):
-at most a second of the invocation's time per wake-up, and only when a lease still fits."""
-
-
 @cache
 def worker() -> WorkerService:
-    rt = runtime()
-    lease_ms = rt.settings.lease_seconds * 1000
-    return WorkerService(
-        stores=rt.stores,
-        queue=rt.queue,
-        kinds=rt.kinds,
-        clock=rt.clock,
-        settings=WorkerSettings(
-            worker_id=worker_identity(),
-            lease=LeasePolicy(
-                lease_ms=lease_ms,
-                safety_margin_ms=safety_margin_seconds(rt.settings.lease_seconds) * 1000,
-            ),
-            retry=RetryPolicy(
-                base_ms=rt.settings.backoff_base_ms, cap_ms=rt.settings.backoff_cap_ms
-            ),
-            slot_wait_ms=rt.settings.slot_wait_seconds * 1000,
-            heartbeat_every_ms=max(250, lease_ms // 3),
-            rate_hold_ms=RATE_HOLD_MS,
-        ),
-        telemetry=rt.telemetry,
-    )
+    """This function's worker, as `build_engine` wires every worker (settings included)."""
+    return runtime().worker(worker_identity())
 
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
@@ -83,7 +56,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 
 
 @function_handler(logger)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     return process_partial_response(  # type: ignore[return-value]
         event=event,
         record_handler=record_handler,

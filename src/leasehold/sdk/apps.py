@@ -20,24 +20,21 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from leasehold.domain.clock import Clock, SystemClock, iso
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.ids import key_of, time_ordered_ids
-from leasehold.domain.job import Owner, Priority
+from leasehold.domain.job import Owner
+from leasehold.domain.options import JobOptions, OptionKeywords, Submission, check_idempotency_key
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
+from leasehold.domain.tenancy import TenantPolicy
+from leasehold.domain.types import RawItem
 from leasehold.sdk.context import Operation, StepContext
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.kind import CAPABILITIES, Kind
 from leasehold.sdk.routes import check_request_text
-from leasehold.service.jobs import (
-    check_idempotency_key,
-    job_request,
-    job_spec,
-    new_job_for,
-    parse_limit,
-)
+from leasehold.service.jobs import Intake, parse_limit
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.controls import transact_closing_job as _transact_closing_job
 from leasehold.store.guards import new_job_writes
@@ -77,6 +74,9 @@ class Engine:
     `count(name, value=1)`."""
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     """The deployment's default attempts for a job that names none (`MAX_ATTEMPTS`)."""
+    tenancy: TenantPolicy = TenantPolicy()
+    """The deployment's limits between tenants (who may ask for high priority, the submit
+    rate): `job_writes` and `submit_direct` apply them as `POST /jobs` does."""
 
     @staticmethod
     def current() -> Engine:
@@ -142,7 +142,7 @@ class NewJob:
     `transact_write_items`). The job is queued, and runs, once they commit — never before."""
 
     job_id: str
-    writes: list[dict[str, Any]]
+    writes: list[RawItem]
     token: str | None = None
     """With an idempotency key: the `ClientRequestToken` to commit with (the same key and request
     give the same token, so an SDK retry of a commit whose answer was lost succeeds)."""
@@ -164,70 +164,78 @@ def job_writes(
     payload: Mapping[str, Any],
     owner: Owner,
     *,
-    idempotency_key: str | None = None,
+    options: JobOptions | None = None,
     scope: str = "",
     fingerprint: str | None = None,
     job_id: str | None = None,
-    budget: Mapping[str, int] | None = None,
-    deadline_seconds: int | None = None,
-    max_attempts: int | None = None,
     now_ms: int | None = None,
-    run_at: str | None = None,
-    delay_seconds: int | None = None,
-    priority: Priority | None = None,
+    **keywords: Unpack[OptionKeywords],
 ) -> NewJob:
     """The entries that make a new job of `kind` (a `Kind`, or the name of a kind this function
-    registered) for `owner`, after the same checks and limits as `POST /jobs`: the payload's
-    size, the kind's schema and checks, 1 to 20 steps, `budget` (`max_cost`, `max_steps`),
-    `deadline_seconds` (1 s to 24 h, default 1 h) and `max_attempts` (1–10; default the kind's,
-    else 3 — pass `Engine.max_attempts` for the deployment's), and `run_at` (ISO 8601 with an
-    offset) or `delay_seconds` (up to 365 days; the job does not start before), and `priority`
-    (high, normal, low; default the kind's). A kind that is
-    not submittable is allowed: this is the application's own path. ValidationError (400) names
-    what is wrong. A job due more than 15 minutes ahead makes one entry, not two (it has no
-    wake-up until the sweeper gives it one).
+    registered) for `owner`, after the same checks and limits as `POST /jobs` — the same accept
+    path: the payload's size, the kind's schema and checks, 1 to 20 steps, and `options` (a
+    `JobOptions`: key, budget, deadline, attempts, priority, `run_at` / `delay_seconds`; the
+    keyword arguments of the same names build one, as before). What the options leave out takes
+    the kind's default, else the running engine's (`MAX_ATTEMPTS`), else the engine's own; the
+    running engine's tenant limits apply to `priority`. A kind that is not submittable is
+    allowed: this is the application's own path. ValidationError (400) names what is wrong. A
+    job due more than 15 minutes ahead makes one entry, not two (it has no wake-up until the
+    sweeper gives it one).
 
-    `idempotency_key` (checked as the header is): the job's id is derived from the owner, the
-    key and `scope` (the same key in another scope names another job), and the job keeps the
-    hash of `fingerprint` — the request's canonical text, by default the job's own (kind,
-    payload, budget, deadline, attempts) — so `NewJob.repeated` can tell a repeat from a reuse.
-    Otherwise the job gets `job_id`, or a new time-ordered id. `now_ms`: the engine's clock,
-    by default the system's."""
+    With an idempotency key the job's id is derived from the owner, the key and `scope` (the
+    same key in another scope names another job), and the job keeps the hash of `fingerprint`
+    — the request's canonical text, by default the job's own (kind, payload, budget, deadline,
+    attempts) — so `NewJob.repeated` can tell a repeat from a reuse. Otherwise the job gets
+    `job_id`, or a new time-ordered id. `now_ms`: the engine's clock, by default the system's."""
     engine_kind = known_kind(kind)
-    if idempotency_key is not None and job_id is not None:
-        raise ValueError("give a job_id or an idempotency_key, not both")
-    check_idempotency_key(idempotency_key)
-    check_request_text(owner, payload, scope=scope, fingerprint=fingerprint, run_at=run_at)
-    body = job_request(
-        engine_kind.name,
-        payload,
-        budget=budget,
-        deadline_seconds=deadline_seconds,
-        max_attempts=max_attempts,
-        run_at=run_at,
-        delay_seconds=delay_seconds,
-        priority=priority,
+    check_request_text(
+        owner, payload, scope=scope, fingerprint=fingerprint, run_at=run_at_text_of(keywords)
     )
-    spec, _ = job_spec(body, {engine_kind.name: engine_kind}, DEFAULT_MAX_ATTEMPTS)
-    now = SystemClock().now_ms() if now_ms is None else now_ms
-    fp_hash = None
-    if idempotency_key is not None:
-        job_id = derived_id("j", owner, idempotency_key, scope)
-        fp_hash = fingerprint_hash(spec.fingerprint() if fingerprint is None else fingerprint)
-    elif job_id is None:
-        job_id = time_ordered_ids(_At(now))()
-    job = new_job_for(engine_kind, spec, owner, job_id, now)
+    chosen = JobOptions.of(options, **keywords)
+    if chosen.idempotency_key is not None and job_id is not None:
+        raise ValueError("give a job_id or an idempotency_key, not both")
+    prepared = engine_intake({engine_kind.name: engine_kind}, now_ms).prepare(
+        owner,
+        Submission(engine_kind.name, dict(payload), chosen),
+        submittable_only=False,
+        scope=scope,
+        fingerprint=fingerprint,
+        job_id=job_id,
+    )
     name = table if isinstance(table, str) else table.name
-    writes = [with_table_name(item, name) for item in new_job_writes(job, fp_hash)]
-    token = None
-    if idempotency_key is not None and fp_hash is not None:
-        token = request_token(owner, idempotency_key, fp_hash)
-    return NewJob(job.job_id, writes, token, fp_hash)
+    writes = [
+        with_table_name(item, name) for item in new_job_writes(prepared.job, prepared.fp_hash)
+    ]
+    return NewJob(prepared.job.job_id, writes, prepared.token, prepared.fp_hash)
+
+
+def run_at_text_of(keywords: OptionKeywords) -> str | None:
+    """The `run_at` keyword when it is text (checked for lone surrogates as a body's text is)."""
+    run_at = keywords.get("run_at")
+    return run_at if isinstance(run_at, str) else None
+
+
+def engine_intake(kinds: Mapping[str, JobKind], now_ms: int | None) -> Intake:
+    """The accept path for code that submits without HTTP (`job_writes`, `submit_direct`): the
+    running engine's defaults, tenant limits and metrics when this code runs inside a leasehold
+    function (or a testbed), the engine's own defaults otherwise; the time is `now_ms`, by
+    default the system's."""
+    clock = _At(SystemClock().now_ms() if now_ms is None else now_ms)
+    engine = _running.engine if _running is not None else None
+    return Intake(
+        kinds,
+        clock,
+        time_ordered_ids(clock),
+        engine.metrics if engine else None,
+        default_max_attempts=engine.max_attempts if engine else DEFAULT_MAX_ATTEMPTS,
+        tenancy=engine.tenancy if engine else None,
+        key_name="idempotency_key",
+    )
 
 
 def transact_closing_job(
     table: Table,
-    items: list[dict[str, Any]],
+    items: list[RawItem],
     job_id: str,
     *,
     reason: str,
@@ -301,9 +309,7 @@ class Pages:
         return encode_cursor(dict(last_key) if last_key else None)
 
     @staticmethod
-    def start(
-        cursor: str | None, *, partition: str, sort_prefix: str = ""
-    ) -> dict[str, Any] | None:
+    def start(cursor: str | None, *, partition: str, sort_prefix: str = "") -> RawItem | None:
         """The ExclusiveStartKey of a cursor for a query of the table (`pk`, `sk`) in
         `partition`, whose sort keys begin with `sort_prefix`: a 400 for any other cursor
         (another partition's, an index's, a forged one). None when there is no cursor."""
@@ -320,12 +326,12 @@ class Items:
     """Values between Python and DynamoDB's attribute-value form, as the engine writes them."""
 
     @staticmethod
-    def value(value: Any) -> dict[str, Any]:
+    def value(value: Any) -> RawItem:
         """`value` (str, int, bool, None, dict, list, set of str) as an attribute value."""
         return serialize(value)
 
     @staticmethod
-    def plain(item: Mapping[str, Any]) -> dict[str, Any]:
+    def plain(item: Mapping[str, Any]) -> RawItem:
         """An item as plain Python: numbers as int (float when fractional), sets as set."""
         return deserialize_item(item)
 

@@ -2,25 +2,26 @@
 that runs inside AWS beside a deployed engine (a Lambda function of the project, a container, a
 script with the stack's credentials) — no API Gateway request, no API function.
 
-It is `POST /jobs` without HTTP: the same checks and limits (`job_writes`, submittable kinds
-only), the same writes (the job item and its outbox item, each conditional on not existing, in
-one TransactWriteItems), the same `Idempotency-Key` rules and the same errors, raised as the
-typed leasehold errors the API maps to its statuses. The relay moves the outbox item to the
-queue as it does for a job accepted over HTTP."""
+It is `POST /jobs` without HTTP: the same accept path (`leasehold.service.jobs.Intake`), so
+the same checks, defaults and limits (submittable kinds only), the same writes (the job item
+and its outbox item, each conditional on not existing, in one TransactWriteItems), the same
+`Idempotency-Key` rules and the same errors, raised as the typed leasehold errors the API maps
+to its statuses. The relay moves the outbox item to the queue as it does for a job accepted
+over HTTP."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from leasehold.domain.errors import StoreUnavailableError, ValidationError
-from leasehold.domain.job import Owner, Priority
-from leasehold.domain.states import JobState
-from leasehold.sdk.apps import job_writes, known_kind
+from leasehold.domain.errors import ValidationError
+from leasehold.domain.job import Owner
+from leasehold.domain.options import JobOptions, OptionKeywords, Submission
+from leasehold.sdk.apps import engine_intake, known_kind, run_at_text_of
 from leasehold.sdk.kind import Kind
-from leasehold.store.items import deserialize_item
-from leasehold.store.table import CLIENT_CONFIG, ConditionFailed, Table
+from leasehold.sdk.routes import check_request_text
+from leasehold.store.table import CLIENT_CONFIG, Table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -47,70 +48,43 @@ def submit_direct(
     payload: Mapping[str, Any],
     owner: Owner,
     *,
+    options: JobOptions | None = None,
     client: DynamoDBClient | None = None,
-    idempotency_key: str | None = None,
-    budget: Mapping[str, int] | None = None,
-    deadline_seconds: int | None = None,
-    max_attempts: int | None = None,
     now_ms: int | None = None,
-    run_at: str | None = None,
-    delay_seconds: int | None = None,
-    priority: Priority | None = None,
+    **keywords: Unpack[OptionKeywords],
 ) -> Submitted:
-    """Accept a job of `kind` for `owner` as `POST /jobs` does, over boto3: validate (the payload's
-    size, the kind's schema and checks, 1–20 steps, budget, deadline, attempts; a kind that is not
-    submittable is `unknown_kind`), then commit the job and its outbox item in one
+    """Accept a job of `kind` for `owner` through the accept path `POST /jobs` takes, over boto3:
+    validate (the payload's size, the kind's schema and checks, 1–20 steps, `options`; a kind
+    that is not submittable is `unknown_kind`), then commit the job and its outbox item in one
     TransactWriteItems. Returns only after the commit.
 
     `table`: the stack's table name (its `TableName` output) or a `Table`; `client`: the
     DynamoDB client to use with a name (default: boto3's, with leasehold's timeouts and
     retries). `kind`: a `Kind` (imported from the module the engine runs) or the name of one the
-    running engine registered. `idempotency_key`: as the header — the same key and request give
-    the same job; the same key with another request is a ConflictError
-    (`idempotency_key_reused`). `now_ms`: the time the job is made at, by default the system's
-    (a test passes its manual clock's). `run_at` / `delay_seconds`: as on `POST /jobs`, the job
-    does not start before then (up to 365 days). `priority`: high, normal or low (default: the
-    kind's).
+    running engine registered. `options`: a `JobOptions` (key, budget, deadline, attempts,
+    priority, `run_at` / `delay_seconds`); the keyword arguments of the same names build one.
+    The same key and request give the same job; the same key with another request is a
+    ConflictError (`idempotency_key_reused`). `now_ms`: the time the job is made at, by default
+    the system's (a test passes its manual clock's). Inside a leasehold function the running
+    engine's defaults, tenant limits and metrics apply, as they do to `POST /jobs`.
 
-    Errors: ValidationError (400: the request can never be accepted as sent), ConflictError
-    (409), StoreUnavailableError (503: nothing promised; retry with the same key), and a
+    Errors: ValidationError (400: the request can never be accepted as sent),
+    PriorityNotAllowedError (403), ConflictError (409), SubmitRateExceededError (429),
+    StoreUnavailableError (503: nothing promised; retry with the same key), and a
     LeaseholdError for a transaction cancelled for any other reason."""
-    if not known_kind(kind).submittable:
-        name = kind.name if isinstance(kind, Kind) else kind
+    engine_kind = known_kind(kind)
+    if not engine_kind.submittable:
         raise ValidationError(
-            f"unknown kind '{name[:64]}': it is not submittable (only an application's own "
-            "routes make its jobs, with job_writes)",
+            f"unknown kind '{engine_kind.name[:64]}': it is not submittable (only an "
+            "application's own routes make its jobs, with job_writes)",
             code="unknown_kind",
         )
+    check_request_text(owner, payload, run_at=run_at_text_of(keywords))
+    chosen = JobOptions.of(options, **keywords)
     door = table if isinstance(table, Table) else Table(client or _client(), table)
-    new = job_writes(
-        door,
-        kind,
-        payload,
-        owner,
-        idempotency_key=idempotency_key,
-        budget=budget,
-        deadline_seconds=deadline_seconds,
-        max_attempts=max_attempts,
-        now_ms=now_ms,
-        run_at=run_at,
-        delay_seconds=delay_seconds,
-        priority=priority,
-    )
-    try:
-        door.transact(new.writes, token=new.token)
-    except ConditionFailed as failed:
-        if new.repeated(failed):  # a reuse with another request raises ConflictError
-            old = deserialize_item(failed.old_item(0) or {})
-            return Submitted(new.job_id, str(old.get("state", JobState.QUEUED.value)), False)
-        # This very call's own earlier try committed and its answer was lost (botocore retried).
-        return Submitted(new.job_id, JobState.QUEUED.value, True)
-    except StoreUnavailableError as unavailable:
-        raise StoreUnavailableError(
-            f"{unavailable} — the job may or may not have been accepted; retry with the same "
-            "idempotency_key to get the same job (without a key a retry may create a second one)"
-        ) from unavailable
-    return Submitted(new.job_id, JobState.QUEUED.value, True)
+    intake = engine_intake({engine_kind.name: engine_kind}, now_ms)
+    accepted = intake.accept(door, owner, Submission(engine_kind.name, dict(payload), chosen))
+    return Submitted(accepted.job_id, accepted.state, accepted.created)
 
 
 def _client() -> DynamoDBClient:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from leasehold.domain.clock import Clock
@@ -14,25 +15,20 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.ids import IdFactory
-from leasehold.domain.job import (
-    DEFAULT_PRIORITY,
-    Job,
-    JobSpec,
-    Owner,
-    new_job,
-    parse_job_request,
-)
-from leasehold.domain.policies import MAX_STEPS
+from leasehold.domain.job import DEFAULT_PRIORITY, Budget, Job, JobSpec, Owner, new_job
+from leasehold.domain.options import Submission, check_kind_known
+from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
+from leasehold.domain.types import JsonObject
 from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view
 from leasehold.store import Stores
-from leasehold.store.jobs import derived_id
+from leasehold.store.jobs import JobStore, derived_id, fingerprint_hash, request_token
 from leasehold.store.rates import SubmitCounter
+from leasehold.store.table import Table
 
-_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _LIMIT = re.compile(r"^[0-9]{1,3}$")
 MAX_LIST_LIMIT = 100
 MAX_VERSION = 2**53
@@ -46,62 +42,118 @@ class Accepted:
     state: str
 
 
-class JobService:
+@dataclass(frozen=True)
+class Prepared:
+    """A submission that passed every check, as the job it makes (not yet written)."""
+
+    job: Job
+    spec: JobSpec
+    key: str | None
+    """The idempotency key, when the request has one."""
+    fp_hash: str | None
+    """With a key: the hash of the request's canonical text, kept on the job (`fp`)."""
+    token: str | None
+    """With a key: the `ClientRequestToken` of the commit."""
+
+
+class Intake:
+    """The one accept path (decision OW2): `POST /jobs`, `submit_direct`, the testbed's `submit`
+    and an application's `job_writes` all validate a `Submission` here, resolve the kind's
+    defaults in one function (`resolve_spec`), check the tenant's limits and build the job;
+    `accept` then commits it (all but `job_writes`, whose application commits the writes in a
+    transaction of its own), counts it and answers a repeat with the job as it is."""
+
     def __init__(
         self,
-        stores: Stores,
-        kinds: dict[str, JobKind],
+        kinds: Mapping[str, JobKind],
         clock: Clock,
         new_id: IdFactory,
-        telemetry: Telemetry,
-        default_max_attempts: int = 3,
+        telemetry: Telemetry | None = None,
+        *,
+        default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         tenancy: TenantPolicy | None = None,
+        key_name: str = "Idempotency-Key",
     ) -> None:
-        self._default_max_attempts = default_max_attempts
-        self._tenancy = tenancy or TenantPolicy()
-        self._stores = stores
+        self._key_name = key_name
+        """What the caller calls the key (the header, or a keyword argument), in a 503's text."""
         self._kinds = kinds
         self._clock = clock
         self._new_id = new_id
         self._telemetry = telemetry
+        self._default_max_attempts = default_max_attempts
+        self._tenancy = tenancy or TenantPolicy()
 
-    def accept(self, owner: Owner, body: Any, idempotency_key: str | None) -> Accepted:
-        """Validate, then commit job + outbox (+ key) together; only a commit returns."""
-        check_idempotency_key(idempotency_key)
-        submittable = {name: kind for name, kind in self._kinds.items() if kind.submittable}
-        spec, kind = job_spec(body, submittable, self._default_max_attempts)
-        self._tenancy.check_priority(
-            owner, body.get("priority"), getattr(kind, "default_priority", None)
-        )
-        job_id = derived_id("j", owner, idempotency_key) if idempotency_key else self._new_id()
-        now = self._clock.now_ms()
-        job = new_job_for(kind, spec, owner, job_id, now)
-        self._take_submission(owner, now)
+    def submittable(self) -> list[str]:
+        """The kinds a caller may name (`POST /jobs`): not those only an application makes."""
+        return [name for name, kind in self._kinds.items() if kind.submittable]
+
+    def prepare(
+        self,
+        owner: Owner,
+        submission: Submission,
+        *,
+        submittable_only: bool = True,
+        scope: str = "",
+        fingerprint: str | None = None,
+        job_id: str | None = None,
+        tenant_limits: bool = True,
+        now: int | None = None,
+    ) -> Prepared:
+        """The job `submission` makes for `owner`, after every check: the kind (one a caller
+        may submit, unless `submittable_only` is False), the kind's defaults, the payload's size,
+        the tenant's priority, the kind's own schema and plan. With a key the job's id is
+        derived from the owner, the key and `scope`, and `fingerprint` (default: the request's
+        own canonical text) is what a repeat is compared by. `tenant_limits` False: the
+        tenant's priority was checked already (a schedule's tick: at the schedule's create).
+        `now`: the accept time, by default the clock's."""
+        known = self.submittable() if submittable_only else list(self._kinds)
+        check_kind_known(submission.kind, known)
+        kind = self._kinds[submission.kind]
+        spec = resolve_spec(kind, submission, self._default_max_attempts)
+        options = submission.options
+        if tenant_limits:
+            self._tenancy.check_priority(owner, options.priority, _default_priority(kind))
+        key = options.idempotency_key
+        fp_hash = token = None
+        if key is not None:
+            job_id = derived_id("j", owner, key, scope)
+            fp_hash = fingerprint_hash(spec.fingerprint() if fingerprint is None else fingerprint)
+            token = request_token(owner, key, fp_hash)
+        elif job_id is None:
+            job_id = self._new_id()
+        at = self._clock.now_ms() if now is None else now
+        job = new_job_for(kind, spec, owner, job_id, at)
+        return Prepared(job, spec, key, fp_hash, token)
+
+    def accept(self, table: Table, owner: Owner, submission: Submission) -> Accepted:
+        """Validate, then commit job + outbox together (`JobStore.accept`); only a commit
+        returns. A tenant past its submit rate is refused before anything is written."""
+        prepared = self.prepare(owner, submission)
+        self._take_submission(table, owner, prepared.job.created_at)
         try:
-            outcome = self._stores.jobs.accept(
-                job, idempotency=idempotency_key, fingerprint=spec.fingerprint()
+            outcome = JobStore(table).accept(
+                prepared.job, idempotency=prepared.key, fingerprint=prepared.spec.fingerprint()
             )
         except StoreUnavailableError as unavailable:
             # The commit may have happened with its answer lost: say so, and how to find out.
             raise StoreUnavailableError(
                 f"{unavailable} — the job may or may not have been accepted; retry with the "
-                "same Idempotency-Key to get the same job (without a key a retry may create "
+                f"same {self._key_name} to get the same job (without a key a retry may create "
                 "a second one)"
             ) from unavailable
-        if outcome.created:
-            self._telemetry.count("JobsAccepted")
-            return Accepted(job_id=outcome.job_id, created=True, state=JobState.QUEUED.value)
-        self._telemetry.count("IdempotentReplays")
+        self._count("JobsAccepted" if outcome.created else "IdempotentReplays")
         # A repeat answers with what the job is now (it may have run, or been cancelled).
-        existing = self._stores.jobs.get(outcome.job_id)
-        state = existing.state.value if existing else JobState.QUEUED.value
-        return Accepted(job_id=outcome.job_id, created=False, state=state)
+        return Accepted(job_id=outcome.job_id, created=outcome.created, state=outcome.state)
 
-    def _take_submission(self, owner: Owner, now: int) -> None:
+    def _count(self, name: str) -> None:
+        if self._telemetry is not None:
+            self._telemetry.count(name)
+
+    def _take_submission(self, table: Table, owner: Owner, now: int) -> None:
         """Count the submission against its tenant's rate (decision Q3), when the deployment
         sets one: a tenant past it is refused (429) before anything is written for the job."""
         rate = self._tenancy.submit_rate
-        if rate and not SubmitCounter(self._stores.table).take(owner.tenant, rate, now):
+        if rate and not SubmitCounter(table).take(owner.tenant, rate, now):
             raise SubmitRateExceededError(
                 f"tenant {owner.tenant[:80]!r} has submitted {rate} jobs this second, the most "
                 "this deployment allows a tenant (TenantSubmitRate); nothing was accepted - "
@@ -109,13 +161,45 @@ class JobService:
                 retry_after_seconds=1,
             )
 
-    def view(self, owner: Owner, job_id: str) -> dict[str, Any]:
+
+class JobService:
+    """The caller's use cases over the table (`POST /jobs` and the routes under `/jobs`)."""
+
+    def __init__(
+        self,
+        stores: Stores,
+        kinds: dict[str, JobKind],
+        clock: Clock,
+        new_id: IdFactory,
+        telemetry: Telemetry,
+        default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        tenancy: TenantPolicy | None = None,
+    ) -> None:
+        self._stores = stores
+        self._kinds = kinds
+        self._clock = clock
+        self._telemetry = telemetry
+        self.intake = Intake(
+            kinds,
+            clock,
+            new_id,
+            telemetry,
+            default_max_attempts=default_max_attempts,
+            tenancy=tenancy,
+        )
+        """The accept path this service commits through."""
+
+    def accept(self, owner: Owner, submission: Submission) -> Accepted:
+        """Validate, then commit job + outbox (+ key) together; only a commit returns."""
+        return self.intake.accept(self._stores.table, owner, submission)
+
+    def view(self, owner: Owner, job_id: str) -> JsonObject:
         job = self._stores.jobs.get_owned(owner, job_id)
         return job_view(job, self._kinds, self._clock.now_ms())
 
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         parsed_state = parse_state_filter(state)
         parsed_limit = parse_limit(limit)
         jobs, next_cursor = self._stores.jobs.list_for_owner(
@@ -127,14 +211,14 @@ class JobService:
             "next_cursor": next_cursor,
         }
 
-    def cancel(self, owner: Owner, job_id: str) -> dict[str, Any]:
+    def cancel(self, owner: Owner, job_id: str) -> JsonObject:
         job = self._stores.controls.cancel(owner, job_id, now=self._clock.now_ms())
         self._telemetry.count(
             "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
         )
         return job_view(job, self._kinds, self._clock.now_ms())
 
-    def decide_approval(self, owner: Owner, job_id: str, body: Any) -> dict[str, Any]:
+    def decide_approval(self, owner: Owner, job_id: str, body: Any) -> JsonObject:
         if not isinstance(body, dict) or set(body) - {"decision", "version"}:
             raise ValidationError('the body must be {"decision": ..., "version": ...}')
         decision = body.get("decision")
@@ -154,49 +238,31 @@ class JobService:
         return job_view(job, self._kinds)
 
 
-def job_request(
-    kind: str,
-    payload: Mapping[str, Any],
-    *,
-    budget: Mapping[str, int] | None = None,
-    deadline_seconds: int | None = None,
-    max_attempts: int | None = None,
-    run_at: str | None = None,
-    delay_seconds: int | None = None,
-    priority: str | None = None,
-) -> dict[str, Any]:
-    """The `POST /jobs` body of these arguments (the fields left out take their defaults), for
-    the callers that submit in code rather than over HTTP."""
-    body: dict[str, Any] = {"kind": kind, "payload": dict(payload)}
-    if budget is not None:
-        body["budget"] = dict(budget)
-    if deadline_seconds is not None:
-        body["deadline_seconds"] = deadline_seconds
-    if max_attempts is not None:
-        body["max_attempts"] = max_attempts
-    if run_at is not None:
-        body["run_at"] = run_at
-    if delay_seconds is not None:
-        body["delay_seconds"] = delay_seconds
-    if priority is not None:
-        body["priority"] = priority
-    return body
+def resolve_spec(kind: JobKind, submission: Submission, default_max_attempts: int) -> JobSpec:
+    """The one place a job's defaults are resolved (decision OW2): what the request left out
+    takes the kind's own default, else the deployment's (`default_max_attempts`), else the
+    engine's (a deadline of an hour, normal priority, no budget); and the payload's size is
+    checked against its kind's limit (a kind may allow more than 16 KiB)."""
+    limit = kind.max_payload_bytes
+    size = len(json.dumps(submission.payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit:
+        raise ValidationError(f"'payload' is larger than {limit} bytes", code="too_large")
+    options = submission.options
+    attempts = options.max_attempts or kind.default_max_attempts or default_max_attempts
+    return JobSpec(
+        kind=submission.kind,
+        payload=submission.payload,
+        budget=options.budget or Budget(),
+        deadline_seconds=options.deadline_seconds or DEFAULT_DEADLINE_SECONDS,
+        max_attempts=attempts,
+        run_at_ms=options.run_at_ms,
+        delay_seconds=options.delay_seconds,
+        priority=options.priority or _default_priority(kind) or DEFAULT_PRIORITY,
+    )
 
 
-def job_spec(
-    body: Any, kinds: Mapping[str, JobKind], default_max_attempts: int
-) -> tuple[JobSpec, JobKind]:
-    """A job request for one of `kinds` (POST /jobs: the submittable ones), its generic fields
-    validated (arch §4: the payload's size for its kind, budget, deadline, attempts); the kind's
-    own default attempts apply when the request names none."""
-    limits = {name: kind.max_payload_bytes for name, kind in kinds.items()}
-    spec = parse_job_request(body, set(kinds), default_max_attempts, limits)
-    kind = kinds[spec.kind]
-    if kind.default_max_attempts and "max_attempts" not in body:
-        spec = replace(spec, max_attempts=kind.default_max_attempts)
-    if spec.priority is None:  # the kind's own default, else normal (decision F4)
-        spec = replace(spec, priority=getattr(kind, "default_priority", None) or DEFAULT_PRIORITY)
-    return spec, kind
+def _default_priority(kind: JobKind) -> str | None:
+    return getattr(kind, "default_priority", None)
 
 
 def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: int) -> Job:
@@ -222,14 +288,6 @@ def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: in
         priority=spec.priority or DEFAULT_PRIORITY,
         step_list=step_list_of(plan).encode(),
     )
-
-
-def check_idempotency_key(key: str | None) -> None:
-    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
-        raise ValidationError(
-            "Idempotency-Key must be 1–128 characters of A-Z a-z 0-9 . _ : -",
-            code="invalid_idempotency_key",
-        )
 
 
 def parse_state_filter(state: str | None) -> JobState | None:

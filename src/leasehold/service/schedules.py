@@ -15,7 +15,8 @@ from aws_lambda_powertools import Logger
 from leasehold.domain.clock import Clock, iso
 from leasehold.domain.errors import LeaseholdError, StoreUnavailableError, ValidationError
 from leasehold.domain.ids import IdFactory
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Job, Owner
+from leasehold.domain.options import Submission
 from leasehold.domain.schedule import (
     MINUTE_MS,
     MissedTicks,
@@ -25,7 +26,8 @@ from leasehold.domain.schedule import (
 )
 from leasehold.domain.storable import storable_text
 from leasehold.domain.tenancy import TenantPolicy
-from leasehold.service.jobs import job_spec, new_job_for, parse_limit
+from leasehold.domain.types import JsonObject
+from leasehold.service.jobs import Intake, parse_limit
 from leasehold.service.kinds import JobKind
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.guards import new_job_writes
@@ -70,7 +72,7 @@ def tick_job_id(owner: Owner, schedule_id: str, tick_at: int) -> str:
     return derived_id("j", owner, f"{schedule_id}@{tick_at}", namespace="schedule")
 
 
-def schedule_view(schedule: Schedule) -> dict[str, Any]:
+def schedule_view(schedule: Schedule) -> JsonObject:
     return {
         "schedule_id": schedule.schedule_id,
         "state": schedule.state,
@@ -109,11 +111,19 @@ class ScheduleService:
         self._clock = clock
         self._new_id = new_id
         self._telemetry = telemetry
-        self._default_max_attempts = default_max_attempts
+        self._intake = Intake(
+            self._kinds,
+            clock,
+            new_id,
+            telemetry,
+            default_max_attempts=default_max_attempts,
+            tenancy=self._tenancy,
+        )
+        """The accept path a tick's job is made by, as `POST /jobs` makes one."""
 
     # ------------------------------------------------------------------ the owner's routes
 
-    def create(self, owner: Owner, body: Any) -> dict[str, Any]:
+    def create(self, owner: Owner, body: Any) -> JsonObject:
         """Validate everything a tick will need now (the expression, the zone, the job it makes,
         as `POST /jobs` would), then put the schedule with its first tick."""
         if not isinstance(body, dict):
@@ -136,23 +146,21 @@ class ScheduleService:
     def _create(
         self,
         owner: Owner,
-        body: dict[str, Any],
+        body: JsonObject,
         expression: Any,
         missed: MissedTicks,
         *,
         schedule_id: str | None = None,
         by: str | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> JsonObject | None:
         job = {name: body[name] for name in JOB_FIELDS if name in body}
         now = self._clock.now_ms()
         declared = schedule_id is not None
         schedule_id = schedule_id or self._new_id()
-        self._check_job(job, owner, schedule_id, now)
-        if not declared:  # a kind's declared schedule is the deployer's, not a caller's
-            kind = self._kinds[job["kind"]]
-            self._tenancy.check_priority(
-                owner, job.get("priority"), getattr(kind, "default_priority", None)
-            )
+        # A kind's declared schedule is the deployer's, not a caller's: no tenant limits.
+        self._tick_job(
+            job, owner, tick_job_id(owner, schedule_id, now), now, tenant_limits=not declared
+        )
         anchor = now - now % MINUTE_MS
         first = expression.next_tick_after(now, anchor_ms=anchor)
         if first is None:
@@ -247,23 +255,37 @@ class ScheduleService:
         page, _ = self._store.list_for_owner(owner, limit=1, cursor=None)
         return bool(page)
 
-    def get(self, owner: Owner, schedule_id: str) -> dict[str, Any]:
+    def get(self, owner: Owner, schedule_id: str) -> JsonObject:
         return schedule_view(self._store.get(owner, schedule_id))
 
-    def list(self, owner: Owner, *, limit: str | None, cursor: str | None) -> dict[str, Any]:
+    def list(self, owner: Owner, *, limit: str | None, cursor: str | None) -> JsonObject:
         schedules, next_cursor = self._store.list_for_owner(
             owner, limit=parse_limit(limit), cursor=cursor
         )
         return {"schedules": [schedule_view(s) for s in schedules], "next_cursor": next_cursor}
 
-    def delete(self, owner: Owner, schedule_id: str) -> dict[str, Any]:
+    def delete(self, owner: Owner, schedule_id: str) -> JsonObject:
         deleted = self._store.delete(owner, schedule_id, by=owner.user_id, now=self._clock.now_ms())
         logger.info("schedule deleted", extra={"schedule_id": schedule_id, "by": owner.user_id})
         return schedule_view(deleted)
 
-    def _check_job(self, job: dict[str, Any], owner: Owner, schedule_id: str, now: int) -> Any:
-        spec, kind = job_spec(job, self._kinds, self._default_max_attempts)
-        return new_job_for(kind, spec, owner, tick_job_id(owner, schedule_id, now), now)
+    def _tick_job(
+        self,
+        template: JsonObject,
+        owner: Owner,
+        job_id: str,
+        now: int,
+        *,
+        tenant_limits: bool = False,
+    ) -> Job:
+        """The job a tick makes of the schedule's job template (a kind, a payload and the
+        `JobOptions` of a `POST /jobs` body), through the accept path `POST /jobs` takes; the
+        tenant's limits are checked when the schedule is created, not at each tick."""
+        submission = Submission.from_body(template, known_kinds=self._kinds)
+        prepared = self._intake.prepare(
+            owner, submission, job_id=job_id, tenant_limits=tenant_limits, now=now
+        )
+        return prepared.job
 
     # ------------------------------------------------------------------ the trigger
 
@@ -304,8 +326,7 @@ class ScheduleService:
         for tick in firing.job_ticks:
             job_id = tick_job_id(owner, schedule.schedule_id, tick)
             try:
-                spec, kind = job_spec(schedule.job, self._kinds, self._default_max_attempts)
-                job = new_job_for(kind, spec, owner, job_id, now)
+                job = self._tick_job(schedule.job, owner, job_id, now)
             except LeaseholdError as refused:  # the kind is gone, or its schema changed
                 error = storable_text(f"tick {iso(tick)} made no job: {refused}")
                 continue

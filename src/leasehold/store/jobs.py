@@ -3,9 +3,7 @@ wake-up in one transaction, arch §3.1), get, and the listings."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +19,12 @@ from leasehold.domain.errors import (
 from leasehold.domain.ids import hash_source
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
+from leasehold.domain.types import RawItem
+from leasehold.store.cursors import (
+    cursor_partition,
+    decode_cursor,
+    encode_cursor,
+)
 from leasehold.store.errors import translate
 from leasehold.store.guards import new_job_writes
 from leasehold.store.items import (
@@ -37,9 +41,6 @@ from leasehold.store.items import (
 )
 from leasehold.store.table import ConditionFailed, Table
 
-MAX_KEY_BYTES = 1024
-"""DynamoDB's limit for a sort key (a partition key may be 2,048 bytes; none of ours come close)."""
-
 
 @dataclass(frozen=True)
 class IndexRange:
@@ -53,7 +54,7 @@ class IndexRange:
     sort_attribute: str
     sort_upto: str | None = None
 
-    def holds(self, item: dict[str, Any]) -> bool:
+    def holds(self, item: RawItem) -> bool:
         """Whether the item, as stored now, is still in the range the index listed it in."""
         partition = item.get(self.partition_attribute, {}).get("S")
         if partition != self.partition:
@@ -68,6 +69,8 @@ class IndexRange:
 class AcceptResult:
     job_id: str
     created: bool
+    state: str = JobState.QUEUED.value
+    """`queued` for a new job; a repeat's state as its failed condition found the job."""
 
 
 def fingerprint_hash(fingerprint: str) -> str:
@@ -109,68 +112,8 @@ def repeat_of(failed: ConditionFailed, index: int, fp_hash: str | None) -> bool:
     return True
 
 
-def encode_cursor(key: dict[str, Any] | None) -> str | None:
-    if not key:
-        return None
-    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
-
-
 DUE_START = "due"
 """The cursor of `queued` jobs that goes on at the start of the due index (decision F1)."""
-
-
-def _cursor_partition(cursor: str | None) -> str | None:
-    """The index partition a cursor of ours is in (None: no cursor, or not one of ours — which
-    decode_cursor then refuses)."""
-    if not cursor:
-        return None
-    try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        partition = key["gsi1pk"]["S"]
-    except (ValueError, UnicodeDecodeError, TypeError, KeyError):
-        return None
-    return partition if isinstance(partition, str) else None
-
-
-def decode_cursor(
-    cursor: str | None,
-    *,
-    partition_attribute: str,
-    partition: str,
-    sort_attribute: str,
-    index_keys: bool = True,
-) -> dict[str, Any] | None:
-    """A cursor is the LastEvaluatedKey of the same query: the table key and the index key, each
-    a string, in the partition being queried (DynamoDB refuses a start key from another
-    partition with a ValidationException). Anything else is a 400 here — including what moto
-    takes but DynamoDB refuses with a ValidationException (a 500 if it got that far): an empty
-    key value, one longer than a key may be (1,024 bytes), a value with a second type."""
-    if not cursor:
-        return None
-    try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationError("'cursor' is not a cursor this API returned") from exc
-    expected = {"pk", "sk", partition_attribute, sort_attribute} if index_keys else {"pk", "sk"}
-    if (
-        not isinstance(key, dict)
-        or set(key) != expected
-        or not all(_is_key_string(value) for value in key.values())
-        or key[partition_attribute]["S"] != partition
-    ):
-        raise ValidationError("'cursor' is not a cursor this API returned")
-    return key
-
-
-def _is_key_string(value: Any) -> bool:
-    """`{"S": <1 to 1,024 bytes>}`: a string key attribute DynamoDB takes in a start key."""
-    if not isinstance(value, dict) or set(value) != {"S"} or not isinstance(value["S"], str):
-        return False
-    try:
-        size = len(value["S"].encode())
-    except UnicodeEncodeError:  # a lone surrogate from a JSON "\\udc00" escape
-        return False
-    return 1 <= size <= MAX_KEY_BYTES
 
 
 class JobStore:
@@ -196,8 +139,12 @@ class JobStore:
             else:
                 self._table.transact(items, token=token)
         except ConditionFailed as failed:
-            repeat = repeat_of(failed, 0, fp_hash if keyed else None)
-            return AcceptResult(job_id=job.job_id, created=not repeat)
+            if not repeat_of(failed, 0, fp_hash if keyed else None):
+                return AcceptResult(job_id=job.job_id, created=True)
+            # The job as the condition found it: a repeat needs no second read.
+            old = deserialize_item(failed.old_item(0) or {})
+            state = str(old.get("state", JobState.QUEUED.value))
+            return AcceptResult(job_id=job.job_id, created=False, state=state)
         return AcceptResult(job_id=job.job_id, created=True)
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
@@ -275,7 +222,7 @@ class JobStore:
         oldest first), then the delayed ones of the due index (decision F1, soonest due
         first). A cursor names the partition it is in; `DUE_START` is the due index from its
         start, when a page ended exactly at the active partition's end."""
-        in_due = cursor == DUE_START or _cursor_partition(cursor) == DUE_PARTITION
+        in_due = cursor == DUE_START or cursor_partition(cursor) == DUE_PARTITION
         jobs: list[Job] = []
         next_cursor: str | None = None
         if not in_due:
@@ -485,7 +432,7 @@ class JobStore:
         params: dict[str, Any],
         *,
         limit: int,
-        start: dict[str, Any] | None,
+        start: RawItem | None,
         keep: Callable[[Job], bool] | None,
         index: IndexRange,
         max_pages: int = 10,
@@ -496,7 +443,7 @@ class JobStore:
         returned (or of the last page read), so nothing is skipped or repeated."""
         index_keys = (index.partition_attribute, index.sort_attribute)
         jobs: list[Job] = []
-        last_key: dict[str, Any] | None = None
+        last_key: RawItem | None = None
         for _ in range(max_pages):
             page_params = dict(params, Limit=limit if keep is not None else limit - len(jobs))
             if start:

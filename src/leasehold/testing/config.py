@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.ids import IdFactory
-from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.tenancy import TenantPolicy
-from leasehold.handlers.settings import Settings, safety_margin_seconds
+from leasehold.handlers.settings import Settings
+from leasehold.handlers.wiring import sweep_settings, worker_settings
 from leasehold.sdk.kind import Kind
 from leasehold.sdk.loading import KindLoadError, load_kinds
 from leasehold.sdk.routes import Routes
@@ -84,13 +84,24 @@ class TestbedSettings:
         settings.engine("table", "queue", "dlq")  # the functions' own cold-start check
         return settings
 
-    def engine(self, table: str, queue_url: str, dlq_url: str) -> Settings:
+    def engine(
+        self,
+        table: str,
+        queue_url: str,
+        dlq_url: str,
+        *,
+        high_queue_url: str = "",
+        low_queue_url: str = "",
+    ) -> Settings:
         """The functions' `Settings` for these resources (raises SettingsError when the
-        arithmetic of lease, timeout, step and visibility does not hold)."""
+        arithmetic of lease, timeout, step and visibility does not hold): what the testbed's
+        engine is built from, by the functions' own `build_engine`."""
         return Settings(
             table_name=table,
             queue_url=queue_url,
             dlq_url=dlq_url,
+            high_queue_url=high_queue_url,
+            low_queue_url=low_queue_url,
             lease_seconds=self.lease_seconds,
             default_max_attempts=self.max_attempts,
             backoff_base_ms=self.backoff_base_ms,
@@ -110,23 +121,13 @@ class TestbedSettings:
         ).check()
 
     def worker(self, worker_id: str) -> WorkerSettings:
-        """The worker function's settings: its lease and safety margin, retry backoff, slot
-        wait, and a heartbeat every third of the lease."""
-        lease_ms = self.lease_seconds * 1000
-        return WorkerSettings(
-            worker_id=worker_id,
-            lease=LeasePolicy(
-                lease_ms=lease_ms,
-                safety_margin_ms=safety_margin_seconds(self.lease_seconds) * 1000,
-            ),
-            retry=RetryPolicy(base_ms=self.backoff_base_ms, cap_ms=self.backoff_cap_ms),
-            slot_wait_ms=self.slot_wait_seconds * 1000,
-            heartbeat_every_ms=max(250, lease_ms // 3),
-        )
+        """The worker function's settings, as the deployed worker's are derived
+        (`leasehold.handlers.wiring.worker_settings`)."""
+        return worker_settings(self.engine("table", "queue", "dlq"), worker_id)
 
     def sweeper(self) -> SweepSettings:
         """The sweeper function's settings."""
-        return SweepSettings(self.sweep_batch, self.lost_wakeup_grace_seconds * 1000)
+        return sweep_settings(self.engine("table", "queue", "dlq"))
 
 
 def resolve_kinds(

@@ -8,28 +8,23 @@ import random
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
-
-import boto3
+from typing import Any, Unpack, cast
 
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
-from leasehold.domain.job import Job, Owner, Priority
-from leasehold.domain.tenancy import TenantPolicy
-from leasehold.handlers.wiring import CLIENT_CONFIG
-from leasehold.sdk.apps import Engine
-from leasehold.service.jobs import JobService, job_request
+from leasehold.domain.job import Job, Owner
+from leasehold.domain.options import JobOptions, OptionKeywords, Submission
+from leasehold.domain.types import JsonObject
+from leasehold.handlers.wiring import CLIENT_CONFIG, Runtime, build_engine
+from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
-from leasehold.service.ops import OpsService
-from leasehold.service.sweeper import DUE_WINDOW_MS, sweep
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.view import history_view, operations_view
-from leasehold.service.worker import Disposition, WorkerService
+from leasehold.service.worker import WorkerService
 from leasehold.store import Stores, Table
 from leasehold.store.leases import LeaseStore
-from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.table import TransactionRetry
-from leasehold.testing import iam
+from leasehold.testing import iam, sessions
 from leasehold.testing.applications import Answer, Applications
 from leasehold.testing.config import (
     BackoffCeiling,
@@ -38,18 +33,16 @@ from leasehold.testing.config import (
     resolve_kinds,
     seeded_ids,
 )
-from leasehold.testing.crashes import Crashes, CrashPlan, WatchedLeases, WorkerCrashed
+from leasehold.testing.crashes import Crashes, WatchedLeases
 from leasehold.testing.definitions import Definitions, create_queues, create_table
 from leasehold.testing.delivery import (
-    Message,
     QueueSource,
     StreamRelay,
-    invocation_clock,
-    next_event_ms,
 )
-from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld, hidden_messages
-from leasehold.testing.report import Delivery, NotIdleError, RunReport
+from leasehold.testing.driving import TestbedDriving
+from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld
 from leasehold.testing.roles import function_roles, resource_attributes
+from leasehold.testing.sessions import new_session
 
 DEFAULT_OWNER = Owner("testing", "alice")
 """Who submits a job unless `owner=` says otherwise."""
@@ -62,7 +55,7 @@ QUEUE_PREFIX = "leasehold-"
 _OPEN: list[LeaseholdTestbed] = []  # moto's SQS follows one clock: one open testbed at a time
 
 
-class LeaseholdTestbed:
+class LeaseholdTestbed(TestbedDriving):
     """leasehold on moto with a manual clock, running your kinds; use it as a context manager.
 
         with LeaseholdTestbed([shout]) as tb:           # or LeaseholdTestbed("app.kinds")
@@ -139,9 +132,7 @@ class LeaseholdTestbed:
         self._world.open()
         try:
             self._build()
-            attempts = self.settings.max_attempts
-            engine = Engine(self._stores.table, self.clock, self.telemetry, attempts)
-            self.applications.open(engine, self.kinds)
+            self.applications.open(self.runtime.engine(), self.kinds)
         except BaseException:
             self.applications.close()
             self._world.close()
@@ -167,11 +158,11 @@ class LeaseholdTestbed:
     def client(self, service: str) -> Any:
         """A boto3 client on this testbed's moto (for a kind's own resources: create a bucket
         your kind writes to, read what it wrote). No fault is injected into it."""
-        return _session().client(service)  # type: ignore[call-overload]
+        return new_session().client(service)  # type: ignore[call-overload]
 
     def _build(self) -> None:
         iam.install()  # before the functions' clients are made: each call is judged by its role
-        session = _session()
+        session = new_session()
         seed, settings = self._seed, self.settings
         # The functions' clients, with their configuration and the fault injectors...
         self._dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
@@ -187,20 +178,31 @@ class LeaseholdTestbed:
         """The queues' URLs: `work` (normal priority), `high`, `low`, `dlq`, `relay_failures`."""
         self.table_name: str = TABLE_NAME
         """The jobs table's name."""
-        settings.engine(TABLE_NAME, self.queue_urls["work"], self.queue_urls["dlq"])
-        retry = TransactionRetry(sleep=lambda _: None, rng=random.Random(seed))
-        self._stores = Stores.over(
-            Table(self._dynamodb, TABLE_NAME, retry=retry),
-            settings.user_concurrency_limit,
-            slot_grace_ms=2 * settings.lease_seconds * 1000,
+        self._worker_rng: random.Random = (
+            random.Random(seed) if settings.jitter else BackoffCeiling(seed)
         )
-        self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
-        self._queue = WakeupQueue(
+        # The engine as a deployed function's is built: by the same function, from the same
+        # settings (decision OW3) — only the clock, the ids and the retry waits are the test's.
+        self.runtime: Runtime = build_engine(
+            settings.engine(
+                TABLE_NAME,
+                self.queue_urls["work"],
+                self.queue_urls["dlq"],
+                high_queue_url=self.queue_urls["high"],
+                low_queue_url=self.queue_urls["low"],
+            ),
+            self._dynamodb,
             self._sqs,
-            self.queue_urls["work"],
-            self.queue_urls["dlq"],
-            priority_urls={"high": self.queue_urls["high"], "low": self.queue_urls["low"]},
+            clock=self.clock,
+            telemetry=self.telemetry,
+            kinds=self.kinds,
+            new_id=seeded_ids(self.clock, random.Random(seed)),
+            retry=TransactionRetry(sleep=lambda _: None, rng=random.Random(seed)),
         )
+        """The engine the testbed's functions share (`leasehold.handlers.wiring.Runtime`)."""
+        self._stores = self.runtime.stores
+        self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
+        self._queue = self.runtime.queue
         self.roles: dict[str, iam.Role] = self._roles(table)
         """Each function's execution role (`ApiFunction`, `WorkerFunction`, …) as the
         template deploys it, over this testbed's resources: every call the engine makes for a
@@ -223,27 +225,12 @@ class LeaseholdTestbed:
             QueueSource(plain_sqs, self.queue_urls[name], settings.worker_batch_size)
             for name in ("high", "work", "low")
         ]
-        self._worker_rng: random.Random = (
-            random.Random(seed) if settings.jitter else BackoffCeiling(seed)
-        )
-        ids = seeded_ids(self.clock, random.Random(seed))
         api = self.roles["ApiFunction"]
-        self._api = iam.acting_proxy(
-            JobService(
-                self._stores,
-                self.kinds,
-                self.clock,
-                ids,
-                self.telemetry,
-                settings.max_attempts,
-                tenancy=TenantPolicy(submit_rate=settings.tenant_submit_rate),
-            ),
-            api,
+        self._api = iam.acting_proxy(self.runtime.jobs(), api)
+        self._viewer = JobService(
+            self._reads, self.kinds, self.clock, self.runtime.new_id, self.telemetry
         )
-        self._viewer = JobService(self._reads, self.kinds, self.clock, ids, self.telemetry)
-        self._ops = iam.acting_proxy(
-            OpsService(self._stores, self._queue, self.clock, self.telemetry, self.kinds), api
-        )
+        self._ops = iam.acting_proxy(self.runtime.ops(), api)
         self._worker = self._new_worker()
 
     def _new_worker(self) -> WorkerService:
@@ -251,16 +238,18 @@ class LeaseholdTestbed:
         self._generation += 1
         self._crashes.forget()
         leases = cast(LeaseStore, WatchedLeases(self._stores.leases, self._crashes))
-        worker = WorkerService(
+        worker = self.runtime.worker(
+            f"testbed-worker-{self._generation}",
             stores=replace(self._stores, leases=leases),
-            queue=self._queue,
-            kinds=self.kinds,
-            clock=self.clock,
-            settings=self.settings.worker(f"testbed-worker-{self._generation}"),
-            telemetry=self.telemetry,
             rng=self._worker_rng,
+            sleep=self._hold,
         )
         return iam.acting_proxy(worker, self.roles["WorkerFunction"])
+
+    def _hold(self, seconds: float) -> None:
+        """A worker's held rate wait (`RATE_HOLD_MS`) passes on the testbed's clock, as an
+        invocation's would on the wall clock: the test never waits for it."""
+        self.clock.advance(round(seconds * 1000))
 
     def _roles(self, table: Mapping[str, Any]) -> dict[str, iam.Role]:
         physical = {
@@ -305,50 +294,38 @@ class LeaseholdTestbed:
         kind: str,
         payload: Mapping[str, Any],
         *,
+        options: JobOptions | None = None,
         owner: Owner | None = None,
-        idempotency_key: str | None = None,
-        budget: Mapping[str, int] | None = None,
-        deadline_seconds: int | None = None,
-        max_attempts: int | None = None,
-        run_at: str | None = None,
-        delay_seconds: int | None = None,
-        priority: Priority | None = None,
+        **keywords: Unpack[OptionKeywords],
     ) -> str:
-        """`POST /jobs`: validated and committed as the API does (an invalid request raises
-        the API's `ValidationError`); returns the job id (the same one again for a repeated
-        `idempotency_key`). The job is `queued`; nothing runs until `run_until_idle`. With
+        """`POST /jobs`: validated and committed through the API's own accept path (an invalid
+        request raises the API's `ValidationError`); returns the job id (the same one again for
+        a repeated idempotency key). `options`: a `JobOptions`; the keyword arguments of the
+        same names build one. The job is `queued`; nothing runs until `run_until_idle`. With
         `run_at` (ISO 8601 with an offset) or `delay_seconds` it does not start before then:
         `advance` (or `drain`) the clock to it. `priority` (high, normal, low; default the
         kind's): each round of `run_until_idle` delivers a batch from each priority's queue,
         high first, as each queue's own event source would."""
         self._ready()
-        body = job_request(
-            kind,
-            payload,
-            budget=budget,
-            deadline_seconds=deadline_seconds,
-            max_attempts=max_attempts,
-            run_at=run_at,
-            delay_seconds=delay_seconds,
-            priority=priority,
-        )
-        return self._api.accept(owner or self.owner, body, idempotency_key).job_id
+        chosen = JobOptions.of(options, **keywords)
+        submission = Submission(kind, dict(payload), chosen)
+        return self._api.accept(owner or self.owner, submission).job_id
 
-    def approve(self, job_id: str) -> dict[str, Any]:
+    def approve(self, job_id: str) -> JsonObject:
         """`POST /jobs/{id}/approval` with `approve`, at the job's current version, as its
         owner; returns the job view (`queued` again: `run_until_idle` runs the step)."""
         return self._decide(job_id, "approve")
 
-    def reject(self, job_id: str) -> dict[str, Any]:
+    def reject(self, job_id: str) -> JsonObject:
         """`POST /jobs/{id}/approval` with `reject`: the job ends `cancelled`."""
         return self._decide(job_id, "reject")
 
-    def _decide(self, job_id: str, decision: str) -> dict[str, Any]:
+    def _decide(self, job_id: str, decision: str) -> JsonObject:
         job = self._job(job_id)
         body = {"decision": decision, "version": job.version}
         return self._api.decide_approval(job.owner, job_id, body)
 
-    def cancel(self, job_id: str) -> dict[str, Any]:
+    def cancel(self, job_id: str) -> JsonObject:
         """`POST /jobs/{id}/cancel` as its owner: a queued or paused job is `cancelled` at once,
         a running one stops before its next step."""
         return self._api.cancel(self._job(job_id).owner, job_id)
@@ -380,12 +357,12 @@ class LeaseholdTestbed:
         note: str | None = None,
         checked_provider: bool = False,
         from_start: bool = False,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """The operator's replay (`POST /ops/jobs/{id}/replay`); an `unknown` job needs
         `checked_provider=True` and a `note`. `from_start`: every step again, under the
         kind's current steps (a job stopped `kind_changed`)."""
         self._ready()
-        body: dict[str, Any] = {}
+        body: JsonObject = {}
         if note is not None:
             body["note"] = note
         if checked_provider:
@@ -396,10 +373,10 @@ class LeaseholdTestbed:
 
     def resolve(
         self, job_id: str, outcome: str, note: str, *, receipt: str | None = None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """The operator's resolve of an `unknown` job: `outcome` `succeeded` or `failed`."""
         self._ready()
-        body: dict[str, Any] = {"outcome": outcome, "note": note}
+        body: JsonObject = {"outcome": outcome, "note": note}
         if receipt is not None:
             body["receipt"] = receipt
         return self._ops.resolve(job_id, OPERATOR, body)
@@ -413,7 +390,7 @@ class LeaseholdTestbed:
             raise JobNotFoundError(f"no job {job_id}")
         return job
 
-    def view(self, job_id: str, *, owner: Owner | None = None) -> dict[str, Any]:
+    def view(self, job_id: str, *, owner: Owner | None = None) -> JsonObject:
         """The job as `GET /jobs/{id}` shows it to its owner (or to `owner`: another tenant's
         caller gets the API's not-found)."""
         return self._viewer.view(owner or self._job(job_id).owner, job_id)
@@ -422,211 +399,29 @@ class LeaseholdTestbed:
         """The job's state (`queued`, `running`, `succeeded`, `unknown`, …)."""
         return self._job(job_id).state.value
 
-    def history(self, job_id: str) -> list[dict[str, Any]]:
+    def history(self, job_id: str) -> list[JsonObject]:
         """Every attempt's end and every act on the job, in order (as operators see it)."""
         return history_view(self._job(job_id))
 
-    def operations(self, job_id: str) -> list[dict[str, Any]]:
+    def operations(self, job_id: str) -> list[JsonObject]:
         """The job's operation ledger: one entry per effect step that opened one (`state`
         `submitted`, `confirmed`, `failed`, `released`; `key`, `receipt`, `reconciled`)."""
         return operations_view(self._job(job_id))
 
-    def progress(self, job_id: str) -> dict[str, Any] | None:
+    def progress(self, job_id: str) -> JsonObject | None:
         """What the job's kind last saved with `StepContext.save_progress` (None before the
         first save): the `ctx.progress` its next attempt, or a replay, resumes from."""
         state = self._job(job_id).kind_state
         return None if state is None else dict(state)
 
-    def operator_view(self, job_id: str) -> dict[str, Any]:
+    def operator_view(self, job_id: str) -> JsonObject:
         """The job as `GET /ops/jobs/{id}` shows it (lease holder, history, ledger)."""
         self._ready()
         return self._ops.show(job_id)
 
-    # ------------------------------------------------------------------ time and running
-
-    def run_until_idle(self, max_rounds: int = 100) -> RunReport:
-        """Relay the outbox and deliver every visible wake-up to a worker, round after round,
-        until a round finds nothing: no new stream record, no visible message. Time does not
-        move: a retry whose backoff has not passed stays `queued` (its wake-up is delayed on
-        the testbed's clock, and the worker would refuse it early). Raises NotIdleError after
-        `max_rounds` rounds that all found work."""
-        self._ready()
-        if self._busy:
-            raise RuntimeError("run_until_idle/drain called from inside a step")
-        self._busy = True
-        try:
-            deliveries: list[Delivery] = []
-            relayed = 0
-            for rounds in range(1, max_rounds + 1):
-                read, sent = self._relay.poll()
-                relayed += sent
-                delivered = False
-                for source in self._sources:
-                    messages = source.receive()
-                    if messages:
-                        delivered = True
-                        deliveries.extend(self._invoke(messages, source))
-                if not read and not delivered:
-                    return RunReport(rounds, relayed, tuple(deliveries))
-        finally:
-            self._busy = False
-        raise NotIdleError(f"still busy after {max_rounds} rounds (raise max_rounds?)")
-
-    def _invoke(self, messages: list[Message], source: QueueSource) -> list[Delivery]:
-        """One worker invocation over a batch. As with Lambda's partial batch response, the
-        acknowledged messages are deleted when the invocation returns; a crash deletes none."""
-        remaining = invocation_clock(self.clock, self.settings.worker_timeout_seconds * 1000)
-        worker_id = f"testbed-worker-{self._generation}"
-        done: list[Delivery] = []
-        acknowledged: list[Message] = []
-        for message in messages:
-            try:
-                wakeup = Wakeup.parse(message.body)
-            except ValueError:
-                acknowledged.append(message)
-                done.append(Delivery("", "malformed", worker_id, self.clock.now_ms()))
-                continue
-            at = self.clock.now_ms()
-            try:
-                result = self._worker.handle(wakeup, message.receipt_handle, remaining)
-            except WorkerCrashed:
-                done.append(Delivery(wakeup.job_id, "crashed", worker_id, at))
-                self._worker = self._new_worker()
-                return done
-            done.append(Delivery(wakeup.job_id, result.outcome, worker_id, at))
-            if result.disposition is Disposition.ACK:
-                acknowledged.append(message)
-        self._crashes.forget()
-        for message in acknowledged:
-            source.delete(message)
-        return done
-
-    def advance(self, seconds: float, *, sweep: bool = True) -> dict[str, int]:
-        """Move the clock `seconds` forward, then run the sweeper once (as its schedule would):
-        a lease that ran out is rescued (or its job goes `unknown` when an effect without a
-        way to learn its outcome was open), a lost wake-up is sent again. Runs no job: call
-        `run_until_idle` next. Called from inside a step, it makes the step take that long
-        (its lease may run out under it). Returns the sweeper's counts."""
-        self._ready()
-        if seconds < 0:
-            raise ValueError("time only moves forward")
-        self.clock.advance(round(seconds * 1000))
-        return self.sweep() if sweep else {}
-
-    def sweep(self) -> dict[str, int]:
-        """One pass of the sweeper, now: `{"rescued": 1, "unknown": 1, …}`."""
-        self._ready()
-        with iam.acting_as(self.roles["SweeperFunction"]):
-            return sweep(
-                self._stores, self.clock, self.settings.sweeper(), self.telemetry, self.kinds
-            )
-
-    def next_due_in(self) -> float | None:
-        """Seconds until something will happen without the test acting: a delayed wake-up
-        becomes visible, a lease runs out, the sweeper re-sends a lost wake-up. None when every
-        job is at rest (finished, `unknown`, or waiting for approval)."""
-        due = self._next_event_ms()
-        return None if due is None else max(0, due - self.clock.now_ms()) / 1000
-
-    def _next_event_ms(self) -> int | None:
-        self._ready()
-        # Not from the by_state index: an index may lag (a GSI is eventually consistent), and
-        # a job it does not list yet would look like nothing left to do
-        active, delayed = self._reads.jobs.unfinished_consistent()
-        return next_event_ms(
-            active,
-            [
-                hidden
-                for name in ("high", "work", "low")
-                for hidden in hidden_messages(self.queue_urls[name])
-            ],
-            now=self.clock.now_ms(),
-            grace_ms=self.settings.lost_wakeup_grace_seconds * 1000,
-            delayed=delayed,
-            due_window_ms=DUE_WINDOW_MS,
-        )
-
-    def drain(self, max_seconds: float = 24 * 3600, max_rounds: int = 100) -> RunReport:
-        """Time-skipping: `run_until_idle`, then jump the clock to the next thing due
-        (`next_due_in`) and run again, until every job is at rest. Raises NotIdleError when
-        jobs are still active after `max_seconds` of virtual time."""
-        report = self.run_until_idle(max_rounds)
-        start = self.clock.now_ms()
-        for _ in range(max_rounds):
-            due = self._next_event_ms()
-            if due is None:
-                return report
-            if due - start > max_seconds * 1000:
-                break
-            skipped = max(0, due - self.clock.now_ms())
-            self.advance(skipped / 1000)
-            step = self.run_until_idle(max_rounds)
-            report = report + replace(step, advanced_seconds=skipped / 1000)
-        raise NotIdleError(
-            f"jobs still active after {max_rounds} skips or {max_seconds:g} s of virtual time"
-        )
-
-    # ------------------------------------------------------------------ faults and crashes
-
-    def crash(
-        self,
-        *,
-        after_step: str | None = None,
-        in_step: str | None = None,
-        job_id: str | None = None,
-        times: int = 1,
-    ) -> CrashPlan:
-        """Plan a worker crash (see CrashPlan): `after_step="a"` dies once step `a` is
-        recorded; `in_step="charge"` dies inside that step after its function returned,
-        before anything of it is recorded (an effect's ledger entry stays `submitted`). The
-        job keeps its lease until it runs out: `advance` past `lease_seconds` and the sweeper
-        takes it on (a new attempt resumes from the last checkpoint), or makes it `unknown`
-        when the open effect's capability is `none`."""
-        return self._crashes.plan(
-            CrashPlan(after_step=after_step, in_step=in_step, job_id=job_id, times=times)
-        )
-
-    def faults(self, spec: str) -> None:
-        """Inject faults into the functions' DynamoDB and SQS clients from now on, as
-        `LEASEHOLD_FAULTS` does: `"dynamodb.TransactWriteItems:TransactionConflict=0.2"`
-        (rules `service.Operation:ErrorCode=probability[@limit]`, comma-separated); `""`
-        switches them off. Raises FaultSpecError for a rule that cannot be read."""
-        self._ready()
-        self._faults.use(spec)
-
-    def injected(self) -> dict[str, int]:
-        """How many faults were injected, by `Operation:ErrorCode`."""
-        self._ready()
-        return self._faults.counts()
-
 
 __all__ = ["DEFAULT_OWNER", "OPERATOR", "LeaseholdTestbed"]
 
-
-_MODELS: list[Any] = []  # the botocore data loader every testbed of this process shares
-
-
-class _SearchPaths(list[Any]):
-    """A loader's search path to which a path already on it is not added again: boto3 appends
-    its data directory to the loader of every session it makes, and a loader shared by every
-    session would grow by an entry a session (each lookup not yet cached walks it all)."""
-
-    def append(self, path: Any) -> None:
-        if path not in self:
-            super().append(path)
-
-
-def _session() -> boto3.session.Session:
-    """A new boto3 session (its clients are new) that reads the service models through one
-    loader for the whole process: a session of its own read them from disk again, most of a
-    testbed's setup when a suite makes one per test."""
-    import botocore.loaders
-    import botocore.session
-
-    if not _MODELS:
-        loader = botocore.loaders.create_loader()
-        loader._search_paths = _SearchPaths(loader.search_paths)  # type: ignore[attr-defined]
-        _MODELS.append(loader)
-    core = botocore.session.get_session()
-    core.register_component("data_loader", _MODELS[0])
-    return boto3.session.Session(botocore_session=core, region_name=REGION)
+# Their old paths (the suite's conftest shares the loader's search paths through them).
+_session = new_session
+_SearchPaths = sessions._SearchPaths
