@@ -11,17 +11,8 @@ from typing import Any
 
 import pytest
 
-from leasehold import (
-    Budget,
-    Engine,
-    JobOptions,
-    Kind,
-    Owner,
-    StepContext,
-    ValidationError,
-    job_writes,
-    submit_direct,
-)
+from leasehold import Budget, JobOptions, Kind, Owner, StepContext, ValidationError
+from leasehold.apps import Engine, job_writes, submit_direct
 from leasehold.domain.errors import SubmitRateExceededError
 from leasehold.handlers import api, wiring
 from leasehold.handlers import worker as worker_function
