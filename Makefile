@@ -35,6 +35,10 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# The distribution was named `leasehold` before it became leasehold-jobs: drop a stale one
+	@# (its editable install's metadata in src/ would still answer to the old name).
+	@$(BIN)/python -m pip uninstall --quiet --yes leasehold 2>/dev/null || true
+	@rm -rf src/leasehold.egg-info
 	@touch $(STAMP)
 
 demo: setup

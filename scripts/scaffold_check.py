@@ -2,7 +2,7 @@
 meets it on a fresh machine. In a temporary directory:
 
 1. `leasehold new` (leasehold from this checkout's path, the default in a checkout);
-2. `make test` — which builds the project's own `.venv` (pip installs `leasehold[project]` from
+2. `make test` — which builds the project's own `.venv` (pip installs `leasehold-jobs[project]` from
    this checkout) and runs the project's tests;
 3. `make validate` (`sam validate --lint`) and `make build` (`sam build` for python3.13/arm64),
    then a look inside each function's build: the engine and the project's package, no

@@ -47,7 +47,10 @@ def _tree(directory: Path) -> dict[str, tuple[bytes, int]]:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     directory = tmp_path / "order-jobs"
-    assert leasehold_main(["new", str(directory), "--leasehold", "leasehold[project]==0.1.0"]) == 0
+    assert (
+        leasehold_main(["new", str(directory), "--leasehold", "leasehold-jobs[project]==0.1.0"])
+        == 0
+    )
     return directory
 
 
@@ -55,7 +58,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_leasehold_new_writes_what_cookiecutter_writes(project: Path, tmp_path: Path) -> None:
-    values = Project.named(project, leasehold_requirement="leasehold[project]==0.1.0").values()
+    values = Project.named(project, leasehold_requirement="leasehold-jobs[project]==0.1.0").values()
     out = tmp_path / "cookiecutter"
     cookiecutter(str(TEMPLATE_DIR), no_input=True, extra_context=values, output_dir=str(out))
     assert _tree(out / "order-jobs") == _tree(project)
@@ -74,7 +77,10 @@ def test_cookiecutters_own_defaults_derive_the_package_from_the_slug(tmp_path: P
 
 def test_sam_init_location_renders_the_same_project(project: Path, tmp_path: Path) -> None:
     out = tmp_path / "sam-init"
-    context = {"project_slug": "order-jobs", "leasehold_requirement": "leasehold[project]==0.1.0"}
+    context = {
+        "project_slug": "order-jobs",
+        "leasehold_requirement": "leasehold-jobs[project]==0.1.0",
+    }
     answer = subprocess.run(
         [str(SAM), "init", "--location", str(TEMPLATE_DIR), "--no-input", "--output-dir",
          str(out), "--extra-context", json.dumps(context)],
@@ -161,7 +167,7 @@ def test_the_project_holds_what_a_project_needs(project: Path) -> None:
         "tests/test_kinds.py", "tests/test_template.py", "events/api-submit-greet.json",
     } <= files  # fmt: skip
     makefile = (project / "Makefile").read_text()
-    assert "LEASEHOLD ?= leasehold[project]==0.1.0" in makefile
+    assert "LEASEHOLD ?= leasehold-jobs[project]==0.1.0" in makefile
     assert 'stack_name = "order-jobs"' in (project / "samconfig.toml").read_text()
     readme = (project / "README.md").read_text()
     assert "make test" in readme and "make up" in readme and "sam deploy --guided" in readme
@@ -185,7 +191,7 @@ def test_new_refuses_bad_names_and_a_directory_in_the_way(tmp_path: Path) -> Non
 
 def test_leasehold_comes_from_this_checkout_by_default(tmp_path: Path) -> None:
     project = Project.named(tmp_path / "mine")
-    assert project.leasehold_requirement == f"leasehold[project] @ {ROOT.as_uri()}"
+    assert project.leasehold_requirement == f"leasehold-jobs[project] @ {ROOT.as_uri()}"
 
 
 def test_installed_without_the_checkout_it_serves_the_copies_it_carries(tmp_path: Path) -> None:
@@ -204,5 +210,5 @@ def test_installed_without_the_checkout_it_serves_the_copies_it_carries(tmp_path
         env={**os.environ, "PYTHONPATH": str(site)},
     )  # fmt: skip
     requirement, files = json.loads(answer.stdout)
-    assert requirement == "leasehold[project]==0.1.0"
+    assert requirement == "leasehold-jobs[project]==0.1.0"
     assert files == engine_files("x.kinds")

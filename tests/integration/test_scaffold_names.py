@@ -59,3 +59,19 @@ def test_what_counts_as_a_dependency_is_what_is_installed_for_a_project() -> Non
     assert {"boto3", "botocore", "aws_lambda_powertools", "moto", "pytest", "yaml"} <= modules
     assert not modules & {"order_jobs", "mine"}
     assert "json" in sys.stdlib_module_names  # the other list the check uses
+
+
+def test_the_dependencies_are_read_from_the_distribution_as_it_is_named() -> None:
+    """The closure starts at leasehold's distribution, `leasehold-jobs` (not its import name):
+    asked for a name nothing installs, it would find no distribution and fall back to the floor,
+    letting a package named as a module of the `project` extra's own dependencies through."""
+    from importlib import metadata
+
+    from leasehold_dev.scaffold import DEPENDENCY_FLOOR, DISTRIBUTION, dependency_modules
+
+    assert metadata.distribution(DISTRIBUTION).metadata["Name"] == "leasehold-jobs"
+    # flask comes with moto[server] (the `project` extra), and is not in the floor
+    assert "flask" not in DEPENDENCY_FLOOR
+    assert "flask" in dependency_modules()
+    with pytest.raises(ScaffoldError, match=r"'flask'.*installs"):
+        Project.named(Path("/tmp") / "ok", package="flask")

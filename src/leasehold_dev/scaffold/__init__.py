@@ -35,6 +35,9 @@ ENGINE_FILES = ("template.yaml", "src/leasehold-requirements.txt")
 """The project's files made from leasehold's own (never edited by hand)."""
 SOURCE_ROOT = Path(leasehold.__file__).resolve().parents[2]
 """leasehold's source checkout, when leasehold runs from one."""
+DISTRIBUTION = "leasehold-jobs"
+"""The name pip installs leasehold by (the import name is `leasehold`): `leasehold` on PyPI is
+another project's (docs/decisions.md PK1)."""
 
 _CACHES = {"__pycache__", ".ruff_cache", ".pytest_cache", ".mypy_cache"}
 """Made by tools run inside the tree in a checkout; never part of a project."""
@@ -130,7 +133,7 @@ def dependency_modules() -> frozenset[str]:
         owners = metadata.packages_distributions()
     except Exception:  # noqa: BLE001 - a broken environment still gets the floor
         return DEPENDENCY_FLOOR
-    wanted = _requirement_closure("leasehold", frozenset({"project"}))
+    wanted = _requirement_closure(DISTRIBUTION, frozenset({"project"}))
     found = {
         module
         for module, distributions in owners.items()
@@ -178,8 +181,8 @@ def default_requirement() -> str:
     """How a new project installs leasehold: this checkout's path while leasehold runs from a
     source checkout (docs/decisions.md N3), otherwise this very release from a package index."""
     if (SOURCE_ROOT / "pyproject.toml").is_file() and (SOURCE_ROOT / "template.yaml").is_file():
-        return f"leasehold[project] @ {SOURCE_ROOT.as_uri()}"
-    return f"leasehold[project]=={leasehold.__version__}"
+        return f"{DISTRIBUTION}[project] @ {SOURCE_ROOT.as_uri()}"
+    return f"{DISTRIBUTION}[project]=={leasehold.__version__}"
 
 
 def render(text: str, values: dict[str, str]) -> str:
@@ -293,6 +296,7 @@ def main() -> int:
 
 
 __all__ = [
+    "DISTRIBUTION",
     "ENGINE_FILES",
     "PROJECT_DIR",
     "TEMPLATE_DIR",
