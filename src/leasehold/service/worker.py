@@ -1,6 +1,11 @@
 """The worker's use case: claim a job from a wake-up, run its steps from the checkpoint under the
 lease, save the outcome under the fence — and only then let the message go (arch §3.2–3.6).
 
+It has three rooms, as River's producer, executor and completer: claiming
+(service/claiming.py), running a step (here: each step comes to one `StepOutcome`,
+service/steps.py), and settling outcomes (service/outcomes.py, the one place that turns an
+outcome into its fenced write).
+
 What the store and the invocation may do to it (arch §3.9) is part of the contract:
 - a store that stays unavailable (after the store's bounded retries) never turns into a step
   failure: the message is kept (or re-sent) and the lease, if any, runs out for the sweeper;
