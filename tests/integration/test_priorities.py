@@ -226,7 +226,7 @@ def test_a_hand_off_stays_on_the_high_queue(tb: LeaseholdTestbed) -> None:
     job = tb.submit("work", {}, priority="high")
     tb._relay.poll()
     [message] = tb._sources[0].receive()
-    result = tb._worker._hand_off(Wakeup.parse(message.body), "slots_full", delay_s=1)
+    result = tb._worker._claiming.hand_off(Wakeup.parse(message.body), "slots_full", delay_s=1)
     tb._sources[0].delete(message)
     assert result.outcome == "slots_full"
     assert queue_depths(tb) == {"high": 1, "normal": 0, "low": 0}

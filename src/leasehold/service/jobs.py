@@ -22,7 +22,7 @@ from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
 from leasehold.domain.types import JsonObject
 from leasehold.service.kinds import JobKind, step_list_of
-from leasehold.service.telemetry import Telemetry
+from leasehold.service.telemetry import CountingTelemetry, Telemetry
 from leasehold.service.view import job_view
 from leasehold.store import Stores
 from leasehold.store.jobs import JobStore, derived_id, fingerprint_hash, request_token
@@ -79,7 +79,7 @@ class Intake:
         self._kinds = kinds
         self._clock = clock
         self._new_id = new_id
-        self._telemetry = telemetry
+        self._telemetry: Telemetry = telemetry or CountingTelemetry()
         self._default_max_attempts = default_max_attempts
         self._tenancy = tenancy or TenantPolicy()
 
@@ -141,13 +141,9 @@ class Intake:
                 f"same {self._key_name} to get the same job (without a key a retry may create "
                 "a second one)"
             ) from unavailable
-        self._count("JobsAccepted" if outcome.created else "IdempotentReplays")
+        self._telemetry.count("JobsAccepted" if outcome.created else "IdempotentReplays")
         # A repeat answers with what the job is now (it may have run, or been cancelled).
         return Accepted(job_id=outcome.job_id, created=outcome.created, state=outcome.state)
-
-    def _count(self, name: str) -> None:
-        if self._telemetry is not None:
-            self._telemetry.count(name)
 
     def _take_submission(self, table: Table, owner: Owner, now: int) -> None:
         """Count the submission against its tenant's rate (decision Q3), when the deployment

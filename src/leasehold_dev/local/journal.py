@@ -136,14 +136,14 @@ class Journal:
         replayed, torn = 0, False
         for index, (number, path) in enumerate(segments):
             if number < journal_from:  # already in the snapshot: a compaction cut short
-                path.unlink()
+                path.unlink(missing_ok=True)  # or a running compaction removes it as we look
                 continue
             count, torn_here = self._replay(path, last=index == len(segments) - 1)
             replayed += count
             torn = torn or torn_here
             self._replayed_segments += 1
         for leftover in self.directory.glob("*.tmp"):
-            leftover.unlink()
+            leftover.unlink(missing_ok=True)
         self._segment = max([journal_from - 1, *(number for number, _ in segments)], default=0)
         return Loaded(len(self.entries), replayed, torn, time.monotonic() - started)
 
@@ -340,7 +340,7 @@ class Journal:
             for old in self.directory.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}"):
                 number = segment_number(old)
                 if number is not None and number < journal_from:
-                    old.unlink()
+                    old.unlink(missing_ok=True)  # a reader's load() may have got there first
             self.snapshot_bytes = path.stat().st_size
             self.compactions += 1
         except OSError as exc:  # the journal is whole without it: the next switch tries again
