@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from leasehold.domain.errors import ValidationError
+from leasehold.domain.errors import ANSWERED_ERRORS, ValidationError
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.storable import NotStorableError, check_storable, storable_error
+from leasehold.handlers.api import STATUS_BY_ERROR
 from leasehold.testing import LeaseholdTestbed
 from tests.support import contained_kinds
 from tests.support.api import Call, call_fixture
@@ -145,6 +146,20 @@ def test_a_check_that_raises_its_own_error_is_a_400(tb: LeaseholdTestbed) -> Non
     assert refused.value.code == "check_failed"
     assert "needs_name" in str(refused.value) and "KeyError" in str(refused.value)
     assert tb.state(tb.submit("checked", {"name": "x"})) == "queued"
+
+
+def test_a_check_that_raises_a_leasehold_error_without_an_answer_is_a_400_too(
+    tb: LeaseholdTestbed,
+) -> None:
+    """A SettingError (or any LeaseholdError the API has no status for) is the check's own bug,
+    not its answer: a 400 check_failed, never a 500 (decision NS6)."""
+    with pytest.raises(ValidationError) as refused:
+        tb.submit("checked", {"name": "unset"})
+    assert refused.value.code == "check_failed" and "SettingError" in str(refused.value)
+
+
+def test_the_answered_errors_are_the_apis_status_table() -> None:
+    assert set(ANSWERED_ERRORS) == {error for error, _ in STATUS_BY_ERROR}
 
 
 def test_a_check_that_raises_its_own_error_is_a_400_at_the_api(api: Call) -> None:

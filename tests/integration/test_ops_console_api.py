@@ -142,9 +142,7 @@ def test_every_module_the_console_imports_is_served_as_a_script_and_shipped() ->
         "package-data"
     ]["leasehold.console"]
     package = Path(console.__file__).parent  # the globs as setuptools expands them (** recurses)
-    shipped = {
-        path for glob in globs for path in iglob(glob, root_dir=package, recursive=True)
-    }
+    shipped = {path for glob in globs for path in iglob(glob, root_dir=package, recursive=True)}
     for name in console.ASSETS:
         assert f"static/{name}" in shipped, name
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold import Effect, FatalError, Kind, StepContext
+from leasehold import Effect, FatalError, Kind, SettingError, StepContext
 from leasehold.domain.job import Owner
 
 runs: dict[str, int] = {}
@@ -74,6 +74,8 @@ CHECK_RAISES: list[bool] = [False]
 @checked.check
 def needs_name(payload: dict[str, Any], owner: Owner) -> None:
     payload["name"]  # a KeyError when the field is missing: the check's own bug
+    if payload["name"] == "unset":  # a leasehold error with no answer of its own: a bug too
+        raise SettingError("CHECKED_ENDPOINT is not set")
     if CHECK_RAISES[0]:
         raise RuntimeError("the check broke")
 

@@ -271,3 +271,19 @@ class HandBackError(LeaseholdError):
 
 class ScheduleNotFoundError(JobNotFoundError):
     """Unknown schedule, or one outside the caller's scope: the same 404 as an unknown job."""
+
+
+ANSWERED_ERRORS: tuple[type[LeaseholdError], ...] = (
+    ValidationError,
+    StoreRefusedError,
+    UnauthenticatedError,
+    ForbiddenError,
+    JobNotFoundError,
+    ConflictError,
+    SubmitRateExceededError,
+    StoreUnavailableError,
+)
+"""The errors the API answers with a status of their own (`STATUS_BY_ERROR` in
+leasehold.handlers.api). Code of a user's that raises one of these gives that answer; any other
+error it raises, a `LeaseholdError` or not (a `SettingError`, a `ConditionFailed`), is its own bug
+and is answered as such (a kind's check: a 400 `check_failed`)."""

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar, overload
 from aws_lambda_powertools import Logger
 
 from leasehold.domain import sizes
-from leasehold.domain.errors import LeaseholdError, ValidationError
+from leasehold.domain.errors import ANSWERED_ERRORS, LeaseholdError, ValidationError
 from leasehold.domain.job import PRIORITIES, Owner, Priority
 from leasehold.domain.limits import Limit, Rate, check_limits, check_rates, key_value
 from leasehold.domain.policies import (
@@ -390,7 +390,7 @@ class Kind:
         for check in self._hooks.checks:
             try:
                 check(payload, owner)
-            except LeaseholdError:
+            except ANSWERED_ERRORS:
                 raise  # a ValidationError is the check's answer (a 400); a store error is 503
             except Exception as failed:  # a check's own bug must not be a 500 (arch §23)
                 logger.exception("check raised", extra={"kind": self.name})

@@ -258,7 +258,7 @@ def resolve_spec(kind: JobKind, submission: Submission, default_max_attempts: in
 
 
 def _default_priority(kind: JobKind) -> str | None:
-    return getattr(kind, "default_priority", None)
+    return kind.default_priority
 
 
 def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: int) -> Job:

@@ -194,8 +194,8 @@ class ScheduleService:
         report: Counter[str] = Counter()
         for name, kind in self._kinds.items():
             owner = Owner(KIND_TENANT, name)
-            wanted = {}
-            for declared in getattr(kind, "declared_schedules", ()):
+            wanted: dict[str, JsonObject] = {}
+            for declared in kind.declared_schedules:
                 payload = dict(declared.payload)
                 sid = declared_schedule_id(
                     name, declared.expression, declared.tz, declared.missed, payload
