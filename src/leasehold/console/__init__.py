@@ -1,4 +1,5 @@
-"""The operator console's static shell (arch §14): one HTML page, its scripts and its style sheet,
+"""The operator console's static shell (decisions C8–C14): one HTML page, its scripts and its style
+sheet,
 shipped inside the package (no CDN: it works offline) and served by the API function at
 `GET /console` and `GET /console/{asset}`.
 

@@ -12,7 +12,8 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The writer's clock. DynamoDB conditions have no server clock (arch §3.7)."""
+    """The writer's clock. DynamoDB conditions have no server clock (docs/architecture.md rule
+    7)."""
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)

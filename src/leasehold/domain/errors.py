@@ -184,7 +184,7 @@ class StoreRefusedError(LeaseholdError):
 class ItemTooLargeError(StoreRefusedError):
     """DynamoDB refused a write because the item would pass its 400 KB limit (its message
     says so): the worker ends the job `failed` / `item_too_large` rather than let the message
-    be re-delivered into the DLQ (arch §17; the budget is leasehold.domain.sizes)."""
+    be re-delivered into the DLQ (decision SZ3; the budget is leasehold.domain.sizes)."""
 
 
 class StepError(LeaseholdError):

@@ -17,7 +17,7 @@ from leasehold.domain.types import JsonObject
 
 Priority = Literal["high", "normal", "low"]
 PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
-"""A job's priority (arch §15): each has its own queue and event-source mapping (decision F4)."""
+"""A job's priority (decision F4): each has its own queue and event-source mapping (decision F4)."""
 DEFAULT_PRIORITY = "normal"
 
 
@@ -140,10 +140,12 @@ class Job:
     error: dict[str, str] | None = None
     stop_reason: str | None = None
     effect_intent: dict[str, Any] | None = None
-    """The external effect in flight, if any (arch §3.6): its operation id, key, provider and
+    """The external effect in flight, if any (docs/architecture.md rule 6): its operation id, key,
+    provider and
     capability. While it is set the job cannot be retried blindly."""
     operations: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """The operation ledger (arch §6): operation id → {provider, key, fingerprint, state
+    """The operation ledger (docs/architecture.md "External effects"): operation id → {provider,
+    key, fingerprint, state
     submitted | confirmed | failed | released, submitted_at, settled_at?, receipt?, error?}."""
     kind_state: dict[str, Any] | None = None
     """A kind's own progress within a step (StepContext.save_progress), bounded by the kind."""

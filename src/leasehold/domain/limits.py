@@ -1,4 +1,4 @@
-"""Concurrency limits a kind declares (arch §15, decision F2): at most `max` of the kind's jobs
+"""Concurrency limits a kind declares (decision F2): at most `max` of the kind's jobs
 running per value of a key — the user, the tenant, a payload field, or the whole kind — each
 counted on slot items of its own, sharded when the key is busy."""
 

@@ -14,7 +14,7 @@ DEFAULT_DEADLINE_SECONDS = 3600
 DEFAULT_MAX_ATTEMPTS = 3
 MAX_SQS_DELAY_SECONDS = 900
 MAX_DELAY_SECONDS = 365 * 24 * 3600
-"""`run_at` / `delay_seconds` at most this far ahead (arch §15)."""
+"""`run_at` / `delay_seconds` at most this far ahead (decision F1)."""
 
 
 def in_due_index(created_at: int, due_at: int) -> bool:

@@ -9,7 +9,8 @@ from typing import Any, TypedDict
 
 
 class EffectIntent(TypedDict, total=False):
-    """The open external effect of a running job (arch §3.6): while it is on the item, nothing
+    """The open external effect of a running job (docs/architecture.md "External effects"): while
+    it is on the item, nothing
     but its own step's completion removes it, and an expired lease makes the job `unknown`."""
 
     operation_id: str
@@ -24,7 +25,8 @@ class EffectIntent(TypedDict, total=False):
 
 
 class LedgerEntry(TypedDict, total=False):
-    """One operation of the job's ledger (arch §6): `submitted` before the provider is called,
+    """One operation of the job's ledger (docs/architecture.md "External effects"): `submitted`
+    before the provider is called,
     then `confirmed` (with the receipt), `failed` (with the error) or `released`."""
 
     provider: str

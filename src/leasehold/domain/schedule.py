@@ -1,4 +1,4 @@
-"""Schedule expressions (arch §15): `cron(…)` in AWS EventBridge's six-field syntax and
+"""Schedule expressions (decision FS1): `cron(…)` in AWS EventBridge's six-field syntax and
 `rate(…)`, with an IANA time zone, and the pure function that says when the next tick is.
 
 Supported (decision FS1): `cron(min hour day-of-month month day-of-week year)` with `*`, `?`,

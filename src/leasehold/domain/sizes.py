@@ -1,4 +1,5 @@
-"""The job item's size budget (arch §17): DynamoDB refuses an item over 400 KB, and every part of
+"""The job item's size budget (decision SZ1): DynamoDB refuses an item over 400 KB, and every part
+of
 a job lives on its one item, so each part has a share and the shares add up to well under the
 limit — a job can never grow into a write DynamoDB refuses. Sizes are the UTF-8 bytes of the
 compact JSON the engine stores (close to what DynamoDB counts: names + values).

@@ -1,4 +1,4 @@
-"""What may be stored (arch §23): the one rule for everything a kind's code hands the engine — a
+"""What may be stored (decision U1): the one rule for everything a kind's code hands the engine — a
 step's output, its progress, a receipt, an error's message and code — checked once, before any
 of it reaches the store.
 
@@ -118,7 +118,7 @@ def storable_text(text: Any, limit: int = MAX_MESSAGE_CHARS) -> str:
 def storable_error(error: dict[str, Any]) -> dict[str, Any]:
     """A job's `error` as it may be stored and shown: `code` an identifier of at most
     MAX_CODE_CHARS, `message` at most MAX_MESSAGE_CHARS, every other field a short string; lone
-    surrogates replaced. A kind's error text is data the engine does not control (arch §23)."""
+    surrogates replaced. A kind's error text is data the engine does not control (decision U1)."""
     out: dict[str, Any] = {}
     for key, value in list(error.items())[:12]:
         name = storable_text(key, 40)

@@ -1,4 +1,4 @@
-"""What one tenant may take from the others (arch §17, decisions Q1–Q3): who may ask for high
+"""What one tenant may take from the others (decisions Q1–Q3): who may ask for high
 priority, how many schedules one owner may keep, and how many jobs a tenant may submit a second.
 Set per deployment (template parameters `HighPriorityTenants`, `SchedulesPerOwner`,
 `TenantSubmitRate`); an engine built without them (a testbed, a library user) allows everything."""

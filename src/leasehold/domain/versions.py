@@ -1,4 +1,4 @@
-"""Kind versions (arch §23): which step list a job's checkpoint belongs to.
+"""Kind versions (decisions KV1–KV6): which step list a job's checkpoint belongs to.
 
 A job records, when it is accepted, one short digest per planned step (`StepList`, stored as
 `d1.d2.…` on the job item, decision KV1). Its *fingerprint* is a digest of that list: two lists

@@ -1,4 +1,5 @@
-"""The HTTP API (arch §4): one route, one service call. Identity comes only from the JWT
+"""The HTTP API (docs/architecture.md "HTTP API"): one route, one service call. Identity comes only
+from the JWT
 authorizer's claims; errors use one envelope and one status table."""
 
 from __future__ import annotations

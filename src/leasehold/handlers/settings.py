@@ -84,7 +84,8 @@ class Settings:
 
     def check(self) -> Settings:
         """The arithmetic that keeps a Lambda invocation, a lease and the queue consistent
-        (arch §3.9): a worker claims only when a lease's worth of work fits in what remains of
+        (docs/architecture.md rule 7): a worker claims only when a lease's worth of work fits in
+        what remains of
         its invocation, so the timeout must exceed the lease; a step must fit in an invocation;
         SQS must not redeliver while an invocation may still be working (6 × timeout)."""
         margin = safety_margin_seconds(self.lease_seconds)

@@ -212,7 +212,7 @@ def runtime() -> Runtime:
     session = boto3.session.Session()
     dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
     sqs = session.client("sqs", config=CLIENT_CONFIG)
-    if settings.faults:  # tests and `leasehold local up --faults` only (arch §3.9)
+    if settings.faults:  # tests and `local up --faults` only (docs/architecture.md rule 9)
         from leasehold.store.faults import FaultPlan, install_faults
 
         plan = FaultPlan.parse(settings.faults)

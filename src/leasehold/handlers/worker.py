@@ -1,6 +1,7 @@
 """Worker Lambda: SQS wake-ups through Powertools' BatchProcessor. A record is reported failed
-(kept by SQS) unless its outcome is saved — Lambda deletes only the others (arch §3.4). Each
-record is handled with the invocation's remaining time (arch §3.9)."""
+(kept by SQS) unless its outcome is saved — Lambda deletes only the others (docs/architecture.md
+rule 4). Each
+record is handled with the invocation's remaining time (docs/architecture.md rule 7)."""
 
 from __future__ import annotations
 

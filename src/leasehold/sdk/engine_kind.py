@@ -90,7 +90,7 @@ class EngineKind:
                     operation.release(str(failed))
             raise
         try:
-            # One rule for plain and effect steps (arch §23, domain/storable.py): JSON that the
+            # One rule for plain and effect steps (decision U1, domain/storable.py): JSON that the
             # store and every client keep exactly — no NaN, no lone surrogate, no int key, no
             # 39-digit integer — checked here, before any of it is written.
             encoded = storable_json(output, f"step '{step.name}' output")

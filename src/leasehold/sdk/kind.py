@@ -392,7 +392,7 @@ class Kind:
                 check(payload, owner)
             except ANSWERED_ERRORS:
                 raise  # a ValidationError is the check's answer (a 400); a store error is 503
-            except Exception as failed:  # a check's own bug must not be a 500 (arch §23)
+            except Exception as failed:  # a check's own bug must not be a 500 (decision U3)
                 logger.exception("check raised", extra={"kind": self.name})
                 raise ValidationError(
                     f"kind '{self.name}' could not check this payload: its check "

@@ -113,7 +113,8 @@ class Claimer:
         rates: list[RateKey] | None = None,
     ) -> Job:
         """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
-        conditional write (arch §3.2). With a per-user limit, a slot is taken first (its own
+        conditional write (docs/architecture.md rule 2). With a per-user limit, a slot is taken
+        first (its own
         single-item write, decision C5) and given back if the claim fails. Raises
         ClaimRejectedError with the reason read from the failed item, or SlotsFullError.
 

@@ -8,7 +8,8 @@ Users never implement `JobKind`: `leasehold.Kind` (sdk/kind.py) does, from the s
 user declares, and `leasehold.StepContext` is the public view of an `Attempt`. This module is
 the engine's side of that contract and may change.
 
-Every ledger write is fenced like any worker write (arch §6), so a worker that lost its lease
+Every ledger write is fenced like any worker write (docs/architecture.md "External effects"), so a
+worker that lost its lease
 can neither open nor settle an operation."""
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ ValueError naming what is wrong with a migration that raised or returned a bad c
 class JobKind(Protocol):
     name: str
     max_payload_bytes: int
-    """The largest payload (UTF-8 JSON) this kind accepts (arch §3.8: 16 KiB by default)."""
+    """The largest payload (UTF-8 JSON) this kind accepts (docs/architecture.md rule 8: 16 KiB by
+    default)."""
     submittable: bool
     """Whether callers may submit it with POST /jobs (the reading list's kinds are made by the
     bookmarks API, never submitted directly)."""
@@ -110,7 +112,7 @@ class JobKind(Protocol):
         (including rules that depend on who submits)."""
 
     def plan(self, payload: JsonObject) -> list[StepPlan]:
-        """The steps of a job, known up front (≤ 20, arch §3.8)."""
+        """The steps of a job, known up front (≤ 20, docs/architecture.md rule 8)."""
 
     def run_step(self, payload: JsonObject, index: int, attempt: int, ctx: Attempt) -> Any:
         """Run step `index` on try `attempt`; `ctx()` heartbeats and says whether to stop."""
@@ -343,7 +345,7 @@ class Attempt:
                 self.heartbeat(now)
             except StaleEpochError as stale:
                 # A late worker's heartbeat refused by the fence: a stale write like any other
-                # (arch §3.3), counted and logged as one; the step stops.
+                # (docs/architecture.md rule 3), counted and logged as one; the step stops.
                 self.keeper.telemetry.count("StaleWritesRejected")
                 logger.warning(
                     "stale write rejected",

@@ -126,7 +126,7 @@ class OpsService:
         self._telemetry = telemetry
 
     def summary(self) -> dict[str, Any]:
-        """The overview, at a bounded cost whatever the table holds (arch §17): every count is
+        """The overview, at a bounded cost whatever the table holds (decision SZ5): every count is
         one COUNT query on the keys-only state index (no job item read to count, each capped at
         COUNT_CAP), and the jobs it shows — the oldest queued, the chart's outcomes — are a
         bounded sample read eventually consistent: at most 16 DynamoDB requests and 65 job

@@ -1,5 +1,6 @@
 """The operator's DLQ redrive, audited, and proof against poison: every redrive records who did
-it, when and why (arch §4: every replay, resolve and redrive records the operator's id, the
+it, when and why (docs/architecture.md "HTTP API": every replay, resolve and redrive records the
+operator's id, the
 time and a note), and a message that cannot wake a job is set aside, never sent round again.
 
 A dead letter is *poison* when its body is not a wake-up (not JSON, not an object, no job id,

@@ -1,4 +1,5 @@
-"""Schedules (arch §15): create, list, read and delete them for their owner, and fire the due
+"""Schedules (docs/schedules.md): create, list, read and delete them for their owner, and fire the
+due
 ones — each tick one job, whose id is derived from the schedule id and the tick time, committed
 in one transaction with the schedule's advance past that tick (decisions FS2–FS4)."""
 
@@ -67,7 +68,7 @@ def declared_schedule_id(kind: str, expression: str, tz: str, missed: str, paylo
 
 
 def tick_job_id(owner: Owner, schedule_id: str, tick_at: int) -> str:
-    """The one job a tick makes (arch §15: idempotency key = schedule id + tick time), in a
+    """The one job a tick makes (decision FS4: idempotency key = schedule id + tick time), in a
     namespace of its own so no `Idempotency-Key` a caller sends can name it."""
     return derived_id("j", owner, f"{schedule_id}@{tick_at}", namespace="schedule")
 
@@ -300,7 +301,7 @@ class ScheduleService:
                     self._fire(schedule, now, report)
                 except StoreUnavailableError:
                     raise
-                except Exception:  # one schedule's fault never stops the others (arch §23)
+                except Exception:  # one schedule's fault never stops the others (decision U3)
                     report["schedule_errors"] += 1
                     logger.exception(
                         "schedule fire failed", extra={"schedule_id": schedule.schedule_id}

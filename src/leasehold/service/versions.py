@@ -1,4 +1,4 @@
-"""Kind versions at resume (arch §23, decisions KV1–KV4): before a claimed job runs a step, the
+"""Kind versions at resume (decisions KV1–KV4): before a claimed job runs a step, the
 step list its checkpoint refers to is compared with the one its kind plans now.
 
 - the same list: nothing to do (no write);

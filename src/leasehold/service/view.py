@@ -1,4 +1,4 @@
-"""The job view of the HTTP contract (arch §4)."""
+"""The job view of the HTTP contract (docs/architecture.md "HTTP API")."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ what a job belongs to (the reading list's `bookmark_id`) and let operators see t
 
 
 def _extras(job: Job, kinds: Kinds) -> tuple[JsonObject, JsonObject, bool]:
-    """What the job's kind adds to its view, fenced (arch §23): a hook that raises or returns
+    """What the job's kind adds to its view, fenced (decision U3): a hook that raises or returns
     what no answer can carry costs only that job its extra fields — the view says
     `view_error` — never the list it is in, the operators' page or a replay's answer."""
     kind = (kinds or {}).get(job.kind)
@@ -67,7 +67,8 @@ def history_view(job: Job) -> list[JsonObject]:
 
 
 def operations_view(job: Job) -> list[JsonObject]:
-    """The operation ledger (arch §6): open (`submitted`) and settled operations, times ISO."""
+    """The operation ledger (docs/architecture.md "External effects"): open (`submitted`) and
+    settled operations, times ISO."""
     out = []
     for operation_id, entry in sorted(job.operations.items()):
         row: JsonObject = {"operation_id": operation_id, **entry}
@@ -90,7 +91,7 @@ def effect_view(job: Job) -> JsonObject | None:
 
 
 def waiting_for(job: Job, now: int | None) -> JsonObject | None:
-    """Why a `queued` job is not running yet, when the item says (arch §15): `{"time": …}`
+    """Why a `queued` job is not running yet, when the item says (decision F1): `{"time": …}`
     until its `next_attempt_at` (a delay, or a retry's backoff); `{"concurrency": "tenant:acme"}`
     when its last claim found that limit (or the per-user one, `user:alice`) full; `{"rate":
     "tenant:acme"}` when its kind's rate had no start due (F3)."""

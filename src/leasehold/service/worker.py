@@ -1,12 +1,14 @@
 """The worker's use case: claim a job from a wake-up, run its steps from the checkpoint under the
-lease, save the outcome under the fence — and only then let the message go (arch §3.2–3.6).
+lease, save the outcome under the fence — and only then let the message go (docs/architecture.md
+rules 2–6).
 
 It has three rooms, as River's producer, executor and completer: claiming
 (service/claiming.py), running a step (here: each step comes to one `StepOutcome`,
 service/steps.py), and settling outcomes (service/outcomes.py, the one place that turns an
 outcome into its fenced write).
 
-What the store and the invocation may do to it (arch §3.9) is part of the contract:
+What the store and the invocation may do to it (docs/architecture.md rule 9) is part of the
+contract:
 - a store that stays unavailable (after the store's bounded retries) never turns into a step
   failure: the message is kept (or re-sent) and the lease, if any, runs out for the sweeper;
 - a record is claimed only when a lease's worth of work fits in the invocation's remaining time,
@@ -193,7 +195,7 @@ class WorkerService:
         return self._resume(attempt, kind)
 
     def _resume(self, attempt: Attempt, kind: JobKind) -> WakeupResult | None:
-        """Kind versions (arch §23, decisions KV1–KV4): a checkpoint is never run on under a
+        """Kind versions (decisions KV1–KV4): a checkpoint is never run on under a
         step list whose finished part differs from the one it was made under. A change inside
         that part stops the job `failed` / `kind_changed` at once (`unknown` with an effect
         open) unless the kind declares a migration; a change after it runs on, the new list
@@ -273,7 +275,8 @@ class WorkerService:
 
     def _check_before_step(self, attempt: Attempt, step: StepPlan, index: int) -> Settled | None:
         """Cancellation, deadline, the invocation's time, the lease, budget, then approval
-        (arch §4 (the synthetic kind), §10): what stops the step from starting, if anything."""
+        (docs/sdk.md "How a job of your kind runs"): what stops the step from starting, if
+        anything."""
         job, checkpoint, now = attempt.job, attempt.checkpoint, self._clock.now_ms()
         if job.cancel_requested:
             return cancelled()
@@ -311,7 +314,8 @@ class WorkerService:
         """Run step `index` once: what it came to, as one value (service/steps.py)."""
         if step.has_effect:
             now = self._clock.now_ms()
-            # Stable across attempts, workers and replays of the same work (arch §6).
+            # Stable across attempts, workers and replays of the same work (docs/architecture.md
+            # "External effects").
             operation_id = f"{attempt.job.job_id}:{index}"
             intent: EffectIntent = {
                 "operation_id": operation_id,

@@ -1,4 +1,5 @@
-"""Fault injection at the client boundary (arch §3.9): moto never throttles, never cancels a
+"""Fault injection at the client boundary (docs/architecture.md rule 9): moto never throttles,
+never cancels a
 transaction for a conflict and never loses an answer, so those faults are injected here — on the
 wire, where botocore's own retry rules and our classification see them exactly as they would see
 DynamoDB's and SQS's.

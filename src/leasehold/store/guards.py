@@ -22,7 +22,8 @@ from leasehold.store.items import (
 
 def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
     """A new job and its first wake-up: the two Puts every creation commits together
-    (arch §3.1), each conditional on not existing. A job made under an idempotency key keeps
+    (docs/architecture.md rule 1), each conditional on not existing. A job made under an
+    idempotency key keeps
     the hash of its request (`fp`), and a failed condition returns the job as it is.
 
     A job due further ahead than SQS can hold a wake-up (15 minutes) has no wake-up yet: it
@@ -71,7 +72,8 @@ def state_change(expr: Expression, target: JobState, *, from_active: bool) -> Ex
 
 
 def fenced(job: Job, now: int, *, require_deadline: bool = True) -> Expression:
-    """The guard of every worker write after the claim (arch §3.3): my epoch, still running,
+    """The guard of every worker write after the claim (docs/architecture.md rule 3): my epoch,
+    still running,
     my lease not expired, the deadline not passed. Bumps `version` and `updated_at`."""
     expr = Expression()
     now_v = expr.value(now)
@@ -104,7 +106,8 @@ def outbox_put(
     kind: str | None = None,
     priority: str = "normal",
 ) -> dict[str, Any]:
-    """A new wake-up, committed with the write that needs it (arch §3.1, §3.5); `kind` (when
+    """A new wake-up, committed with the write that needs it (docs/architecture.md rules 1, 5);
+    `kind` (when
     the writer knows it) rides on the message, `priority` picks its queue (decision F4)."""
     return {
         "Put": {

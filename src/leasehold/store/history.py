@@ -1,6 +1,7 @@
 """A job's history: one small entry for every state change that ends an attempt or is an
 operator's act — outcome, retry, dead, unknown, pause, cancel, hand-back, rescue, replay, resolve —
-kept bounded (arch §3.8): the last HISTORY_LIMIT entries live on the job item and the number
+kept bounded (docs/architecture.md rule 8): the last HISTORY_LIMIT entries live on the job item and
+the number
 dropped is counted, so a job replayed a thousand times stays one small item.
 
 Stored with short attribute names (every write of the job item pays for its whole size); the

@@ -1,5 +1,5 @@
 """JobStore: how a job comes into the table and how it is read back — accept (job + outbox
-wake-up in one transaction, arch §3.1), get, and the listings."""
+wake-up in one transaction, docs/architecture.md rule 1), get, and the listings."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ class JobStore:
 
     def accept(self, job: Job, *, idempotency: str | None, fingerprint: str) -> AcceptResult:
         """Job + outbox wake-up in one transaction, each Put conditional on
-        `attribute_not_exists`. Returns only after the commit (arch §3.1).
+        `attribute_not_exists`. Returns only after the commit (docs/architecture.md rule 1).
 
         With an idempotency key the job's id is derived from the key (decision C4), so the
         key needs no item of its own: a repeat fails the job's own condition and finds the
@@ -326,7 +326,7 @@ class JobStore:
         """Every job with something left to do — (active: queued and running; delayed: in the due
         index) — from a strongly consistent Scan of the table, not from an index: for a small
         table whose reader must not take an eventually consistent index's word that nothing is
-        left (the testbed's idle check, decision GL6). Costs the whole table in reads."""
+        left (the testbed's idle check, decision GL4). Costs the whole table in reads."""
         params: dict[str, Any] = {
             "TableName": self._table.name,
             "ConsistentRead": True,

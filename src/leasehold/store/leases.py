@@ -1,5 +1,6 @@
 """LeaseStore: the worker's writes. A claim makes one worker the only valid holder (epoch + 1, a
-lease); every later write is fenced by that epoch, the state and the lease (arch §3.2–3.5)."""
+lease); every later write is fenced by that epoch, the state and the lease (docs/architecture.md
+rules 2–5)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ from leasehold.store.slots import ClaimStores, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
 
 RECONCILABLE = ("idempotent_key", "status_lookup")
-"""Capabilities whose open operation a new worker can settle by asking the provider (arch §6):
+"""Capabilities whose open operation a new worker can settle by asking the provider
+(docs/architecture.md "External effects"):
 a job left with one is claimable again; any other open effect makes it `unknown`."""
 
 
@@ -78,7 +80,8 @@ def classify_claim(job: Job | None, now: int) -> ClaimRejectedError:
 
 
 def reconcilable(job: Job) -> bool:
-    """Whether the job's open effect can be settled by asking its provider (arch §6)."""
+    """Whether the job's open effect can be settled by asking its provider (docs/architecture.md
+    "External effects")."""
     return (job.effect_intent or {}).get("capability") in RECONCILABLE
 
 
@@ -137,7 +140,8 @@ class LeaseStore:
         slots: dict[str, str] | None = None,
         adopt: dict[str, str] | None = None,
     ) -> Job:
-        """The claim's one conditional write (arch §3.2): epoch + 1, attempts + 1, a new lease,
+        """The claim's one conditional write (docs/architecture.md rule 2): epoch + 1, attempts +
+        1, a new lease,
         recording the slot entries service/claiming.py took (`took_token` the per-user one,
         `slots` the declared ones) and adopting those the job already held (`held_token`,
         `adopt`). Raises ClaimRejectedError with the reason read from the failed item."""
@@ -245,7 +249,8 @@ class LeaseStore:
         return self._fenced_update(expr, job, stale_message="progress under a lost lease")
 
     def record_effect_intent(self, job: Job, intent: EffectIntent, *, now: int) -> Job:
-        """The ledger entry written before an external effect (arch §3.6): while it is open, no
+        """The ledger entry written before an external effect (docs/architecture.md rule 6): while
+        it is open, no
         outcome but the step's own completion removes it, and an expired lease makes the job
         `unknown`, never an automatic retry."""
         expr = fenced(job, now).set("effect_intent", intent)
@@ -268,7 +273,8 @@ class LeaseStore:
         also: list[RawItem] | None = None,
         shed: bool = False,
     ) -> None:
-        """The outcome of this worker's attempt, under the fence (arch §3.3–3.5), in one
+        """The outcome of this worker's attempt, under the fence (docs/architecture.md rules 3–5),
+        in one
         transaction with the per-user slot release, a retry's delayed wake-up and any `also`
         items (a kind's own writes that must land with the outcome, or not at all).
 
@@ -384,7 +390,8 @@ class LeaseStore:
 
 
 class LedgerStore:
-    """The operation ledger on the job item (arch §6), written under the worker's fence: an
+    """The operation ledger on the job item (docs/architecture.md "External effects"), written
+    under the worker's fence: an
     entry is `submitted` before the provider is called, then `confirmed` with the receipt or
     `failed` with the error. While one is submitted, `effect_intent` names it."""
 

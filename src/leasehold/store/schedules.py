@@ -1,5 +1,5 @@
 """ScheduleStore: schedules as items of the one table (decision FS3), and the fire that
-advances a schedule and makes its tick's job in one transaction (arch §15).
+advances a schedule and makes its tick's job in one transaction (decision FS4).
 
 Item: `pk = SCHED#<tenant>#<user>`, `sk = SCHED#<id>` — so a read or delete by another owner
 meets no item (404), and the owner's listing is one Query. While a schedule has a next tick it

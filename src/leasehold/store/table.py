@@ -1,5 +1,5 @@
 """The one door to the DynamoDB table. Every request of every store goes through here, so each
-failure is classified in one place (arch §3.9, STYLE #5):
+failure is classified in one place (docs/architecture.md rule 9):
 
 - a failed condition is `ConditionFailed`, carrying the old item (single writes ask for
   `ReturnValuesOnConditionCheckFailure=ALL_OLD`) or the transaction's cancellation reasons, in

@@ -1,4 +1,5 @@
-"""The bounded document-preparation agent (arch §7) as a leasehold application: the `doc_prep`
+"""The bounded document-preparation agent (docs/architecture.md "The document-preparation agent")
+as a leasehold application: the `doc_prep`
 kind, on leasehold's public API alone. Name this package in `LEASEHOLD_KINDS` to deploy it.
 
 A planner *proposes* the next tool from the checkpoint alone; `guard.check_proposal` decides,

@@ -15,7 +15,8 @@ anything outside these bounds instead of trusting a stored copy.
 **How a started tool is counted.** Before a tool runs, the engine saves `begin(tool)` (fenced,
 like any worker write): `steps_started` goes up and `tool_in_flight` names the tool. `finish`
 clears `tool_in_flight` and appends to `tools_run`. A crash in between leaves the step counted,
-so a retry that runs the tool again spends a second step (arch §7: at most 3 tool steps in the
+so a retry that runs the tool again spends a second step (docs/architecture.md "The
+document-preparation agent": at most 3 tool steps in the
 job's whole life, retries and resumes included).
 """
 

@@ -1,4 +1,5 @@
-"""The documents bucket (arch §7): the one place that knows S3. A doc_prep job's `extract`
+"""The documents bucket (docs/architecture.md "The document-preparation agent"): the one place that
+knows S3. A doc_prep job's `extract`
 reads its document here, once, bounded in size; nothing else reads or writes it.
 
 The worker's role may only `s3:GetObject` under `tenants/*/documents/*` (no `s3:ListBucket`),

@@ -1,4 +1,5 @@
-"""Trusted checks before every tool (arch §7): the planner proposes, this module decides.
+"""Trusted checks before every tool (docs/architecture.md "The document-preparation agent"): the
+planner proposes, this module decides.
 
 `check_proposal` returns an `AllowedTool` or raises one of three outcomes, checked in this order:
 1. `ToolRejected("tool_not_allowed")`: the tool is not `extract`, `validate` or `draft`

@@ -1,4 +1,5 @@
-"""The `doc_prep` kind (arch §7): the bounded document-preparation agent as a job.
+"""The `doc_prep` kind (docs/architecture.md "The document-preparation agent"): the bounded
+document-preparation agent as a job.
 
 **One engine step, the agent's own progress inside it.** The engine sees one step, `agent`,
 whose bound covers every tool. Inside it the agent loop runs over `AgentCheckpoint`, saved with
@@ -113,7 +114,8 @@ def document_of(job: JobInfo) -> dict[str, Any]:
 
 
 def agent_view(job: JobInfo) -> dict[str, Any]:
-    """The agent's progress (arch §7): the tools finished, the tool steps started in the job's
+    """The agent's progress (docs/architecture.md "The document-preparation agent"): the tools
+    finished, the tool steps started in the job's
     life (≤ 3) and the tool begun and not finished — names and counters only, never a field
     value (those are in the result, once it succeeds)."""
     state = job.progress

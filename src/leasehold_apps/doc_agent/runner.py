@@ -1,7 +1,8 @@
 """Applying one allowed tool to the checkpoint, and the job's result: the pure calls the engine
 makes between its fenced checkpoint writes.
 
-One tool step, as the engine runs it (every save is a fenced worker write, arch §3.3):
+One tool step, as the engine runs it (every save is a fenced worker write, docs/architecture.md
+rule 3):
 
     proposal = next_proposal(planner, checkpoint)            # None: done → result_of(checkpoint)
     allowed = check_proposal(proposal, checkpoint, ...)      # or ToolRejected / BudgetStop /
@@ -49,7 +50,8 @@ def run_tool(
 
 
 def result_of(checkpoint: AgentCheckpoint) -> dict[str, Any]:
-    """The job's result (arch §7): `fields`, `problems`, `draft_note` (None when draft did not
+    """The job's result (docs/architecture.md "The document-preparation agent"): `fields`,
+    `problems`, `draft_note` (None when draft did not
     run) and `tools_run`. Bounded by the checkpoint's bound (≤ 6 KiB, under the 16 KiB result
     limit)."""
     return {

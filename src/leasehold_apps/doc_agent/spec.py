@@ -1,4 +1,5 @@
-"""The `doc_prep` job input (arch §7), parsed once at accept and immutable after.
+"""The `doc_prep` job input (docs/architecture.md "The document-preparation agent"), parsed once at
+accept and immutable after.
 
 `parse_doc_prep_input` refuses, with a ValidationError (HTTP 400) that names the field, anything
 the job could never run with: both or neither of `document.text` / `document.s3_key`, a key

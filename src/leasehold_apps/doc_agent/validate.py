@@ -1,6 +1,7 @@
 """The `validate` tool: what Alice must check before paying, as a list of `Problem`s.
 
-Reports (arch §7): required fields that are missing, an IBAN that is malformed or fails its
+Reports (docs/architecture.md "The document-preparation agent"): required fields that are missing,
+an IBAN that is malformed or fails its
 ISO 13616 mod-97 checksum, a VAT id that does not match its country's format (or whose prefix is
 unknown: `vat_unrecognised`, never a silent pass), dates and amounts that do not parse, a due
 date before the invoice date, and a currency that is not an ISO 4217 code. Each field yields at

@@ -1,4 +1,5 @@
-"""The reading list's bookmark (arch §5) and the rules for what a caller may send.
+"""The reading list's bookmark (docs/architecture.md "The reading list") and the rules for what a
+caller may send.
 
 Unknown fields are refused (400), as everywhere in this API: a typo (`"notes"`) should say so,
 not be dropped silently."""

@@ -1,4 +1,5 @@
-"""The bookmark item (arch §5, decision R1): its key and its codec. One item collection per
+"""The bookmark item (docs/architecture.md "The reading list", decision R1): its key and its codec.
+One item collection per
 tenant, `BOOKMARKS#<tenant>`, sort key `BM#<id>`; ids sort by creation time, so a Query of the
 partition is the tenant's shared list, oldest first."""
 

@@ -1,4 +1,5 @@
-"""The `enrich` kind (arch §6): ask the billable provider for a summary and tags of a bookmark's
+"""The `enrich` kind (docs/architecture.md "External effects"): ask the billable provider for a
+summary and tags of a bookmark's
 page and save them on the bookmark, under the same `source_version` fence as the title. Made by
 `POST /bookmarks/{id}/enrich`, never submitted directly.
 

@@ -2,7 +2,8 @@
 payload names the bookmark, its URL and the `source_version` its outcome is fenced by, and the
 bookmarks API makes it with the bookmark (never `POST /jobs`, decision R7).
 
-The `title` kind (arch §5) fetches a bookmark's page title. Its last write commits with the
+The `title` kind (docs/architecture.md "The reading list") fetches a bookmark's page title. Its
+last write commits with the
 job's outcome and is fenced by the bookmark's `source_version`: a bookmark deleted meanwhile
 ends the job `cancelled` / `source_deleted`, a newer URL `cancelled` / `superseded` — and no
 title is written."""

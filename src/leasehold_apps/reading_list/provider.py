@@ -1,4 +1,5 @@
-"""The client of the billable enrichment provider (arch §6), used by the worker's `enrich` step.
+"""The client of the billable enrichment provider (docs/architecture.md "External effects"), used
+by the worker's `enrich` step.
 
 A call here may charge money, so every failure says which of three things happened on the wire:
 
@@ -43,7 +44,8 @@ def is_valid_provider_key(key: object) -> bool:
 
 
 class Capability(StrEnum):
-    """What a provider can tell us after a lost answer (arch §6). Decides recovery:
+    """What a provider can tell us after a lost answer (docs/architecture.md "External effects").
+    Decides recovery:
     IDEMPOTENT_KEY → call again with the same key; STATUS_LOOKUP → look the key up first;
     NONE → an operator decides."""
 

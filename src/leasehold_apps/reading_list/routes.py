@@ -1,4 +1,5 @@
-"""The reading list's HTTP routes (arch §4, §5; docs/openapi.yaml): `/bookmarks…`, mounted on the
+"""The reading list's HTTP routes (docs/architecture.md "HTTP API", "The reading list";
+docs/openapi.yaml): `/bookmarks…`, mounted on the
 API function with the engine's identity, input and error rules (`leasehold.apps.Routes`). One route,
 one service call, over the function's own table door (`Engine.current()`)."""
 

@@ -1,4 +1,5 @@
-"""The reading list's use cases (arch §5): save a URL (a title job is made with it), read the
+"""The reading list's use cases (docs/architecture.md "The reading list"): save a URL (a title job
+is made with it), read the
 tenant's list, edit a note or the URL, mark read, delete, enrich. Shared within a tenant; only
 the owner edits or deletes (another member gets the same 404 as an unknown id)."""
 
@@ -210,7 +211,8 @@ class BookmarkService:
     def enrich(
         self, owner: Owner, bookmark_id: str, body: Any, idempotency_key: str | None
     ) -> Accepted:
-        """An `enrich` job for the owner's bookmark (arch §6): one enrichment costs 1 budget
+        """An `enrich` job for the owner's bookmark (docs/architecture.md "External effects"): one
+        enrichment costs 1 budget
         unit. Refused (400) when no provider is configured."""
         idempotency.check(idempotency_key)
         if not self._enrich.configured:

@@ -31,7 +31,7 @@ def title_fetcher() -> str:
 
 @dataclass(frozen=True)
 class ProviderSettings:
-    """The billable enrichment provider (arch §6)."""
+    """The billable enrichment provider (docs/architecture.md "External effects")."""
 
     url: str
     """ENRICHMENT_PROVIDER_URL: empty = enrich requests are refused (400)."""

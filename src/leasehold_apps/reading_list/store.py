@@ -1,4 +1,5 @@
-"""BookmarkStore: the reading list's room (arch §5). Every change that touches a title job is
+"""BookmarkStore: the reading list's room (docs/architecture.md "The reading list"). Every change
+that touches a title job is
 one transaction with it: create (bookmark + job + wake-up), a URL edit (bookmark + new job +
 wake-up + the old job closed), delete (bookmark gone + its open job closed). The title job's
 own last write is built here too (`title_landed`, `title_failed`), fenced by the bookmark's

@@ -1,5 +1,5 @@
 """A local HTTP gateway: requests → API Gateway HTTP API payload-v2 events for the Api handler.
-Local only: the header X-Demo-User stands in for a Cognito JWT (arch §4)."""
+Local only: the header X-Demo-User stands in for a Cognito JWT (docs/architecture.md "HTTP API")."""
 
 from __future__ import annotations
 

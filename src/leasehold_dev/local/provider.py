@@ -1,4 +1,5 @@
-"""The local billable enrichment provider (arch §6): a real HTTP service on 127.0.0.1 with a
+"""The local billable enrichment provider (docs/architecture.md "External effects"): a real HTTP
+service on 127.0.0.1 with a
 durable charge ledger, so the engine's "never charge twice by accident" can be tested end to end.
 
 Routes (JSON in and out):

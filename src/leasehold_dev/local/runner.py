@@ -224,7 +224,8 @@ class LocalStack:
             raise StackAlreadyRunningError(self.state_path, existing)
 
     def _start_providers(self) -> dict[str, str]:
-        """The billable enrichment provider, once per capability (arch §6), each with its own
+        """The billable enrichment provider, once per capability (docs/architecture.md "External
+        effects"), each with its own
         durable charge ledger beside the state file. A request may pick one (local only)."""
         from leasehold_dev.local.provider import ProviderServer
 

@@ -1,4 +1,5 @@
-"""Title fetchers for the reading list (arch §5): the boundary the `title` job kind calls.
+"""Title fetchers for the reading list (docs/architecture.md "The reading list"): the boundary the
+`title` job kind calls.
 
 Importing this package is cheap (no urllib3, no HTML parser): the API imports it for
 `validate_bookmark_url` and `FIXTURE_MODES`; a fetcher's module is imported only when

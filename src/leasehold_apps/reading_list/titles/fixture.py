@@ -1,4 +1,5 @@
-"""The `fixture` title fetcher (arch §5): no network, behaviour chosen per bookmark.
+"""The `fixture` title fetcher (docs/architecture.md "The reading list"): no network, behaviour
+chosen per bookmark.
 
 The local stack, the demo and the tests need titles that arrive predictably, fail on demand
 and take long enough to race an edit or a delete against. The bookmark's `title_mode` picks:

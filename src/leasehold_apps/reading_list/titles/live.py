@@ -1,4 +1,5 @@
-"""The `live` title fetcher (arch §5): one real, SSRF-safe HTTP GET per hop.
+"""The `live` title fetcher (docs/architecture.md "The reading list"): one real, SSRF-safe HTTP GET
+per hop.
 
 What it guarantees:
 

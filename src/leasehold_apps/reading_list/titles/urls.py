@@ -2,7 +2,8 @@
 
 Two layers share one parser so they can never disagree on what a URL means:
 
-- `validate_bookmark_url` is the API's input rule (arch §5): a string, http or https, a
+- `validate_bookmark_url` is the API's input rule (docs/architecture.md "The reading list"): a
+string, http or https, a
   host, at most 2048 characters, no userinfo, no whitespace or control characters, no
   backslash, and no host spelled as an odd number (`http://2130706433/`, `http://0x7f.1/`,
   `http://127.1/`). It returns the URL exactly as given; nothing is normalised.
@@ -64,7 +65,8 @@ class HttpUrl:
 
 
 def validate_bookmark_url(url: object) -> str:
-    """The API's rule for a bookmark URL (arch §5); returns `url` unchanged when it passes.
+    """The API's rule for a bookmark URL (docs/architecture.md "The reading list"); returns `url`
+    unchanged when it passes.
 
     Raises `ValidationError` (code `invalid_url`, HTTP 400) with a message that says which rule
     failed. Deliberately *not* checked here: the port and what the host resolves to. Those are

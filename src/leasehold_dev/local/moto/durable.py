@@ -25,7 +25,7 @@ Only the stack's own tables and buckets are journaled, named by logical id (`Job
 between runs does not matter. `restore` puts the loaded entries straight into moto's tables
 and buckets: a restored item makes no stream record (the relay would otherwise re-send a
 wake-up for every outbox item ever written), so what was in flight is found by the sweeper.
-Queues are not journaled: wake-ups may be lost (architecture §1).
+Queues are not journaled: wake-ups may be lost (docs/architecture.md "Shape").
 """
 
 from __future__ import annotations
