@@ -20,6 +20,7 @@ from leasehold.service.worker import _NO_KIND
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "leasehold"
 
+
 def protocol_members(protocol: type) -> set[str]:
     """The attributes and methods a Protocol class declares (not the machinery's own)."""
     declared = set(getattr(protocol, "__annotations__", {}))
