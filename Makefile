@@ -56,7 +56,7 @@ down: setup
 # Unit and integration tests spread over the cores (in-process moto: CPU-bound, independent);
 # then the end-to-end tests, one local stack at a time (they time real processes).
 # make test: every unit and integration test, and the end-to-end tests but the long ones (about
-# 12 minutes on 2 cores from a fresh clone); make test-long: the long end-to-end runs (about 3 min)
+# 12 minutes on 2 cores from a fresh clone); make test-long: the long end-to-end runs (about 5 min)
 test: setup
 	$(BIN)/pytest -m "not e2e" -n $${PYTEST_WORKERS:-2} --dist worksteal
 	$(BIN)/pytest -m "e2e and not long"
