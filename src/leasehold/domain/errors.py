@@ -60,15 +60,18 @@ class LeaseholdError(Exception):
 
     code = "internal_error"
 
+    def __init__(self, *args: object, code: str | None = None) -> None:
+        """`code`, when given, is this error's own code instead of its class's (a
+        `ValidationError` naming `unknown_kind`, a `ConflictError` naming `busy`)."""
+        super().__init__(*args)
+        if code is not None:
+            self.code = code
+
 
 class ValidationError(LeaseholdError):
     """Input that can never be accepted as sent (HTTP 400)."""
 
     code = "invalid_request"
-
-    def __init__(self, message: str, *, code: str = "invalid_request") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class UnauthenticatedError(LeaseholdError):
@@ -107,10 +110,6 @@ class ConflictError(LeaseholdError):
     """The request is well-formed but the job's state does not allow it now (HTTP 409)."""
 
     code = "conflict"
-
-    def __init__(self, message: str, *, code: str = "conflict") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class ScheduleQuotaExceededError(ConflictError):

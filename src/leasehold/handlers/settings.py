@@ -45,24 +45,41 @@ def _int(env: Mapping[str, object], name: str) -> int:
 
 
 @dataclass(frozen=True)
-class Settings:
+class Tunings:
+    """The numbers a deployment tunes (template.yaml's parameters), the same for the functions'
+    `Settings` and a testbed's `TestbedSettings`: one list, so a new one is added once."""
+
+    lease_seconds: int
+    """How long a claim lasts before it must be renewed (a dead worker's job waits this long)."""
+    backoff_base_ms: int
+    """The retry backoff's base: attempt n waits up to min(cap, base·2^(n-1)) ms."""
+    backoff_cap_ms: int
+    """The retry backoff's cap."""
+    user_concurrency_limit: int
+    """Running jobs at once per tenant and user (0: no limit)."""
+    slot_wait_seconds: int
+    """How long a job held back by the per-user limit waits before it looks again."""
+    sweep_batch: int
+    """Jobs the sweeper examines in one pass."""
+    lost_wakeup_grace_seconds: int
+    """A due queued job with no dispatch for this long gets a new wake-up from the sweeper."""
+    worker_timeout_seconds: int
+    """The worker invocation's length (on a testbed, on the testbed's clock)."""
+    max_step_seconds: int
+    """The longest `timeout_seconds` a step may declare (a longer one is refused at load)."""
+    visibility_timeout_seconds: int
+    """The work queue's visibility timeout: when a crashed invocation's messages show again."""
+
+
+@dataclass(frozen=True)
+class Settings(Tunings):
     """Everything the engine reads. Each handler builds it once (an application reads its own
     settings with `leasehold.setting`)."""
 
     table_name: str
     queue_url: str
     dlq_url: str
-    lease_seconds: int
     default_max_attempts: int
-    backoff_base_ms: int
-    backoff_cap_ms: int
-    user_concurrency_limit: int
-    slot_wait_seconds: int
-    sweep_batch: int
-    lost_wakeup_grace_seconds: int
-    worker_timeout_seconds: int
-    max_step_seconds: int
-    visibility_timeout_seconds: int
     metrics_namespace: str
     kinds: str = ""
     """LEASEHOLD_KINDS: the modules whose kinds (and routes) this function loads."""

@@ -396,21 +396,3 @@ def known_kind(kind: Kind | str) -> JobKind:
             code="unknown_kind",
         )
     return known[kind]
-
-
-__all__ = [
-    "ConditionFailed",
-    "Engine",
-    "NewJob",
-    "Table",
-    "engine_started",
-    "idempotency",
-    "items",
-    "iso_time",
-    "job_states",
-    "job_writes",
-    "pages",
-    "start_engine",
-    "step_operation",
-    "transact_closing_job",
-]

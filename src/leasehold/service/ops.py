@@ -10,8 +10,9 @@ from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock, iso
 from leasehold.domain.errors import JobNotFoundError, ValidationError
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState, StopReason
+from leasehold.domain.types import JsonObject
 from leasehold.service.jobs import parse_limit, parse_state_filter
 from leasehold.service.redrive import DeadLetterService, SetAside
 from leasehold.service.telemetry import Telemetry
@@ -262,18 +263,15 @@ class OpsService:
             now=self._clock.now_ms(),
             from_start=start == "start",
         )
-        self._telemetry.count("JobsReplayed")
-        logger.info(
-            "operator replay",
-            extra={
-                "job_id": job_id,
-                "operator": operator.user_id,
-                "note": note,
-                "checked_provider": checked,
-                "from": start,
-            },
+        return self._acted(
+            "replay",
+            "JobsReplayed",
+            job,
+            operator,
+            note=note,
+            checked_provider=checked,
+            **{"from": start},
         )
-        return job_view(job, self._kinds)
 
     def resolve(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
         """Body `{"outcome": "succeeded"|"failed", "note", "receipt"?}`."""
@@ -294,18 +292,9 @@ class OpsService:
             receipt=receipt,
             now=self._clock.now_ms(),
         )
-        self._telemetry.count("JobsResolved")
-        logger.info(
-            "operator resolve",
-            extra={
-                "job_id": job_id,
-                "operator": operator.user_id,
-                "outcome": outcome,
-                "note": note,
-                "receipt": receipt,
-            },
+        return self._acted(
+            "resolve", "JobsResolved", job, operator, outcome=outcome, note=note, receipt=receipt
         )
-        return job_view(job, self._kinds)
 
     def cancel(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
         """Body `{"note"}`: an operator's cancel of any tenant's job, recorded with who and why."""
@@ -315,12 +304,18 @@ class OpsService:
         job = self._stores.operator.cancel(
             job_id, operator=operator.user_id, note=note, now=self._clock.now_ms()
         )
-        self._telemetry.count(
-            "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
-        )
+        metric = "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
+        return self._acted("cancel", metric, job, operator, note=note)
+
+    def _acted(
+        self, action: str, metric: str, job: Job, operator: Owner, **logged: object
+    ) -> JsonObject:
+        """An operator action on one job, done: its metric, its log line (the job, who, and
+        what they said) and the job's view as the answer."""
+        self._telemetry.count(metric)
         logger.info(
-            "operator cancel",
-            extra={"job_id": job_id, "operator": operator.user_id, "note": note},
+            f"operator {action}",
+            extra={"job_id": job.job_id, "operator": operator.user_id, **logged},
         )
         return job_view(job, self._kinds)
 

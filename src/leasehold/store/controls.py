@@ -43,19 +43,34 @@ def close_old_job(job_id: str, how: str, reason: str, now: int) -> dict[str, Any
     expr.increment("version").set("updated_at", now)
     if how == OldJob.CANCEL_IF_QUEUED:
         expr.condition(f"{state} = {expr.value(JobState.QUEUED.value)}")
-        state_change(expr, JobState.CANCELLED, from_active=True)
-        expr.set("stop_reason", reason).set("cancel_requested", True)
-        expr.remove("next_attempt_at")
-        keep_for_operators(expr, JobState.CANCELLED, now)
-        append_history(
-            expr, entry("cancelled", at=now, state=JobState.CANCELLED.value, reason=reason)
-        )
+        expr.set("cancel_requested", True).remove("next_attempt_at")
+        _cancelled(expr, "cancelled", reason, now, from_active=True)
     else:
         expr.condition(f"{state} = {expr.value(JobState.RUNNING.value)}")
         expr.set("cancel_requested", True)
     params = expr.update_params(job_key(job_id))
     params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
     return {"Update": params}
+
+
+def _cancelled(
+    expr: Expression,
+    event: str,
+    reason: str,
+    now: int,
+    *,
+    by: str | None = None,
+    from_active: bool = False,
+) -> None:
+    """The write ends the job `cancelled` for `reason`: the state change (out of the active
+    partition when `from_active`), the stop reason, how long the table keeps it, and the
+    history entry `event` naming who (`by`, when a caller did it)."""
+    state_change(expr, JobState.CANCELLED, from_active=from_active)
+    expr.set("stop_reason", str(reason))
+    keep_for_operators(expr, JobState.CANCELLED, now)
+    append_history(
+        expr, entry(event, at=now, state=JobState.CANCELLED.value, reason=str(reason), by=by)
+    )
 
 
 def _next_how(old_job_item: dict[str, Any] | None) -> str:
@@ -123,20 +138,8 @@ class ControlStore:
                 f" {expr.value(JobState.WAITING_APPROVAL.value)})"
             )
             expr.increment("version").set("updated_at", now)
-            state_change(expr, JobState.CANCELLED, from_active=False)
-            expr.set("stop_reason", StopReason.CANCELLED_BY_USER.value)
             expr.set("cancel_requested", True).remove("approval", "next_attempt_at")
-            keep_for_operators(expr, JobState.CANCELLED, now)
-            append_history(
-                expr,
-                entry(
-                    "cancelled",
-                    at=now,
-                    state=JobState.CANCELLED.value,
-                    reason=StopReason.CANCELLED_BY_USER.value,
-                    by=owner.user_id,
-                ),
-            )
+            _cancelled(expr, "cancelled", StopReason.CANCELLED_BY_USER, now, by=owner.user_id)
             new, old = self._update_or_old(expr.update_params(job_key(job_id)))
             if new is not None:
                 return new
@@ -174,19 +177,7 @@ class ControlStore:
                 expr, entry("approved", at=now, state=JobState.QUEUED.value, by=owner.user_id)
             )
         else:
-            state_change(expr, JobState.CANCELLED, from_active=False)
-            expr.set("stop_reason", StopReason.APPROVAL_REJECTED.value)
-            keep_for_operators(expr, JobState.CANCELLED, now)
-            append_history(
-                expr,
-                entry(
-                    "rejected",
-                    at=now,
-                    state=JobState.CANCELLED.value,
-                    reason=StopReason.APPROVAL_REJECTED.value,
-                    by=owner.user_id,
-                ),
-            )
+            _cancelled(expr, "rejected", StopReason.APPROVAL_REJECTED, now, by=owner.user_id)
         update = expr.update_params(job_key(job_id))
         if not approve:
             new, old = self._update_or_old(update)

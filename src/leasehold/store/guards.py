@@ -3,7 +3,7 @@ fence, the owner check, the outbox wake-up, and the bounded history write."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import in_due_index
@@ -14,10 +14,15 @@ from leasehold.store.history import appended
 from leasehold.store.items import (
     ACTIVE_STATES,
     JOB_TTL_SECONDS,
+    job_key,
     new_job_item,
     outbox_item,
     state_partition,
 )
+
+if TYPE_CHECKING:
+    from leasehold.domain.types import RawItem
+    from leasehold.store.table import Table
 
 
 def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
@@ -153,3 +158,17 @@ def keep_for_operators(expr: Expression, target: JobState, now: int) -> None:
         expr.remove("expires_at")
     elif target in {JobState.DEAD, JobState.FAILED, JobState.SUCCEEDED, JobState.CANCELLED}:
         expr.set("expires_at", now // 1000 + JOB_TTL_SECONDS)
+
+
+def write_job(table: Table, expr: Expression, job_id: str, extra: list[RawItem]) -> None:
+    """A worker-side write of one job: its conditional update alone (one UpdateItem) when that
+    gives the guarantee, or first in one transaction with `extra` (a wake-up, a kind's items),
+    returning the job as it was (ALL_OLD) when its own condition fails. ConditionFailed either
+    way; what a failure means is the caller's to say."""
+    update = expr.update_params(job_key(job_id))
+    if not extra:
+        table.update(update, return_new=False)
+        return
+    table.transact(
+        [{"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}, *extra]
+    )

@@ -64,6 +64,30 @@ class IndexRange:
         sort = item.get(self.sort_attribute, {}).get("S")
         return sort is not None and sort <= self.sort_upto
 
+    def query(self, index_name: str, *, forward: bool) -> dict[str, Any]:
+        """The parameters of a Query for this range of the index `index_name`."""
+        condition = f"{self.partition_attribute} = :p"
+        values = {":p": {"S": self.partition}}
+        if self.sort_upto is not None:
+            condition += f" AND {self.sort_attribute} <= :u"
+            values[":u"] = {"S": self.sort_upto}
+        return {
+            "IndexName": index_name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": forward,
+        }
+
+    def start(self, cursor: str | None) -> RawItem | None:
+        """Where a page of this range starts: the key a cursor names (a 400 for another
+        partition's or a malformed one), or None from the start."""
+        return decode_cursor(
+            cursor,
+            partition_attribute=self.partition_attribute,
+            partition=self.partition,
+            sort_attribute=self.sort_attribute,
+        )
+
 
 @dataclass(frozen=True)
 class AcceptResult:
@@ -169,22 +193,13 @@ class JobStore:
     ) -> tuple[list[Job], str | None]:
         """The owner's jobs, newest first (index `by_owner`, keys only: a state filter is
         applied to the items read, decision C2)."""
-        partition = owner_partition(owner)
-        params: dict[str, Any] = {
-            "IndexName": OWNER_INDEX,
-            "KeyConditionExpression": "gsi2pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": partition}},
-            "ScanIndexForward": False,
-        }
-        start = decode_cursor(
-            cursor, partition_attribute="gsi2pk", partition=partition, sort_attribute="gsi2sk"
-        )
+        index = IndexRange("gsi2pk", owner_partition(owner), "gsi2sk")
         return self._query_jobs(
-            params,
+            index.query(OWNER_INDEX, forward=False),
             limit=limit,
-            start=start,
+            start=index.start(cursor),
             keep=None if state is None else (lambda job: job.state is state),
-            index=IndexRange("gsi2pk", partition, "gsi2sk"),
+            index=index,
         )
 
     def list_by_state(
@@ -259,15 +274,7 @@ class JobStore:
         kind: str | None,
         tenant: str | None,
     ) -> tuple[list[Job], str | None]:
-        params: dict[str, Any] = {
-            "IndexName": STATE_INDEX,
-            "KeyConditionExpression": "gsi1pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": partition}},
-            "ScanIndexForward": True,
-        }
-        start = decode_cursor(
-            cursor, partition_attribute="gsi1pk", partition=partition, sort_attribute="gsi1sk"
-        )
+        index = IndexRange("gsi1pk", partition, "gsi1sk")
 
         def keep(job: Job) -> bool:
             # queued and running share a partition; a job in the due index is queued, and a
@@ -279,46 +286,27 @@ class JobStore:
             )
 
         return self._query_jobs(
-            params,
+            index.query(STATE_INDEX, forward=True),
             limit=limit,
-            start=start,
+            start=index.start(cursor),
             keep=keep,
-            index=IndexRange("gsi1pk", partition, "gsi1sk"),
+            index=index,
         )
 
     def list_active(self, *, limit: int) -> list[Job]:
         """`queued` and `running` jobs, oldest first, in one query (the sweeper's round)."""
-        params: dict[str, Any] = {
-            "IndexName": STATE_INDEX,
-            "KeyConditionExpression": "gsi1pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": ACTIVE_PARTITION}},
-            "ScanIndexForward": True,
-        }
+        index = IndexRange("gsi1pk", ACTIVE_PARTITION, "gsi1sk")
         jobs, _ = self._query_jobs(
-            params,
-            limit=limit,
-            start=None,
-            keep=None,
-            index=IndexRange("gsi1pk", ACTIVE_PARTITION, "gsi1sk"),
+            index.query(STATE_INDEX, forward=True), limit=limit, start=None, keep=None, index=index
         )
         return jobs
 
     def list_due(self, *, until: int, limit: int) -> list[Job]:
         """Jobs in the due index (decision F1) due at or before `until`, soonest first — each
         still in the due index and due by then as its item says (decision GL2)."""
-        upto = due_upto(until)
-        params: dict[str, Any] = {
-            "IndexName": STATE_INDEX,
-            "KeyConditionExpression": "gsi1pk = :p AND gsi1sk <= :u",
-            "ExpressionAttributeValues": {":p": {"S": DUE_PARTITION}, ":u": {"S": upto}},
-            "ScanIndexForward": True,
-        }
+        index = IndexRange("gsi1pk", DUE_PARTITION, "gsi1sk", sort_upto=due_upto(until))
         jobs, _ = self._query_jobs(
-            params,
-            limit=limit,
-            start=None,
-            keep=None,
-            index=IndexRange("gsi1pk", DUE_PARTITION, "gsi1sk", sort_upto=upto),
+            index.query(STATE_INDEX, forward=True), limit=limit, start=None, keep=None, index=index
         )
         return jobs
 

@@ -34,6 +34,7 @@ from leasehold.store.guards import (
     owned,
     set_history,
     state_change,
+    write_job,
 )
 from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
 from leasehold.store.slots import ClaimStores, slot_item_key
@@ -365,18 +366,8 @@ class LeaseStore:
         kind's item must commit with it. The job leaves `running` here, so its slot token goes
         with it, and the slot is given back once the write is in (decision C5)."""
         expr.remove("slot_token", "slots")
-        update = expr.update_params(job_key(job.job_id))
-        items = list(extra)
         try:
-            if not items:
-                self._table.update(update, return_new=False)
-            else:
-                self._table.transact(
-                    [
-                        {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                        *items,
-                    ]
-                )
+            write_job(self._table, expr, job.job_id, extra)
         except ConditionFailed as failed:
             if not failed.reasons or failed.failed_at(0):
                 raise StaleEpochError(stale_message) from failed

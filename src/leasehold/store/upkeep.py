@@ -13,8 +13,8 @@ from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
 from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import keep_for_operators, set_history, state_change
-from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION, job_key
+from leasehold.store.guards import keep_for_operators, set_history, state_change, write_job
+from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION
 from leasehold.store.leases import LeaseStore, wakeup_item
 from leasehold.store.table import ConditionFailed, Table
 
@@ -137,17 +137,8 @@ class UpkeepStore:
         related: tuple[int, int] = (0, 0),
     ) -> None:
         """`related` = (index of the first related item among `extra`, how many)."""
-        update = expr.update_params(job_key(job.job_id))
         try:
-            if not extra:
-                self._table.update(update, return_new=False)
-            else:
-                self._table.transact(
-                    [
-                        {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                        *extra,
-                    ]
-                )
+            write_job(self._table, expr, job.job_id, extra)
         except ConditionFailed as failed:
             first, count = related
             for index in range(count):

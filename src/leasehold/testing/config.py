@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.ids import IdFactory
 from leasehold.domain.tenancy import TenantPolicy
-from leasehold.handlers.settings import Settings
+from leasehold.handlers.settings import Settings, Tunings
 from leasehold.handlers.wiring import sweep_settings, worker_settings
 from leasehold.sdk.kind import Kind
 from leasehold.sdk.loading import KindLoadError, load_kinds
@@ -29,36 +29,16 @@ modules' `Kind`s and `Routes`, as the functions register them), a `Kind`, an app
 
 
 @dataclass(frozen=True)
-class TestbedSettings:
+class TestbedSettings(Tunings):
     """The deployment settings a testbed's functions run with: template.yaml's parameter
     defaults unless a test overrides them (`LeaseholdTestbed(settings={"lease_seconds": 10})`).
     They are checked as the functions check theirs (a worker timeout shorter than the lease
-    plus its margin is refused the same way)."""
+    plus its margin is refused the same way); the numbers both read are `Tunings`."""
 
     __test__: ClassVar[bool] = False  # not a pytest test class
 
-    lease_seconds: int
-    """How long a claim lasts before it must be renewed (a dead worker's job waits this long)."""
     max_attempts: int
     """The default `max_attempts` of a job (a kind's own default, or the request's, wins)."""
-    backoff_base_ms: int
-    """The retry backoff's base: attempt n waits up to min(cap, base·2^(n-1)) ms."""
-    backoff_cap_ms: int
-    """The retry backoff's cap."""
-    user_concurrency_limit: int
-    """Running jobs at once per tenant and user (0: no limit)."""
-    slot_wait_seconds: int
-    """How long a job held back by the per-user limit waits before it looks again."""
-    sweep_batch: int
-    """Jobs the sweeper examines in one pass."""
-    lost_wakeup_grace_seconds: int
-    """A due queued job with no dispatch for this long gets a new wake-up from the sweeper."""
-    worker_timeout_seconds: int
-    """The worker invocation's length, on the testbed's clock."""
-    max_step_seconds: int
-    """The longest `timeout_seconds` a step may declare (a longer one is refused at load)."""
-    visibility_timeout_seconds: int
-    """The work queue's visibility timeout: when a crashed invocation's messages show again."""
     worker_batch_size: int
     """Wake-ups per worker invocation."""
     schedules_per_owner: int = 0
