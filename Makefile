@@ -34,11 +34,12 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "leasehold needs Python 3.11 or newer as $(PYTHON)")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@# The distribution was named `leasehold` before it became leasehold-jobs: drop a stale one
-	@# (its editable install's metadata in src/ would still answer to the old name).
+	@# (its editable install's metadata in src/ would still answer to the old name) before
+	@# installing, since both install the `leasehold` command and uninstalling removes it.
 	@$(BIN)/python -m pip uninstall --quiet --yes leasehold 2>/dev/null || true
 	@rm -rf src/leasehold.egg-info
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
 demo: setup
