@@ -18,7 +18,7 @@ from leasehold.domain.storable import (
     NotStorableError,
     storable_json,
 )
-from leasehold.domain.types import JsonObject, RawItem
+from leasehold.domain.types import JsonObject
 from leasehold.sdk.context import JobInfo, Operation, StepContext
 from leasehold.sdk.errors import FatalError
 from leasehold.sdk.kind import (
@@ -31,6 +31,7 @@ from leasehold.sdk.kind import (
     RelatedChange,
     Step,
 )
+from leasehold.store.table import TransactItem
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
@@ -167,7 +168,7 @@ class EngineKind:
 
     def outcome_writes(
         self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[RawItem]:
+    ) -> list[TransactItem]:
         hook = self.kind._hooks.outcome_writes  # noqa: SLF001
         if hook is None:
             return []

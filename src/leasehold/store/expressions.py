@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from leasehold.domain.types import RawItem
 from leasehold.store.items import serialize
+
+if TYPE_CHECKING:
+    from leasehold.store.table import WriteParams
 
 
 class Expression:
@@ -13,7 +17,7 @@ class Expression:
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
-        self.values: dict[str, Any] = {}
+        self.values: RawItem = {}
         self._sets: list[str] = []
         self._removes: list[str] = []
         self._adds: list[str] = []
@@ -97,9 +101,9 @@ class Expression:
     def condition_expression(self) -> str | None:
         return " AND ".join(self._conditions) or None
 
-    def update_params(self, key: dict[str, Any]) -> dict[str, Any]:
+    def update_params(self, key: RawItem) -> WriteParams:
         """UpdateItem parameters for `key` (the Table adds its name)."""
-        params: dict[str, Any] = {
+        params: WriteParams = {
             "Key": key,
             "UpdateExpression": self.update_expression(),
         }

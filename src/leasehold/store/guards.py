@@ -3,8 +3,6 @@ fence, the owner check, the outbox wake-up, and the bounded history write."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import in_due_index
 from leasehold.domain.records import HistoryEntry
@@ -18,9 +16,10 @@ from leasehold.store.items import (
     outbox_item,
     state_partition,
 )
+from leasehold.store.table import TransactItem
 
 
-def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
+def new_job_writes(job: Job, fingerprint: str | None = None) -> list[TransactItem]:
     """A new job and its first wake-up: the two Puts every creation commits together
     (docs/architecture.md rule 1), each conditional on not existing. A job made under an
     idempotency key keeps
@@ -34,15 +33,14 @@ def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, A
     item = new_job_item(job, due_indexed=due_indexed)
     if fingerprint is not None:
         item["fp"] = {"S": fingerprint}
-    return [
-        {
-            "Put": {
-                "Item": item,
-                "ConditionExpression": "attribute_not_exists(pk)",
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        },
-    ] + (
+    job_put: TransactItem = {
+        "Put": {
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(pk)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+    return [job_put] + (
         []
         if due_indexed
         else [
@@ -105,7 +103,7 @@ def outbox_put(
     now: int,
     kind: str | None = None,
     priority: str = "normal",
-) -> dict[str, Any]:
+) -> TransactItem:
     """A new wake-up, committed with the write that needs it (docs/architecture.md rules 1, 5);
     `kind` (when
     the writer knows it) rides on the message, `priority` picks its queue (decision F4)."""

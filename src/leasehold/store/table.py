@@ -26,7 +26,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
@@ -51,13 +51,48 @@ TOKEN_MISMATCH = "IdempotentParameterMismatchException"
 SINGLE_WRITE_CONFLICT = "TransactionConflictException"
 
 
+class WriteParams(TypedDict, total=False):
+    """One write as boto3 takes it: an UpdateItem's or PutItem's parameters, or the body of one
+    transaction item (`TableName` defaults to the Table's). Names and values are placeholders'
+    (store/expressions.py); `Key`, `Item` and the values are attribute values."""
+
+    TableName: str
+    Key: RawItem
+    Item: RawItem
+    UpdateExpression: str
+    ConditionExpression: str
+    ExpressionAttributeNames: dict[str, str]
+    ExpressionAttributeValues: RawItem
+    ReturnValuesOnConditionCheckFailure: str
+
+
+class TransactItem(TypedDict, total=False):
+    """One item of a TransactWriteItems: exactly one of these keys."""
+
+    Put: WriteParams
+    Update: WriteParams
+    Delete: WriteParams
+    ConditionCheck: WriteParams
+
+
+class CancellationReason(TypedDict, total=False):
+    """Why DynamoDB cancelled one item of a transaction (one per item, in order)."""
+
+    Code: str
+    Message: str
+    Item: RawItem
+
+
 class ConditionFailed(LeaseholdError):  # noqa: N818 - a control-flow signal for the store's callers
     """A write's condition did not hold — not an error: the caller decides what it means (a
     stale version, an item gone, a repeat). `item` is the old item of a single write; `reasons`
     are the cancellation reasons of a transaction (one per item, in order)."""
 
     def __init__(
-        self, *, item: Mapping[str, Any] | None = None, reasons: list[dict[str, Any]] | None = None
+        self,
+        *,
+        item: Mapping[str, Any] | None = None,
+        reasons: list[CancellationReason] | None = None,
     ) -> None:
         super().__init__("condition failed")
         self.item = dict(item) if item else None
@@ -74,7 +109,7 @@ class ConditionFailed(LeaseholdError):  # noqa: N818 - a control-flow signal for
         """The old item (ALL_OLD) of the failed single write, or of transaction item `index`."""
         if self.reasons:
             if index < len(self.reasons):
-                return cast(RawItem | None, self.reasons[index].get("Item"))
+                return self.reasons[index].get("Item")
             return None
         return self.item
 
@@ -177,28 +212,21 @@ class Table:
 
     # ---------------------------------------------------------------- writes
 
-    def update(self, params: dict[str, Any], *, return_new: bool = True) -> RawItem | None:
+    def update(self, params: WriteParams, *, return_new: bool = True) -> RawItem | None:
         """One conditional UpdateItem. Returns the new item (or None when `return_new` is
         False); raises ConditionFailed with the old item."""
         answer = self._single_write(
             lambda: self.client.update_item(
-                TableName=self.name,
-                **params,
+                **_request(params, self.name),
                 ReturnValues="ALL_NEW" if return_new else "NONE",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         )
         return cast(RawItem, answer.get("Attributes")) if return_new else None
 
-    def put(self, params: dict[str, Any]) -> None:
+    def put(self, params: WriteParams) -> None:
         """One conditional PutItem (`Item`, `ConditionExpression`, …); raises ConditionFailed
         with the old item."""
-        params = {k: v for k, v in params.items() if k != "ReturnValuesOnConditionCheckFailure"}
-        self._single_write(
-            lambda: self.client.put_item(
-                TableName=self.name, **params, ReturnValuesOnConditionCheckFailure="ALL_OLD"
-            )
-        )
+        self._single_write(lambda: self.client.put_item(**_request(params, self.name)))
 
     def _single_write(self, send: Callable[[], Any]) -> dict[str, Any]:
         """Send one PutItem / UpdateItem: a failed condition is ConditionFailed with the old
@@ -228,7 +256,7 @@ class Table:
             except BotoCoreError as exc:
                 raise translate(exc) from exc
 
-    def transact(self, items: list[dict[str, Any]], *, token: str | None = None) -> None:
+    def transact(self, items: list[TransactItem], *, token: str | None = None) -> None:
         """One TransactWriteItems (each item a {"Put"|"Update"|"Delete"|"ConditionCheck": …}
         whose TableName defaults to this table). Raises ConditionFailed with the reasons when
         any condition failed; retries contention and throttling cancellations; otherwise
@@ -261,7 +289,9 @@ class Table:
                     continue
                 if code != "TransactionCanceledException":
                     raise translate(exc) from exc
-                reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
+                reasons = cast(
+                    list[CancellationReason], exc.response.get("CancellationReasons") or []
+                )
                 codes = {str(reason.get("Code") or "") for reason in reasons}
                 if "ConditionalCheckFailed" in codes:
                     raise ConditionFailed(reasons=reasons) from exc
@@ -290,9 +320,15 @@ class Table:
                 raise translate(exc) from exc
 
 
-def with_table_name(item: dict[str, Any], table: str) -> dict[str, Any]:
+def _request(params: WriteParams, table: str) -> Any:
+    """A single write's keyword arguments: `params` on this table, the old item asked for on a
+    failed condition (whatever `params` said)."""
+    return {**params, "TableName": table, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+
+
+def with_table_name(item: TransactItem, table: str) -> TransactItem:
     """A transaction item with its `TableName` (kept when it has one)."""
-    ((operation, body),) = item.items()
+    ((operation, body),) = cast(dict[str, WriteParams], item).items()
     if "TableName" in body:
         return item
-    return {operation: {"TableName": table, **body}}
+    return cast(TransactItem, {operation: {"TableName": table, **body}})
