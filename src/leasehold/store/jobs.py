@@ -39,7 +39,7 @@ from leasehold.store.items import (
     owner_partition,
     state_partition,
 )
-from leasehold.store.table import ConditionFailed, Table
+from leasehold.store.table import ConditionFailed, QueryParams, Table
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ class JobStore:
         """The owner's jobs, newest first (index `by_owner`, keys only: a state filter is
         applied to the items read, decision C2)."""
         partition = owner_partition(owner)
-        params: dict[str, Any] = {
+        params: QueryParams = {
             "IndexName": OWNER_INDEX,
             "KeyConditionExpression": "gsi2pk = :p",
             "ExpressionAttributeValues": {":p": {"S": partition}},
@@ -259,7 +259,7 @@ class JobStore:
         kind: str | None,
         tenant: str | None,
     ) -> tuple[list[Job], str | None]:
-        params: dict[str, Any] = {
+        params: QueryParams = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": "gsi1pk = :p",
             "ExpressionAttributeValues": {":p": {"S": partition}},
@@ -288,7 +288,7 @@ class JobStore:
 
     def list_active(self, *, limit: int) -> list[Job]:
         """`queued` and `running` jobs, oldest first, in one query (the sweeper's round)."""
-        params: dict[str, Any] = {
+        params: QueryParams = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": "gsi1pk = :p",
             "ExpressionAttributeValues": {":p": {"S": ACTIVE_PARTITION}},
@@ -307,7 +307,7 @@ class JobStore:
         """Jobs in the due index (decision F1) due at or before `until`, soonest first — each
         still in the due index and due by then as its item says (decision GL2)."""
         upto = due_upto(until)
-        params: dict[str, Any] = {
+        params: QueryParams = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": "gsi1pk = :p AND gsi1sk <= :u",
             "ExpressionAttributeValues": {":p": {"S": DUE_PARTITION}, ":u": {"S": upto}},
@@ -356,7 +356,7 @@ class JobStore:
         return self._count(DUE_PARTITION, max_pages)
 
     def _count(self, partition: str, max_pages: int) -> int:
-        params: dict[str, Any] = {
+        params: QueryParams = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": "gsi1pk = :p",
             "ExpressionAttributeValues": {":p": {"S": partition}},
@@ -429,7 +429,7 @@ class JobStore:
 
     def _query_jobs(
         self,
-        params: dict[str, Any],
+        params: QueryParams,
         *,
         limit: int,
         start: RawItem | None,
@@ -445,7 +445,10 @@ class JobStore:
         jobs: list[Job] = []
         last_key: RawItem | None = None
         for _ in range(max_pages):
-            page_params = dict(params, Limit=limit if keep is not None else limit - len(jobs))
+            page_params: QueryParams = {
+                **params,
+                "Limit": limit if keep is not None else limit - len(jobs),
+            }
             if start:
                 page_params["ExclusiveStartKey"] = start
             page = self._table.query(**page_params)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
 
 from leasehold.domain.errors import (
     LeaseholdError,
@@ -30,7 +29,13 @@ from leasehold.store.expressions import Expression
 from leasehold.store.history import appended, entry
 from leasehold.store.items import JOB_TTL_SECONDS, STATE_INDEX, deserialize_item, serialize
 from leasehold.store.jobs import decode_cursor, encode_cursor
-from leasehold.store.table import ConditionFailed, Table, TransactItem, WriteParams
+from leasehold.store.table import (
+    ConditionFailed,
+    QueryParams,
+    Table,
+    TransactItem,
+    WriteParams,
+)
 
 DUE_PARTITION = "SCHEDULES#due"
 SCHEDULE_PREFIX = "SCHED#"
@@ -195,7 +200,7 @@ class ScheduleStore:
     ) -> tuple[list[Schedule], str | None]:
         """The owner's schedules, newest first (ids are time-ordered), one Query page."""
         partition = schedule_partition(owner.tenant, owner.user_id)
-        params: dict[str, Any] = {
+        params: QueryParams = {
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
             "ExpressionAttributeValues": {":p": {"S": partition}, ":s": {"S": SCHEDULE_PREFIX}},
             "ScanIndexForward": False,

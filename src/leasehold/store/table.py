@@ -75,6 +75,21 @@ class TransactItem(TypedDict, total=False):
     ConditionCheck: WriteParams
 
 
+class QueryParams(TypedDict, total=False):
+    """One Query as boto3 takes it (the Table adds TableName)."""
+
+    IndexName: str
+    KeyConditionExpression: str
+    FilterExpression: str
+    ExpressionAttributeNames: dict[str, str]
+    ExpressionAttributeValues: RawItem
+    ScanIndexForward: bool
+    Select: str
+    Limit: int
+    ExclusiveStartKey: RawItem
+    ConsistentRead: bool
+
+
 class CancellationReason(TypedDict, total=False):
     """Why DynamoDB cancelled one item of a transaction (one per item, in order)."""
 
