@@ -48,7 +48,7 @@ from leasehold.store.jobs import (
     repeat_of,
     request_token,
 )
-from leasehold.store.table import ConditionFailed, Table, TransactItem, with_table_name
+from leasehold.store.table import ConditionFailed, Table, with_table_name
 
 if TYPE_CHECKING:
     from leasehold.service.kinds import JobKind
@@ -142,7 +142,7 @@ class NewJob:
     `transact_write_items`). The job is queued, and runs, once they commit — never before."""
 
     job_id: str
-    writes: list[TransactItem]
+    writes: list[RawItem]
     token: str | None = None
     """With an idempotency key: the `ClientRequestToken` to commit with (the same key and request
     give the same token, so an SDK retry of a commit whose answer was lost succeeds)."""
@@ -235,7 +235,7 @@ def engine_intake(kinds: Mapping[str, JobKind], now_ms: int | None) -> Intake:
 
 def transact_closing_job(
     table: Table,
-    items: list[TransactItem],
+    items: list[RawItem],
     job_id: str,
     *,
     reason: str,

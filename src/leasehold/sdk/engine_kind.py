@@ -18,7 +18,7 @@ from leasehold.domain.storable import (
     NotStorableError,
     storable_json,
 )
-from leasehold.domain.types import JsonObject
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.sdk.context import JobInfo, Operation, StepContext
 from leasehold.sdk.errors import FatalError
 from leasehold.sdk.kind import (
@@ -31,7 +31,6 @@ from leasehold.sdk.kind import (
     RelatedChange,
     Step,
 )
-from leasehold.store.table import TransactItem
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
@@ -168,7 +167,7 @@ class EngineKind:
 
     def outcome_writes(
         self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[TransactItem]:
+    ) -> list[RawItem]:
         hook = self.kind._hooks.outcome_writes  # noqa: SLF001
         if hook is None:
             return []

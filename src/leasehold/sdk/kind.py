@@ -29,12 +29,11 @@ from leasehold.domain.policies import (
     MAX_PAYLOAD_BYTES,
     MAX_STEPS,
 )
-from leasehold.domain.types import JsonObject
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.domain.versions import is_fingerprint
 from leasehold.sdk.context import JobInfo, StepContext
 from leasehold.sdk.hooks import Checkpoint, Finished, Migration, Outcome, RelatedChange
 from leasehold.service.kinds import StepPlan, step_list_of
-from leasehold.store.table import TransactItem
 
 logger = Logger(service="leasehold", child=True)
 
@@ -149,7 +148,7 @@ class _Hooks:
     checks: list[Callable[[JsonObject, Owner], None]] = field(default_factory=list)
     planner: Callable[[JsonObject], Sequence[Step]] | None = None
     result: Callable[[Finished], Any] | None = None
-    outcome_writes: Callable[[Outcome], list[TransactItem]] | None = None
+    outcome_writes: Callable[[Outcome], list[RawItem]] | None = None
     related_changed: Callable[[RelatedChange], tuple[str, str]] | None = None
     view: Callable[[JobInfo], Mapping[str, Any]] | None = None
     related: Callable[[JobInfo], Mapping[str, Any]] | None = None
@@ -339,8 +338,8 @@ class Kind:
         return fn
 
     def outcome_writes(
-        self, fn: Callable[[Outcome], list[TransactItem]]
-    ) -> Callable[[Outcome], list[TransactItem]]:
+        self, fn: Callable[[Outcome], list[RawItem]]
+    ) -> Callable[[Outcome], list[RawItem]]:
         """`fn(outcome)` returns DynamoDB `TransactWriteItems` entries that must commit with the
         job's outcome, or not at all (each with its own condition). When one's condition fails,
         nothing is written and the `on_related_changed` hook says how the job ends."""

@@ -28,11 +28,10 @@ from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.limits import Limit, Rate
 from leasehold.domain.policies import LeasePolicy
 from leasehold.domain.records import EffectIntent, LedgerEntry
-from leasehold.domain.types import JsonObject
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.domain.versions import StepList, step_digest
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.leases import LeaseStore, LedgerStore
-from leasehold.store.table import TransactItem
 
 if TYPE_CHECKING:
     from leasehold.domain.errors import RelatedItemChangedError
@@ -123,7 +122,7 @@ class JobKind(Protocol):
 
     def outcome_writes(
         self, job: Job, target: JobState, result: Any, error: dict[str, str] | None, now: int
-    ) -> list[TransactItem]:
+    ) -> list[RawItem]:
         """Transaction items that must commit with this outcome, or not at all."""
 
     def when_related_changed(

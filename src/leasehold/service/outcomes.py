@@ -22,6 +22,7 @@ from leasehold.domain.records import HistoryEntry
 from leasehold.domain.sizes import ITEM_TOO_LARGE
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import UNSTORABLE_OUTPUT, storable_error
+from leasehold.domain.types import RawItem
 from leasehold.service.kinds import Attempt, Disposition, JobKind, StepPlan, WakeupResult
 from leasehold.service.steps import (
     AwaitingApproval,
@@ -37,7 +38,6 @@ from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
 from leasehold.store.leases import ClaimRejection, reconcilable
-from leasehold.store.table import TransactItem
 
 logger = Logger(service="leasehold", child=True)
 
@@ -370,10 +370,7 @@ class Outcomes:
             return attempt_entry(job, event, state, now, why, by=by)
 
         def expire(
-            state: JobState,
-            stop: str,
-            error: dict[str, str],
-            also: list[TransactItem] | None = None,
+            state: JobState, stop: str, error: dict[str, str], also: list[RawItem] | None = None
         ) -> None:
             """The expired lease settled to `state` for `stop`, in one fenced write."""
             self._upkeep.settle_expired_lease(

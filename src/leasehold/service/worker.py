@@ -46,7 +46,7 @@ from leasehold.domain.policies import MAX_RESULT_BYTES
 from leasehold.domain.records import EffectIntent
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
-from leasehold.domain.types import JsonObject
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.service.claiming import Claiming, WorkerSettings
 from leasehold.service.kinds import (
     Attempt,
@@ -76,7 +76,6 @@ from leasehold.service.telemetry import Telemetry
 from leasehold.service.versions import Changed, on_resume
 from leasehold.store import Stores
 from leasehold.store.queue import Wakeup, WakeupQueue
-from leasehold.store.table import TransactItem
 
 logger = Logger(service="leasehold", child=True)
 
@@ -416,7 +415,7 @@ class _Unregistered:
     def result(self, job: Job, checkpoint: Any) -> Any:
         return None
 
-    def outcome_writes(self, *args: Any) -> list[TransactItem]:
+    def outcome_writes(self, *args: Any) -> list[RawItem]:
         return []
 
     def when_related_changed(self, job: Job, changed: Any) -> tuple[str, dict[str, str]]:

@@ -5,6 +5,8 @@ title job, when the bookmark gets a new URL or is deleted) as part of the same c
 
 from __future__ import annotations
 
+from typing import Any
+
 from leasehold.domain.errors import ConflictError, JobNotFoundError, LeaseholdError
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState, StopReason
@@ -19,7 +21,7 @@ from leasehold.store.guards import (
 )
 from leasehold.store.history import entry
 from leasehold.store.items import job_from_item, job_key
-from leasehold.store.table import ConditionFailed, Table, TransactItem, WriteParams
+from leasehold.store.table import ConditionFailed, Table
 
 
 class OldJob:
@@ -32,7 +34,7 @@ class OldJob:
     LEAVE = "leave"
 
 
-def close_old_job(job_id: str, how: str, reason: str, now: int) -> TransactItem | None:
+def close_old_job(job_id: str, how: str, reason: str, now: int) -> dict[str, Any] | None:
     """The transaction item that closes `job_id` as `how` says (None: leave it alone). Its
     condition names the state it expects and returns the job (ALL_OLD) when it fails."""
     if how == OldJob.LEAVE:
@@ -64,7 +66,7 @@ def _next_how(old_job_item: RawItem | None) -> str:
 
 def transact_closing_job(
     table: Table,
-    items: list[TransactItem],
+    items: list[dict[str, Any]],
     job_id: str,
     *,
     reason: str,
@@ -101,7 +103,7 @@ class ControlStore:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def _update_or_old(self, params: WriteParams) -> tuple[Job | None, Job | None]:
+    def _update_or_old(self, params: dict[str, Any]) -> tuple[Job | None, Job | None]:
         """(new job, None) when the update applied; (None, old job or None) when its condition
         failed — the old item comes with the failure, not from a second read."""
         try:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from leasehold.domain.types import RawItem
 from leasehold.store.items import serialize
-
-if TYPE_CHECKING:
-    from leasehold.store.table import WriteParams
 
 
 class Expression:
@@ -17,7 +13,7 @@ class Expression:
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
-        self.values: RawItem = {}
+        self.values: dict[str, Any] = {}
         self._sets: list[str] = []
         self._removes: list[str] = []
         self._adds: list[str] = []
@@ -101,9 +97,9 @@ class Expression:
     def condition_expression(self) -> str | None:
         return " AND ".join(self._conditions) or None
 
-    def update_params(self, key: RawItem) -> WriteParams:
+    def update_params(self, key: dict[str, Any]) -> dict[str, Any]:
         """UpdateItem parameters for `key` (the Table adds its name)."""
-        params: WriteParams = {
+        params: dict[str, Any] = {
             "Key": key,
             "UpdateExpression": self.update_expression(),
         }

@@ -3,6 +3,8 @@ fence, the owner check, the outbox wake-up, and the bounded history write."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.policies import in_due_index
 from leasehold.domain.records import HistoryEntry
@@ -16,10 +18,9 @@ from leasehold.store.items import (
     outbox_item,
     state_partition,
 )
-from leasehold.store.table import TransactItem
 
 
-def new_job_writes(job: Job, fingerprint: str | None = None) -> list[TransactItem]:
+def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
     """A new job and its first wake-up: the two Puts every creation commits together
     (docs/architecture.md rule 1), each conditional on not existing. A job made under an
     idempotency key keeps
@@ -33,14 +34,15 @@ def new_job_writes(job: Job, fingerprint: str | None = None) -> list[TransactIte
     item = new_job_item(job, due_indexed=due_indexed)
     if fingerprint is not None:
         item["fp"] = {"S": fingerprint}
-    job_put: TransactItem = {
-        "Put": {
-            "Item": item,
-            "ConditionExpression": "attribute_not_exists(pk)",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
-    return [job_put] + (
+    return [
+        {
+            "Put": {
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(pk)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+    ] + (
         []
         if due_indexed
         else [
@@ -103,7 +105,7 @@ def outbox_put(
     now: int,
     kind: str | None = None,
     priority: str = "normal",
-) -> TransactItem:
+) -> dict[str, Any]:
     """A new wake-up, committed with the write that needs it (docs/architecture.md rules 1, 5);
     `kind` (when
     the writer knows it) rides on the message, `priority` picks its queue (decision F4)."""

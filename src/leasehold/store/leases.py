@@ -25,7 +25,7 @@ from leasehold.domain.records import (
 )
 from leasehold.domain.states import JobState, is_terminal
 from leasehold.domain.storable import storable_error
-from leasehold.domain.types import JsonObject
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     fenced,
@@ -37,7 +37,7 @@ from leasehold.store.guards import (
 )
 from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
 from leasehold.store.slots import ClaimStores, slot_item_key
-from leasehold.store.table import ConditionFailed, Table, TransactItem
+from leasehold.store.table import ConditionFailed, Table
 
 RECONCILABLE = ("idempotent_key", "status_lookup")
 """Capabilities whose open operation a new worker can settle by asking the provider
@@ -94,7 +94,7 @@ def _set_checkpoint(expr: Expression, checkpoint: Checkpoint, *, live: bool = Tr
         expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
 
 
-def wakeup_item(job: Job, deliver_at: int, now: int) -> TransactItem:
+def wakeup_item(job: Job, deliver_at: int, now: int) -> RawItem:
     """The outbox item whose wake-up brings `job` back at `deliver_at`, to commit with the
     job's own write (which bumps its version)."""
     return outbox_put(
@@ -108,7 +108,7 @@ def wakeup_item(job: Job, deliver_at: int, now: int) -> TransactItem:
     )
 
 
-def _queued_again(expr: Expression, job: Job, retry_at: int, now: int) -> TransactItem:
+def _queued_again(expr: Expression, job: Job, retry_at: int, now: int) -> RawItem:
     """The job's due time set to `retry_at` (a retry, a hand-back), and the wake-up that brings
     it back then."""
     expr.set("next_attempt_at", retry_at).set("last_dispatch_at", now)
@@ -270,7 +270,7 @@ class LeaseStore:
         retry_at: int | None = None,
         approval: ApprovalRequest | None = None,
         settle_effect: bool = False,
-        also: list[TransactItem] | None = None,
+        also: list[RawItem] | None = None,
         shed: bool = False,
     ) -> None:
         """The outcome of this worker's attempt, under the fence (docs/architecture.md rules 3–5),
@@ -304,7 +304,7 @@ class LeaseStore:
             expr.set("error", storable_error(error))
         if stop_reason is not None:
             expr.set("stop_reason", str(stop_reason))
-        extra: list[TransactItem] = list(also or [])
+        extra: list[RawItem] = list(also or [])
         first_related = 1
         if target is JobState.QUEUED:
             assert retry_at is not None, "a retry needs retry_at"
@@ -355,7 +355,7 @@ class LeaseStore:
         self,
         expr: Expression,
         job: Job,
-        extra: list[TransactItem],
+        extra: list[RawItem],
         *,
         stale_message: str,
         first_related: int = 1,

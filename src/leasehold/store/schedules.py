@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 from leasehold.domain.errors import (
     LeaseholdError,
@@ -29,13 +30,7 @@ from leasehold.store.expressions import Expression
 from leasehold.store.history import appended, entry
 from leasehold.store.items import JOB_TTL_SECONDS, STATE_INDEX, deserialize_item, serialize
 from leasehold.store.jobs import decode_cursor, encode_cursor
-from leasehold.store.table import (
-    ConditionFailed,
-    QueryParams,
-    Table,
-    TransactItem,
-    WriteParams,
-)
+from leasehold.store.table import ConditionFailed, QueryParams, Table
 
 DUE_PARTITION = "SCHEDULES#due"
 SCHEDULE_PREFIX = "SCHED#"
@@ -132,7 +127,7 @@ def schedule_from_item(item: RawItem) -> Schedule:
     )
 
 
-def _count_change(schedule: Schedule, by: int, quota: int | None) -> WriteParams:
+def _count_change(schedule: Schedule, by: int, quota: int | None) -> dict[str, Any]:
     """The Update of the owner's schedule count by `by`: below `quota` to add one (0 or None:
     no limit), above 0 to take one away."""
     expr = Expression()
@@ -160,7 +155,7 @@ class ScheduleStore:
         goes up by one in the same transaction, refused with ScheduleQuotaExceededError when it
         is at `quota` already; the schedule is marked `counted`, so its delete gives it back."""
         condition = "attribute_not_exists(pk)"
-        values: WriteParams = {}
+        values: dict[str, Any] = {}
         if replace_deleted:
             condition += " OR #state = :deleted"
             values = {
@@ -169,7 +164,7 @@ class ScheduleStore:
             }
         if quota is not None:
             schedule = replace(schedule, counted=True)
-        writes: list[TransactItem] = [
+        writes: list[dict[str, Any]] = [
             {"Put": {"Item": schedule_item(schedule), "ConditionExpression": condition, **values}}
         ]
         if quota is not None:
@@ -288,7 +283,7 @@ class ScheduleStore:
         last_job_id: str | None,
         last_error: str | None,
         now: int,
-    ) -> TransactItem:
+    ) -> dict[str, Any]:
         """The transaction item that moves the schedule past its due tick — conditional on the
         tick still being the one due (and the schedule active), so of two fires of one tick
         only one commits."""
@@ -313,7 +308,7 @@ class ScheduleStore:
         params = expr.update_params(schedule_key(*_owner_id(schedule)))
         return {"Update": params}
 
-    def fire(self, advance: TransactItem, job_writes: list[list[TransactItem]]) -> int | None:
+    def fire(self, advance: dict[str, Any], job_writes: list[list[dict[str, Any]]]) -> int | None:
         """Commit the schedule's advance with its tick jobs' writes, all or nothing; the number
         of jobs it wrote. None when another fire moved the schedule first (nothing written).
         A tick's job that exists

@@ -51,30 +51,6 @@ TOKEN_MISMATCH = "IdempotentParameterMismatchException"
 SINGLE_WRITE_CONFLICT = "TransactionConflictException"
 
 
-class WriteParams(TypedDict, total=False):
-    """One write as boto3 takes it: an UpdateItem's or PutItem's parameters, or the body of one
-    transaction item (`TableName` defaults to the Table's). Names and values are placeholders'
-    (store/expressions.py); `Key`, `Item` and the values are attribute values."""
-
-    TableName: str
-    Key: RawItem
-    Item: RawItem
-    UpdateExpression: str
-    ConditionExpression: str
-    ExpressionAttributeNames: dict[str, str]
-    ExpressionAttributeValues: RawItem
-    ReturnValuesOnConditionCheckFailure: str
-
-
-class TransactItem(TypedDict, total=False):
-    """One item of a TransactWriteItems: exactly one of these keys."""
-
-    Put: WriteParams
-    Update: WriteParams
-    Delete: WriteParams
-    ConditionCheck: WriteParams
-
-
 class QueryParams(TypedDict, total=False):
     """One Query as boto3 takes it (the Table adds TableName)."""
 
@@ -90,24 +66,13 @@ class QueryParams(TypedDict, total=False):
     ConsistentRead: bool
 
 
-class CancellationReason(TypedDict, total=False):
-    """Why DynamoDB cancelled one item of a transaction (one per item, in order)."""
-
-    Code: str
-    Message: str
-    Item: RawItem
-
-
 class ConditionFailed(LeaseholdError):  # noqa: N818 - a control-flow signal for the store's callers
     """A write's condition did not hold — not an error: the caller decides what it means (a
     stale version, an item gone, a repeat). `item` is the old item of a single write; `reasons`
     are the cancellation reasons of a transaction (one per item, in order)."""
 
     def __init__(
-        self,
-        *,
-        item: Mapping[str, Any] | None = None,
-        reasons: list[CancellationReason] | None = None,
+        self, *, item: Mapping[str, Any] | None = None, reasons: list[dict[str, Any]] | None = None
     ) -> None:
         super().__init__("condition failed")
         self.item = dict(item) if item else None
@@ -124,7 +89,7 @@ class ConditionFailed(LeaseholdError):  # noqa: N818 - a control-flow signal for
         """The old item (ALL_OLD) of the failed single write, or of transaction item `index`."""
         if self.reasons:
             if index < len(self.reasons):
-                return self.reasons[index].get("Item")
+                return cast(RawItem | None, self.reasons[index].get("Item"))
             return None
         return self.item
 
@@ -227,21 +192,28 @@ class Table:
 
     # ---------------------------------------------------------------- writes
 
-    def update(self, params: WriteParams, *, return_new: bool = True) -> RawItem | None:
+    def update(self, params: dict[str, Any], *, return_new: bool = True) -> RawItem | None:
         """One conditional UpdateItem. Returns the new item (or None when `return_new` is
         False); raises ConditionFailed with the old item."""
         answer = self._single_write(
             lambda: self.client.update_item(
-                **_request(params, self.name),
+                TableName=self.name,
+                **params,
                 ReturnValues="ALL_NEW" if return_new else "NONE",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         )
         return cast(RawItem, answer.get("Attributes")) if return_new else None
 
-    def put(self, params: WriteParams) -> None:
+    def put(self, params: dict[str, Any]) -> None:
         """One conditional PutItem (`Item`, `ConditionExpression`, …); raises ConditionFailed
         with the old item."""
-        self._single_write(lambda: self.client.put_item(**_request(params, self.name)))
+        params = {k: v for k, v in params.items() if k != "ReturnValuesOnConditionCheckFailure"}
+        self._single_write(
+            lambda: self.client.put_item(
+                TableName=self.name, **params, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        )
 
     def _single_write(self, send: Callable[[], Any]) -> dict[str, Any]:
         """Send one PutItem / UpdateItem: a failed condition is ConditionFailed with the old
@@ -271,7 +243,7 @@ class Table:
             except BotoCoreError as exc:
                 raise translate(exc) from exc
 
-    def transact(self, items: list[TransactItem], *, token: str | None = None) -> None:
+    def transact(self, items: list[dict[str, Any]], *, token: str | None = None) -> None:
         """One TransactWriteItems (each item a {"Put"|"Update"|"Delete"|"ConditionCheck": …}
         whose TableName defaults to this table). Raises ConditionFailed with the reasons when
         any condition failed; retries contention and throttling cancellations; otherwise
@@ -304,9 +276,7 @@ class Table:
                     continue
                 if code != "TransactionCanceledException":
                     raise translate(exc) from exc
-                reasons = cast(
-                    list[CancellationReason], exc.response.get("CancellationReasons") or []
-                )
+                reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
                 codes = {str(reason.get("Code") or "") for reason in reasons}
                 if "ConditionalCheckFailed" in codes:
                     raise ConditionFailed(reasons=reasons) from exc
@@ -335,15 +305,9 @@ class Table:
                 raise translate(exc) from exc
 
 
-def _request(params: WriteParams, table: str) -> Any:
-    """A single write's keyword arguments: `params` on this table, the old item asked for on a
-    failed condition (whatever `params` said)."""
-    return {**params, "TableName": table, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-
-
-def with_table_name(item: TransactItem, table: str) -> TransactItem:
+def with_table_name(item: dict[str, Any], table: str) -> dict[str, Any]:
     """A transaction item with its `TableName` (kept when it has one)."""
-    ((operation, body),) = cast(dict[str, WriteParams], item).items()
+    ((operation, body),) = item.items()
     if "TableName" in body:
         return item
-    return cast(TransactItem, {operation: {"TableName": table, **body}})
+    return {operation: {"TableName": table, **body}}

@@ -11,11 +11,12 @@ from leasehold.domain.job import Job
 from leasehold.domain.records import HistoryEntry
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
+from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import keep_for_operators, set_history, state_change
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION, job_key
 from leasehold.store.leases import LeaseStore, wakeup_item
-from leasehold.store.table import ConditionFailed, Table, TransactItem
+from leasehold.store.table import ConditionFailed, Table
 
 
 class UpkeepStore:
@@ -32,7 +33,7 @@ class UpkeepStore:
         history: HistoryEntry,
         stop_reason: str | None = None,
         error: dict[str, str] | None = None,
-        also: list[TransactItem] | None = None,
+        also: list[RawItem] | None = None,
     ) -> None:
         """A `running` job whose lease (as last seen, `job.epoch`) expired: back to `queued` with a
         fresh wake-up (rescue), or to `unknown` (an effect was open) or `dead`. Conditional on
@@ -52,7 +53,7 @@ class UpkeepStore:
             expr.set("stop_reason", str(stop_reason))
         if error is not None:
             expr.set("error", storable_error(error))
-        extra: list[TransactItem] = []
+        extra: list[RawItem] = []
         if target is JobState.QUEUED:
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
             extra.append(wakeup_item(job, now, now))
@@ -130,7 +131,7 @@ class UpkeepStore:
         self,
         expr: Expression,
         job: Job,
-        extra: list[TransactItem],
+        extra: list[RawItem],
         *,
         stale_message: str,
         related: tuple[int, int] = (0, 0),
