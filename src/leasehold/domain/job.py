@@ -12,6 +12,14 @@ from leasehold.domain.policies import (
     DEFAULT_MAX_ATTEMPTS,
     MAX_DELAY_SECONDS,
 )
+from leasehold.domain.records import (
+    ApprovalRequest,
+    EffectIntent,
+    HistoryEntry,
+    LedgerEntry,
+    Resolution,
+    WaitingFor,
+)
 from leasehold.domain.states import JobState
 from leasehold.domain.types import JsonObject
 
@@ -62,7 +70,7 @@ class JobSpec:
 
     def fingerprint(self) -> str:
         """Canonical text of the request: the same key with another body is a conflict."""
-        doc: dict[str, Any] = {
+        doc: JsonObject = {
             "kind": self.kind,
             "payload": self.payload,
             "budget": [self.budget.max_cost, self.budget.max_steps],
@@ -132,28 +140,28 @@ class Job:
     """The per-user slot entry this job's claim holds (store/slots.py), while running."""
     slots: dict[str, str] | None = None
     """The declared limits' slot entries this job's claim holds: item name → token (F2)."""
-    waiting_for: dict[str, str] | None = None
+    waiting_for: WaitingFor | None = None
     """What the job last waited for at a claim (`{"concurrency": "tenant:acme"}`), while queued."""
     lease_expires_at: int | None = None
-    approval: dict[str, Any] | None = None
+    approval: ApprovalRequest | None = None
     result: Any = None
     error: dict[str, str] | None = None
     stop_reason: str | None = None
-    effect_intent: dict[str, Any] | None = None
+    effect_intent: EffectIntent | None = None
     """The external effect in flight, if any (docs/architecture.md rule 6): its operation id, key,
     provider and
     capability. While it is set the job cannot be retried blindly."""
-    operations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    operations: dict[str, LedgerEntry] = field(default_factory=dict)
     """The operation ledger (docs/architecture.md "External effects"): operation id → {provider,
     key, fingerprint, state
     submitted | confirmed | failed | released, submitted_at, settled_at?, receipt?, error?}."""
-    kind_state: dict[str, Any] | None = None
+    kind_state: JsonObject | None = None
     """A kind's own progress within a step (StepContext.save_progress), bounded by the kind."""
     replays: int = 0
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[HistoryEntry] = field(default_factory=list)
     """The last few attempt ends and operator acts, as stored (store/history.py)."""
     history_dropped: int = 0
-    resolution: dict[str, Any] | None = None
+    resolution: Resolution | None = None
     """How an operator settled an `unknown` job: outcome, by, at, note, receipt?, operation_id?"""
     last_dispatch_at: int | None = None
     claimed_at: int | None = None

@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 from leasehold.domain.errors import LeaseholdError
+from leasehold.domain.types import JsonObject
 
 MAX_INT_DIGITS = 38
 MIN_FLOAT = 1e-130
@@ -115,11 +116,11 @@ def storable_text(text: Any, limit: int = MAX_MESSAGE_CHARS) -> str:
     return raw if is_text(raw) else _SURROGATE.sub("\ufffd", raw)
 
 
-def storable_error(error: dict[str, Any]) -> dict[str, Any]:
+def storable_error(error: JsonObject) -> dict[str, str]:
     """A job's `error` as it may be stored and shown: `code` an identifier of at most
     MAX_CODE_CHARS, `message` at most MAX_MESSAGE_CHARS, every other field a short string; lone
     surrogates replaced. A kind's error text is data the engine does not control (decision U1)."""
-    out: dict[str, Any] = {}
+    out: dict[str, str] = {}
     for key, value in list(error.items())[:12]:
         name = storable_text(key, 40)
         if name == "code":

@@ -4,13 +4,14 @@ redrive — everything the `/ops` API (and so the console) can see or do."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.clock import Clock, iso
 from leasehold.domain.errors import JobNotFoundError, ValidationError
 from leasehold.domain.job import Job, Owner
+from leasehold.domain.records import HistoryEntry
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.types import JsonObject
 from leasehold.service.jobs import parse_limit, parse_state_filter
@@ -46,7 +47,52 @@ _OPERATOR_EVENTS = frozenset({"replayed", "resolved", "cancel_requested", "redri
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
-def _note(body: dict[str, Any], *, required: bool) -> str:
+class OldestJob(TypedDict):
+    """A queued job as the summary shows it: the oldest queued one, and the oldest of each kind."""
+
+    job_id: str
+    kind: str
+    tenant: str
+    age_seconds: float
+    attempts: int
+    last_error: dict[str, str] | None
+    next_attempt_at: str | None
+
+
+class LastHour(TypedDict):
+    """The last hour's chart: per 5-minute bucket (oldest first), its start and each series' count;
+    `scope` (in the summary) says which jobs' history it counts."""
+
+    bucket_seconds: int
+    series: list[str]
+    buckets: list[dict[str, str | int]]
+    scope: NotRequired[str]
+
+
+class OpsSummary(TypedDict):
+    """`GET /ops/summary`: the overview (OpsService.summary)."""
+
+    counts: dict[str, int | None]
+    counts_capped: list[str]
+    counts_note: str
+    queue_depth: int | None
+    delayed: int
+    oldest_queued: OldestJob | None
+    oldest_queued_by_kind: dict[str, OldestJob]
+    oldest_scope: str
+    sqs: dict[str, int]
+    totals: dict[str, int | str]
+    last_hour: LastHour
+
+
+class OpsJobsPage(TypedDict):
+    """`GET /ops/jobs`: one page of operator rows and the cursor to the next."""
+
+    jobs: list[JsonObject]
+    next_cursor: str | None
+
+
+def _note(body: JsonObject, *, required: bool) -> str:
     note = body.get("note")
     if note is None and not required:
         return ""
@@ -55,7 +101,7 @@ def _note(body: dict[str, Any], *, required: bool) -> str:
     return note
 
 
-def _oldest(job: Any, now: int) -> dict[str, Any]:
+def _oldest(job: Job, now: int) -> OldestJob:
     return {
         "job_id": job.job_id,
         "kind": job.kind,
@@ -75,7 +121,7 @@ def _filter(value: str | None, name: str) -> str | None:
     return value
 
 
-def _series_of(entry: dict[str, Any]) -> str | None:
+def _series_of(entry: HistoryEntry) -> str | None:
     """The chart series a stored history entry counts in (None: one the chart does not show)."""
     event = entry.get("ev")
     if event in _OPERATOR_EVENTS or entry.get("r") == StopReason.CANCELLED_BY_OPERATOR.value:
@@ -88,7 +134,7 @@ def _series_of(entry: dict[str, Any]) -> str | None:
     return None
 
 
-def last_hour(jobs: list[Any], now: int) -> dict[str, Any]:
+def last_hour(jobs: list[Job], now: int) -> LastHour:
     """Twelve 5-minute buckets of what happened in the last hour, counted from the history of
     `jobs` (each job once): oldest bucket first."""
     start = now - HOUR_MS
@@ -104,8 +150,9 @@ def last_hour(jobs: list[Any], now: int) -> dict[str, Any]:
             if series is None or not isinstance(at, int) or not start <= at < now:
                 continue
             counts[(at - start) // BUCKET_MS][series] += 1
-    buckets = [
-        {"start": iso(start + index * BUCKET_MS), **bucket} for index, bucket in enumerate(counts)
+    buckets: list[dict[str, str | int]] = [
+        {"start": str(iso(start + index * BUCKET_MS)), **bucket}
+        for index, bucket in enumerate(counts)
     ]
     return {"bucket_seconds": BUCKET_MS // 1000, "series": list(CHART_SERIES), "buckets": buckets}
 
@@ -126,7 +173,7 @@ class OpsService:
         self._clock = clock
         self._telemetry = telemetry
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> OpsSummary:
         """The overview, at a bounded cost whatever the table holds (decision SZ5): every count is
         one COUNT query on the keys-only state index (no job item read to count, each capped at
         COUNT_CAP), and the jobs it shows — the oldest queued, the chart's outcomes — are a
@@ -150,7 +197,7 @@ class OpsService:
             counts[JobState.QUEUED.value] = ready + delayed
             counts[JobState.RUNNING.value] = len(oldest_active) - ready
         oldest = _oldest(queued[0], now) if queued else None
-        oldest_by_kind: dict[str, Any] = {}
+        oldest_by_kind: dict[str, OldestJob] = {}
         for job in queued:  # oldest first: the first of each kind is its oldest
             oldest_by_kind.setdefault(job.kind, _oldest(job, now))
         recent = {
@@ -213,7 +260,7 @@ class OpsService:
         *,
         kind: str | None = None,
         tenant: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> OpsJobsPage:
         """Jobs in one state, oldest first, optionally of one kind and/or one tenant."""
         parsed = parse_state_filter(state)
         if parsed is None:
@@ -231,14 +278,14 @@ class OpsService:
             "next_cursor": next_cursor,
         }
 
-    def show(self, job_id: str) -> dict[str, Any]:
+    def show(self, job_id: str) -> JsonObject:
         """One job, whole (operators see every tenant's)."""
         job = self._store.get(job_id)
         if job is None:
             raise JobNotFoundError(f"no job {job_id}")
         return operator_view(job, self._clock.now_ms(), self._kinds)
 
-    def replay(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
+    def replay(self, job_id: str, operator: Owner, body: Any) -> JsonObject:
         """Body optional: `{"note"?, "checked_provider"?, "from"?}`; an `unknown` job needs the
         first two. `from`: `checkpoint` (the default: finished steps are not run again) or
         `start` (every step again under the kind's current list, decision KV4)."""
@@ -273,7 +320,7 @@ class OpsService:
             **{"from": start},
         )
 
-    def resolve(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
+    def resolve(self, job_id: str, operator: Owner, body: Any) -> JsonObject:
         """Body `{"outcome": "succeeded"|"failed", "note", "receipt"?}`."""
         if not isinstance(body, dict) or set(body) - {"outcome", "note", "receipt"}:
             raise ValidationError('the body must be {"outcome": ..., "note": ..., "receipt"?: ...}')
@@ -296,7 +343,7 @@ class OpsService:
             "resolve", "JobsResolved", job, operator, outcome=outcome, note=note, receipt=receipt
         )
 
-    def cancel(self, job_id: str, operator: Owner, body: Any) -> dict[str, Any]:
+    def cancel(self, job_id: str, operator: Owner, body: Any) -> JsonObject:
         """Body `{"note"}`: an operator's cancel of any tenant's job, recorded with who and why."""
         if not isinstance(body, dict) or set(body) - {"note"}:
             raise ValidationError('the body must be {"note": ...}')
@@ -319,7 +366,7 @@ class OpsService:
         )
         return job_view(job, self._kinds)
 
-    def redrive(self, operator: Owner, body: Any) -> dict[str, Any]:
+    def redrive(self, operator: Owner, body: Any) -> JsonObject:
         """Body `{"note", "max"?}`: move up to `max` (≤ MAX_REDRIVE) dead letters back to the work
         queue, one by one, each moved job's history naming the operator; a poison message is
         kept in the table (SetAsideStore) before it leaves the DLQ. The answer is the redrive's

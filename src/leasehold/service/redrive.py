@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from leasehold.domain.clock import Clock, iso
 from leasehold.domain.errors import JobNotFoundError, LeaseholdError, ValidationError
+from leasehold.domain.types import JsonObject
 from leasehold.store.jobs import JobStore
 from leasehold.store.operator import OperatorStore
 from leasehold.store.queue import DeadLetter, Wakeup, WakeupQueue
@@ -44,13 +44,13 @@ class SetAside:
     body: str
     job_id: str | None = None
 
-    def as_dict(self, *, whole: bool = False) -> dict[str, Any]:
+    def as_dict(self, *, whole: bool = False) -> JsonObject:
         body = (
             self.body
             if whole or len(self.body) <= EXCERPT_CHARS
             else (self.body[:EXCERPT_CHARS] + "…")
         )
-        answer: dict[str, Any] = {"message_id": self.message_id, "reason": self.reason}
+        answer: JsonObject = {"message_id": self.message_id, "reason": self.reason}
         if self.job_id is not None:
             answer["job_id"] = self.job_id
         answer["body"] = body
@@ -76,8 +76,8 @@ class RedriveReport:
     """Moved, but the job's history could not take the entry (gone meanwhile, or at the cap)."""
     set_aside: list[SetAside] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        answer: dict[str, Any] = {
+    def as_dict(self) -> JsonObject:
+        answer: JsonObject = {
             "redrive": "started" if self.moved is None else "done",
             "how": self.how,
             "by": self.by,

@@ -10,6 +10,7 @@ from typing import Any
 from leasehold.domain.errors import ConflictError, JobNotFoundError, LeaseholdError
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState, StopReason
+from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     append_history,
@@ -73,7 +74,7 @@ def _cancelled(
     )
 
 
-def _next_how(old_job_item: dict[str, Any] | None) -> str:
+def _next_how(old_job_item: RawItem | None) -> str:
     state = (old_job_item or {}).get("state", {}).get("S")
     return OldJob.STOP_IF_RUNNING if state == JobState.RUNNING.value else OldJob.LEAVE
 

@@ -8,12 +8,13 @@ import json
 from typing import Any
 
 from leasehold.domain.errors import ValidationError
+from leasehold.domain.types import RawItem
 
 MAX_KEY_BYTES = 1024
 """DynamoDB's limit for a sort key (a partition key may be 2,048 bytes; none of ours come close)."""
 
 
-def encode_cursor(key: dict[str, Any] | None) -> str | None:
+def encode_cursor(key: RawItem | None) -> str | None:
     if not key:
         return None
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
@@ -39,7 +40,7 @@ def decode_cursor(
     partition: str,
     sort_attribute: str,
     index_keys: bool = True,
-) -> dict[str, Any] | None:
+) -> RawItem | None:
     """A cursor is the LastEvaluatedKey of the same query: the table key and the index key, each
     a string, in the partition being queried (DynamoDB refuses a start key from another
     partition with a ValidationException). Anything else is a 400 here — including what moto

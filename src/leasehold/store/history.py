@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from leasehold.domain.records import HistoryEntry
+from leasehold.domain.types import JsonObject
 
 HISTORY_LIMIT = 10
 _TEXT_LIMIT = 200
@@ -48,7 +49,7 @@ def entry(
     operation_id: str | None = None,
 ) -> HistoryEntry:
     """One history entry, bounded: text fields are cut to 200 characters."""
-    fields: dict[str, Any] = {
+    fields: dict[str, str | int | None] = {
         "event": event,
         "at": at,
         "state": state,
@@ -61,7 +62,7 @@ def entry(
         "note": note,
         "operation_id": operation_id,
     }
-    stored: dict[str, Any] = {}
+    stored: dict[str, str | int] = {}
     for name, value in fields.items():
         if value is None or value == "":
             continue
@@ -78,6 +79,6 @@ def appended(
     return combined[dropped:], dropped
 
 
-def expand(stored: Mapping[str, Any]) -> dict[str, Any]:
+def expand(stored: Mapping[str, Any]) -> JsonObject:
     """A stored entry with its names spelled out (times stay epoch ms; views format them)."""
     return {_LONG.get(name, name): value for name, value in stored.items()}

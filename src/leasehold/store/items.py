@@ -14,6 +14,7 @@ from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.ids import key_of
 from leasehold.domain.job import Budget, Checkpoint, Job, Owner
 from leasehold.domain.states import JobState
+from leasehold.domain.types import RawItem
 
 JOB_SK = "JOB"
 OUTBOX_PREFIX = "OUTBOX#"
@@ -30,7 +31,7 @@ _deserializer = TypeDeserializer()
 _JOB_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
-def job_key(job_id: str) -> dict[str, Any]:
+def job_key(job_id: str) -> RawItem:
     """The job item's key. An id that could never have been issued is an unknown job (404), not
     a request for DynamoDB to reject."""
     if not _JOB_ID.fullmatch(job_id):
@@ -38,7 +39,7 @@ def job_key(job_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": JOB_SK}}
 
 
-def slots_key(owner: Owner) -> dict[str, Any]:
+def slots_key(owner: Owner) -> RawItem:
     """The owner's own slots (`SLOTS#<tenant>#<user>`, encoded: decision ID1)."""
     return {"pk": {"S": key_of("SLOTS", owner.tenant, owner.user_id)}, "sk": {"S": "SLOTS"}}
 
@@ -88,7 +89,7 @@ def _decimals(value: Any) -> Any:
     return value
 
 
-def deserialize_item(item: Mapping[str, Any]) -> dict[str, Any]:
+def deserialize_item(item: Mapping[str, Any]) -> RawItem:
     return {name: _plain(_deserializer.deserialize(value)) for name, value in item.items()}
 
 
@@ -113,7 +114,7 @@ def outbox_item(
     now_ms: int,
     kind: str | None = None,
     priority: str = "normal",
-) -> dict[str, Any]:
+) -> RawItem:
     """A wake-up waiting for the relay: the stream's INSERT of this item becomes one SQS message.
     It is never updated or deleted by code; TTL removes it (deletes by TTL are free). The sort
     key is the job's version after the write that dispatches, so each dispatch is a new item."""
@@ -140,10 +141,10 @@ def due_upto(until_ms: int) -> str:
     return f"{until_ms:013d}~"
 
 
-def new_job_item(job: Job, *, due_indexed: bool = False) -> dict[str, Any]:
+def new_job_item(job: Job, *, due_indexed: bool = False) -> RawItem:
     """The job's item; `due_indexed` puts it in the due index, sorted by when it is due."""
     due_sort = time_sort_key(job.next_attempt_at or job.created_at, job.job_id)
-    doc: dict[str, Any] = {
+    doc: RawItem = {
         "pk": f"JOB#{job.job_id}",
         "sk": JOB_SK,
         "gsi1pk": DUE_PARTITION if due_indexed else state_partition(job.state),

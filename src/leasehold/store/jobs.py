@@ -39,7 +39,7 @@ from leasehold.store.items import (
     owner_partition,
     state_partition,
 )
-from leasehold.store.table import ConditionFailed, Table
+from leasehold.store.table import ConditionFailed, QueryParams, Table
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class IndexRange:
         sort = item.get(self.sort_attribute, {}).get("S")
         return sort is not None and sort <= self.sort_upto
 
-    def query(self, index_name: str, *, forward: bool) -> dict[str, Any]:
+    def query(self, index_name: str, *, forward: bool) -> QueryParams:
         """The parameters of a Query for this range of the index `index_name`."""
         condition = f"{self.partition_attribute} = :p"
         values = {":p": {"S": self.partition}}
@@ -344,7 +344,7 @@ class JobStore:
         return self._count(DUE_PARTITION, max_pages)
 
     def _count(self, partition: str, max_pages: int) -> int:
-        params: dict[str, Any] = {
+        params: QueryParams = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": "gsi1pk = :p",
             "ExpressionAttributeValues": {":p": {"S": partition}},
@@ -417,7 +417,7 @@ class JobStore:
 
     def _query_jobs(
         self,
-        params: dict[str, Any],
+        params: QueryParams,
         *,
         limit: int,
         start: RawItem | None,
@@ -433,7 +433,10 @@ class JobStore:
         jobs: list[Job] = []
         last_key: RawItem | None = None
         for _ in range(max_pages):
-            page_params = dict(params, Limit=limit if keep is not None else limit - len(jobs))
+            page_params: QueryParams = {
+                **params,
+                "Limit": limit if keep is not None else limit - len(jobs),
+            }
             if start:
                 page_params["ExclusiveStartKey"] = start
             page = self._table.query(**page_params)

@@ -5,9 +5,8 @@ so when the next start is due."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from leasehold.domain.ids import key_of
+from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.items import deserialize_item
 from leasehold.store.table import ConditionFailed, Table
@@ -16,7 +15,7 @@ RATE_TTL_SECONDS = 24 * 3600
 """A rate item nobody took from for a day is deleted by TTL (an idle key costs nothing)."""
 
 
-def rate_item_key(name: str) -> dict[str, Any]:
+def rate_item_key(name: str) -> RawItem:
     return {"pk": {"S": name}, "sk": {"S": "RATE"}}
 
 
@@ -42,7 +41,7 @@ SUBMIT_COUNTER_TTL_SECONDS = 120
 """A second's submit counter is kept two minutes, then TTL deletes it (free)."""
 
 
-def submit_counter_key(tenant: str, second: int) -> dict[str, Any]:
+def submit_counter_key(tenant: str, second: int) -> RawItem:
     """One item per tenant and second (decision Q3), the tenant encoded (decision ID1)."""
     return {"pk": {"S": key_of("SUBMITS", tenant)}, "sk": {"S": f"S#{second:011d}"}}
 

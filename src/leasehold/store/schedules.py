@@ -25,11 +25,12 @@ from leasehold.domain.schedule import (
     MissedTicks,
     Schedule,
 )
+from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.history import appended, entry
 from leasehold.store.items import JOB_TTL_SECONDS, STATE_INDEX, deserialize_item, serialize
 from leasehold.store.jobs import decode_cursor, encode_cursor
-from leasehold.store.table import ConditionFailed, Table
+from leasehold.store.table import ConditionFailed, QueryParams, Table
 
 DUE_PARTITION = "SCHEDULES#due"
 SCHEDULE_PREFIX = "SCHED#"
@@ -40,7 +41,7 @@ def schedule_partition(tenant: str, user_id: str) -> str:
     return key_of(SCHEDULE_PREFIX.rstrip("#"), tenant, user_id)
 
 
-def schedule_key(tenant: str, user_id: str, schedule_id: str) -> dict[str, Any]:
+def schedule_key(tenant: str, user_id: str, schedule_id: str) -> RawItem:
     return {
         "pk": {"S": schedule_partition(tenant, user_id)},
         "sk": {"S": f"{SCHEDULE_PREFIX}{schedule_id}"},
@@ -52,7 +53,7 @@ COUNT_SORT_KEY = "SCHEDCOUNT"
 sort key: not `SCHED#…`, so the owner's listing never meets it."""
 
 
-def count_key(tenant: str, user_id: str) -> dict[str, Any]:
+def count_key(tenant: str, user_id: str) -> RawItem:
     return {"pk": {"S": schedule_partition(tenant, user_id)}, "sk": {"S": COUNT_SORT_KEY}}
 
 
@@ -60,8 +61,8 @@ def due_sort_key(next_tick_at: int, schedule_id: str) -> str:
     return f"{next_tick_at:013d}#{schedule_id}"
 
 
-def schedule_item(schedule: Schedule) -> dict[str, Any]:
-    doc: dict[str, Any] = {
+def schedule_item(schedule: Schedule) -> RawItem:
+    doc: RawItem = {
         **{k: v["S"] for k, v in schedule_key(*_owner_id(schedule)).items()},
         "schedule_id": schedule.schedule_id,
         "tenant": schedule.owner_tenant,
@@ -99,7 +100,7 @@ def _owner_id(schedule: Schedule) -> tuple[str, str, str]:
     return schedule.owner_tenant, schedule.owner_user, schedule.schedule_id
 
 
-def schedule_from_item(item: dict[str, Any]) -> Schedule:
+def schedule_from_item(item: RawItem) -> Schedule:
     doc = deserialize_item(item)
     return Schedule(
         schedule_id=doc["schedule_id"],
@@ -194,7 +195,7 @@ class ScheduleStore:
     ) -> tuple[list[Schedule], str | None]:
         """The owner's schedules, newest first (ids are time-ordered), one Query page."""
         partition = schedule_partition(owner.tenant, owner.user_id)
-        params: dict[str, Any] = {
+        params: QueryParams = {
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
             "ExpressionAttributeValues": {":p": {"S": partition}, ":s": {"S": SCHEDULE_PREFIX}},
             "ScanIndexForward": False,

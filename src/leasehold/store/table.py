@@ -26,12 +26,13 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.domain.errors import ItemTooLargeError, LeaseholdError, StoreUnavailableError
+from leasehold.domain.types import RawItem
 from leasehold.store.errors import error_code, is_item_size_message, translate
 
 if TYPE_CHECKING:
@@ -48,6 +49,21 @@ RETRYABLE_CANCELLATIONS = frozenset(
 )
 TOKEN_MISMATCH = "IdempotentParameterMismatchException"
 SINGLE_WRITE_CONFLICT = "TransactionConflictException"
+
+
+class QueryParams(TypedDict, total=False):
+    """One Query as boto3 takes it (the Table adds TableName)."""
+
+    IndexName: str
+    KeyConditionExpression: str
+    FilterExpression: str
+    ExpressionAttributeNames: dict[str, str]
+    ExpressionAttributeValues: RawItem
+    ScanIndexForward: bool
+    Select: str
+    Limit: int
+    ExclusiveStartKey: RawItem
+    ConsistentRead: bool
 
 
 class ConditionFailed(LeaseholdError):  # noqa: N818 - a control-flow signal for the store's callers
@@ -69,11 +85,11 @@ class ConditionFailed(LeaseholdError):  # noqa: N818 - a control-flow signal for
             and self.reasons[index].get("Code") == "ConditionalCheckFailed"
         )
 
-    def old_item(self, index: int = 0) -> dict[str, Any] | None:
+    def old_item(self, index: int = 0) -> RawItem | None:
         """The old item (ALL_OLD) of the failed single write, or of transaction item `index`."""
         if self.reasons:
             if index < len(self.reasons):
-                return cast(dict[str, Any] | None, self.reasons[index].get("Item"))
+                return cast(RawItem | None, self.reasons[index].get("Item"))
             return None
         return self.item
 
@@ -129,14 +145,14 @@ class Table:
 
     # ---------------------------------------------------------------- reads
 
-    def get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+    def get(self, key: RawItem) -> RawItem | None:
         """One item by its key, read consistently (None when there is none); a store that does
         not answer raises StoreUnavailableError."""
         try:
             answer = self.client.get_item(TableName=self.name, Key=key, ConsistentRead=True)
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
-        return cast(dict[str, Any] | None, answer.get("Item"))
+        return cast(RawItem | None, answer.get("Item"))
 
     def query(self, **params: Any) -> dict[str, Any]:
         """One Query page on this table (`params` as boto3 takes them, TableName added); a store
@@ -146,13 +162,11 @@ class Table:
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
 
-    def batch_get(
-        self, keys: list[dict[str, Any]], *, consistent: bool = True
-    ) -> list[dict[str, Any]]:
+    def batch_get(self, keys: list[RawItem], *, consistent: bool = True) -> list[RawItem]:
         """Items for `keys` (strongly consistent unless `consistent` is False: half the read
         units, for a display that may lag a second), unprocessed keys retried a bounded number
         of times; a key still unprocessed after that is `StoreUnavailableError`."""
-        found: list[dict[str, Any]] = []
+        found: list[RawItem] = []
         pending = list(keys)
         try:
             for _ in range(10):
@@ -178,7 +192,7 @@ class Table:
 
     # ---------------------------------------------------------------- writes
 
-    def update(self, params: dict[str, Any], *, return_new: bool = True) -> dict[str, Any] | None:
+    def update(self, params: dict[str, Any], *, return_new: bool = True) -> RawItem | None:
         """One conditional UpdateItem. Returns the new item (or None when `return_new` is
         False); raises ConditionFailed with the old item."""
         answer = self._single_write(
@@ -189,7 +203,7 @@ class Table:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         )
-        return cast(dict[str, Any], answer.get("Attributes")) if return_new else None
+        return cast(RawItem, answer.get("Attributes")) if return_new else None
 
     def put(self, params: dict[str, Any]) -> None:
         """One conditional PutItem (`Item`, `ConditionExpression`, …); raises ConditionFailed

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypedDict, Unpack
 from urllib.parse import urlparse
 
+from leasehold.domain.types import JsonObject
 from leasehold.testing.iam import Role
 
 ACCOUNT = "123456789012"
@@ -67,6 +68,16 @@ def _attributes(kind: str, name: str, region: str, account: str) -> dict[str, st
     return {"Ref": name}
 
 
+class RoleDocuments(TypedDict):
+    """A function's role as `role_documents` resolves it: the role's logical id, where it is, and
+    every IAM policy document attached to it (the template's JSON, resolved)."""
+
+    role: str
+    account: str
+    region: str
+    documents: list[JsonObject]
+
+
 class Placement(TypedDict, total=False):
     """Where the template's stack stands, beyond its region: what `role_documents` resolves the
     template's references with (each has role_documents' default when absent)."""
@@ -74,7 +85,7 @@ class Placement(TypedDict, total=False):
     parameters: Mapping[str, str] | None
     account: str
     stack_name: str
-    edit: Callable[[dict[str, Any]], None] | None
+    edit: Callable[[JsonObject], None] | None
 
 
 def function_roles(
@@ -103,8 +114,8 @@ def role_documents(
     region: str,
     account: str = ACCOUNT,
     stack_name: str = "leasehold",
-    edit: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, dict[str, Any]]:
+    edit: Callable[[JsonObject], None] | None = None,
+) -> dict[str, RoleDocuments]:
     """Each function (logical id) → `{"role", "account", "region", "documents"}`: its role's
     logical id and every policy document attached to it, resolved."""
     if edit is not None:
@@ -112,7 +123,7 @@ def role_documents(
         edit(copied)
         template = copied
     resolver = _Resolver(template, attributes, parameters or {}, region, account, stack_name)
-    documents: dict[str, list[dict[str, Any]]] = {}
+    documents: dict[str, list[JsonObject]] = {}
     resources = template.get("Resources", {})
     for logical_id, resource in resources.items():
         if resource.get("Type") != "AWS::IAM::Role" or not resolver.holds(resource):
@@ -134,7 +145,7 @@ def role_documents(
         for role_ref in props.get("Roles") or []:
             role = _logical_of(role_ref, logical_id)
             documents.setdefault(role, []).append(resolver.value(props["PolicyDocument"]))
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, RoleDocuments] = {}
     for logical_id, resource in resources.items():
         if resource.get("Type") not in FUNCTION_TYPES:
             continue

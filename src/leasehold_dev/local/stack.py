@@ -17,6 +17,7 @@ import boto3
 
 from leasehold.domain.errors import LeaseholdError
 from leasehold.testing.iam import Role
+from leasehold.testing.roles import RoleDocuments
 from leasehold_dev.local.moto.durable import RESTORE_PATH
 from leasehold_dev.local.moto.server import detach_invocations, post
 from leasehold_dev.local.processes import ProcessRef
@@ -119,7 +120,7 @@ class StackInfo:
     """Its start time (see leasehold_dev.local.processes), so a recycled pid is not taken for it."""
     data_dir: str = ""
     """The data directory it keeps its state in ("" : none, everything is in memory)."""
-    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    roles: dict[str, RoleDocuments] = field(default_factory=dict)
     """Each function's execution role as the translated template deploys it, resolved against
     this stack's resources (leasehold_dev.local.roles): what its calls are judged by."""
 
@@ -277,7 +278,7 @@ def create_stack(
 
 def _function_roles(
     cloudformation: Any, translated: dict[str, Any], parameters: dict[str, str], info: StackInfo
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, RoleDocuments]:
     """Each function's role, its policies resolved against what the stack created (the
     table's stream as the relay's mapping names it)."""
     listed = cloudformation.list_stack_resources(StackName=STACK_NAME)["StackResourceSummaries"]
