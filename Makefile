@@ -57,7 +57,8 @@ down: setup
 # Unit and integration tests spread over the cores (in-process moto: CPU-bound, independent);
 # then the end-to-end tests, one local stack at a time (they time real processes).
 # make test: every unit and integration test, and the end-to-end tests but the long ones (about
-# 12 minutes on 2 cores from a fresh clone); make test-long: the long end-to-end runs (about 5 min)
+# 16 minutes with the install, .ci/run from a fresh clone on 2 cores); make test-long: the long
+# end-to-end runs (about 5 min)
 test: setup
 	$(BIN)/pytest -m "not e2e" -n $${PYTEST_WORKERS:-2} --dist worksteal
 	$(BIN)/pytest -m "e2e and not long"
