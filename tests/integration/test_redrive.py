@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from leasehold.domain.errors import JobNotFoundError, LeaseholdError, ValidationError
-from leasehold.service.redrive import DeadLetterService, RedriveReport, SetAside
+from leasehold.service.redrive import DeadLetterService, RedriveReport
 from leasehold.store.operator import REDRIVE_HISTORY_CAP
+from leasehold.store.set_aside import SetAside
 from tests.support.harness import Harness, steps
 
 

@@ -27,34 +27,11 @@ from leasehold.domain.types import JsonObject
 from leasehold.store.jobs import JobStore
 from leasehold.store.operator import OperatorStore
 from leasehold.store.queue import DeadLetter, Wakeup, WakeupQueue
+from leasehold.store.set_aside import SetAside
 
 MAX_NOTE = 500
 MAX_BODY_BYTES = 256 * 1024
 """SQS's largest message: the most a rehearsal may put in the DLQ."""
-EXCERPT_CHARS = 200
-"""How much of a poison message's body the report shows (the sink keeps it whole)."""
-
-
-@dataclass(frozen=True)
-class SetAside:
-    """A poison dead letter: why it cannot wake a job, and the message as SQS held it."""
-
-    message_id: str
-    reason: str
-    body: str
-    job_id: str | None = None
-
-    def as_dict(self, *, whole: bool = False) -> JsonObject:
-        body = (
-            self.body
-            if whole or len(self.body) <= EXCERPT_CHARS
-            else (self.body[:EXCERPT_CHARS] + "…")
-        )
-        answer: JsonObject = {"message_id": self.message_id, "reason": self.reason}
-        if self.job_id is not None:
-            answer["job_id"] = self.job_id
-        answer["body"] = body
-        return answer
 
 
 SetAsideSink = Callable[[SetAside], None]

@@ -22,7 +22,8 @@ from leasehold_dev.cli.target import (
 )
 
 if TYPE_CHECKING:
-    from leasehold.service.redrive import DeadLetterService, SetAside
+    from leasehold.service.redrive import DeadLetterService
+    from leasehold.store.set_aside import SetAside
 
 SET_ASIDE_FILE = Path("dead-letters-set-aside.jsonl")
 """The redrive's poison messages, beside the local stack's state file unless --set-aside."""
