@@ -16,12 +16,7 @@ from tests.support.harness import Harness, steps
 
 
 def _service(harness: Harness) -> DeadLetterService:
-    return DeadLetterService(
-        harness.queue,
-        harness.clock,
-        operator_store=harness.stores.operator,
-        jobs=harness.stores.jobs,
-    )
+    return DeadLetterService(harness.queue, harness.clock, harness.stores)
 
 
 class Kept(list[SetAside]):

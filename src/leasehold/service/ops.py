@@ -381,9 +381,7 @@ class OpsService:
         def set_aside(poison: SetAside) -> None:
             kept.keep(poison, by=operator.user_id, note=note, now=self._clock.now_ms())
 
-        service = DeadLetterService(
-            self._queue, self._clock, operator_store=self._stores.operator, jobs=self._store
-        )
+        service = DeadLetterService(self._queue, self._clock, self._stores)
         report = service.redrive(
             operator=operator.user_id, note=note, max_messages=most, set_aside=set_aside
         ).as_dict()

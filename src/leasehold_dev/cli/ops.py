@@ -67,8 +67,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 def _local_dead_letters(args: argparse.Namespace, hint: str = "") -> tuple[Path, DeadLetterService]:
     from leasehold.domain.clock import SystemClock
     from leasehold.service.redrive import DeadLetterService
-    from leasehold.store.jobs import JobStore
-    from leasehold.store.operator import OperatorStore
+    from leasehold.store import Stores
     from leasehold.store.queue import WakeupQueue
     from leasehold.store.table import Table
     from leasehold_dev.local.stack import client
@@ -86,8 +85,7 @@ def _local_dead_letters(args: argparse.Namespace, hint: str = "") -> tuple[Path,
             priority_urls={k: v for k, v in priority_urls.items() if v},
         ),
         SystemClock(),
-        operator_store=OperatorStore(table),
-        jobs=JobStore(table),
+        Stores.over(table, 0),
     )
 
 
