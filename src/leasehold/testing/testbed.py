@@ -41,7 +41,7 @@ from leasehold.testing.delivery import (
     StreamRelay,
 )
 from leasehold.testing.driving import TestbedDriving
-from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld
+from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld, OpenedByWith
 from leasehold.testing.roles import function_roles, resource_attributes
 from leasehold.testing.sessions import new_session
 
@@ -56,7 +56,7 @@ QUEUE_PREFIX = "leasehold-"
 _OPEN: list[LeaseholdTestbed] = []  # moto's SQS follows one clock: one open testbed at a time
 
 
-class LeaseholdTestbed(TestbedDriving, Replays):
+class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
     """leasehold on moto with a manual clock, running your kinds; use it as a context manager.
 
         with LeaseholdTestbed([shout]) as tb:           # or LeaseholdTestbed("app.kinds")
@@ -116,13 +116,6 @@ class LeaseholdTestbed(TestbedDriving, Replays):
         self._generation = 0
 
     # ------------------------------------------------------------------ lifecycle
-
-    def __enter__(self) -> LeaseholdTestbed:
-        self.open()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def open(self) -> None:
         """Start moto and create the table and queues (`with` does it for you)."""
