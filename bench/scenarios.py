@@ -331,9 +331,9 @@ class Runner:
         now = int(time.time() * 1000)
         with self.stack.meter.during("setup"):
             return [
-                Claimer(rt.stores.leases, rt.stores.claims).claim(
-                    j, owner, worker_id="other-worker", now=now, lease_ms=600_000
-                )
+                Claimer(
+                    rt.stores.leases, rt.stores.claims, worker_id="other-worker", lease_ms=600_000
+                ).claim(j, owner, now)
                 for j in ids
             ]
 
@@ -413,10 +413,10 @@ class Runner:
         now = int(time.time() * 1000)
         with self.stack.meter.during("setup"):
             for i in lapsed + live:
-                Claimer(rt.stores.leases, rt.stores.claims).claim(
-                    ids[i], Owner(TENANT, user(i)), worker_id="gone" if i in lapsed else "busy",
-                    now=now, lease_ms=1 if i in lapsed else 600_000,
-                )  # fmt: skip
+                Claimer(rt.stores.leases, rt.stores.claims,
+                        worker_id="gone" if i in lapsed else "busy",
+                        lease_ms=1 if i in lapsed else 600_000,
+                ).claim(ids[i], Owner(TENANT, user(i)), now)  # fmt: skip
         start = expired + running
         for i in range(start, start + queued):
             self.submit(scenario, i, phase="setup", user=user(i))

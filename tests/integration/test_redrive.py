@@ -9,18 +9,14 @@ from typing import Any
 import pytest
 
 from leasehold.domain.errors import JobNotFoundError, LeaseholdError, ValidationError
-from leasehold.service.redrive import DeadLetterService, RedriveReport, SetAside
+from leasehold.service.redrive import DeadLetterService, RedriveReport
 from leasehold.store.operator import REDRIVE_HISTORY_CAP
+from leasehold.store.set_aside import SetAside
 from tests.support.harness import Harness, steps
 
 
 def _service(harness: Harness) -> DeadLetterService:
-    return DeadLetterService(
-        harness.queue,
-        harness.clock,
-        operator_store=harness.stores.operator,
-        jobs=harness.stores.jobs,
-    )
+    return DeadLetterService(harness.queue, harness.clock, harness.stores)
 
 
 class Kept(list[SetAside]):

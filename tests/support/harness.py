@@ -18,12 +18,13 @@ from leasehold.domain.clock import Clock, ManualClock
 from leasehold.domain.errors import LeaseholdError
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job, Owner
+from leasehold.domain.limits import RateKey, SlotKey
 from leasehold.domain.options import Submission
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.states import JobState
 from leasehold.handlers.wiring import CLIENT_CONFIG
 from leasehold.sdk.engine_kind import EngineKind
-from leasehold.service.claiming import Claimer
+from leasehold.service.claiming import Claimer, Flow
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 from leasehold.service.relay import relay_records
@@ -102,6 +103,29 @@ class StoreReads:
     def running_slots(self, owner: Owner) -> set[str]:
         with acting_as(None):
             return running_slots(self._stores.table, owner)
+
+
+@dataclass(frozen=True)
+class OneOffClaims:
+    """Claims as any worker, for any lease: the engine's `Claimer` belongs to one worker and one
+    lease length; a test names them at each claim."""
+
+    stores: Stores
+
+    def claim(
+        self,
+        job_id: str,
+        owner: Owner,
+        *,
+        worker_id: str,
+        now: int,
+        lease_ms: int,
+        keys: list[SlotKey] | None = None,
+        rates: list[RateKey] | None = None,
+    ) -> Job:
+        leases, claims = self.stores.leases, self.stores.claims
+        claimer = Claimer(leases, claims, worker_id=worker_id, lease_ms=lease_ms)
+        return claimer.claim(job_id, owner, now, Flow(keys, rates))
 
 
 @dataclass
@@ -189,9 +213,10 @@ class Harness:
         return self.stores.leases
 
     @property
-    def claimer(self) -> Claimer:
-        """The worker's claim (its slot and rate decisions) over this harness's lease store."""
-        return Claimer(self.stores.leases, self.stores.claims)
+    def claimer(self) -> OneOffClaims:
+        """The worker's claim (its slot and rate decisions) over this harness's lease store, as
+        any worker and for any lease, one call at a time."""
+        return OneOffClaims(self.stores)
 
     def jobs(self) -> JobService:
         service = JobService(

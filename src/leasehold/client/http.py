@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from leasehold.client.errors import ApiError, Unavailable, Unreachable, WaitTimeout, error_for
+from leasehold.client.replay import Replays
 from leasehold.client.transport import (
     MAX_ANSWER_BYTES,
     Reply,
@@ -222,7 +223,7 @@ class Client(Transport):
         return pages(self, "/jobs", {"state": state, "limit": page_size})
 
 
-class Ops:
+class Ops(Replays):
     """The operator's routes (`/ops`, docs/runbook.md) as `client.ops`: the caller must be an
     operator (`ApiError.Forbidden` otherwise). Every act records the operator, the time and
     the note in the job's history."""
@@ -253,26 +254,7 @@ class Ops:
         """`GET /ops/jobs/{job_id}`: one job, whole — view, owner, history, operations, lease."""
         return self._client._object("GET", f"/ops/jobs/{segment(job_id)}")
 
-    def replay(
-        self,
-        job_id: str,
-        *,
-        note: str | None = None,
-        checked_provider: bool = False,
-        from_start: bool = False,
-    ) -> JsonObject:
-        """A dead, failed or unknown job back to queued under the same id (`POST
-        /ops/jobs/{job_id}/replay`); an unknown job needs `checked_provider=True` and a
-        `note` (`ApiError.InvalidInput` without). `ApiError.Conflict` in another state.
-        `from_start`: run every step again under the kind's current steps, the checkpoint
-        dropped (a job stopped `kind_changed`), instead of going on from the checkpoint."""
-        body: JsonObject = {}
-        if note is not None:
-            body["note"] = note
-        if checked_provider:
-            body["checked_provider"] = True
-        if from_start:
-            body["from"] = "start"
+    def _send_replay(self, job_id: str, body: JsonObject) -> JsonObject:
         path = f"/ops/jobs/{segment(job_id)}/replay"
         return self._client._object("POST", path, body, repeat_safe=True)
 

@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from urllib.parse import quote, urlencode, urlsplit
 
 from leasehold.client.errors import ApiError, Unreachable, error_for, retry_after_seconds
@@ -59,6 +59,19 @@ class Reply:
         if self.status < 400:
             return None
         return error_for(self.status, self.body, self.raw, self.headers)
+
+
+class Sending(TypedDict, total=False):
+    """How one request is sent, beside its method, path and body: the keyword arguments
+    `Transport.request` and `Transport.call` both take."""
+
+    headers: Mapping[str, str] | None
+    """Headers beside the identity and agent ones (the same name: this value wins)."""
+    query: Mapping[str, Any] | None
+    """The query string's parameters (those that are None are left out)."""
+    repeat_safe: bool | None
+    """Whether the request may be repeated after a 503 or a broken connection; None: guess
+    (a GET, or a request with `Idempotency-Key`, is)."""
 
 
 class Transport:
@@ -113,16 +126,14 @@ class Transport:
         path: str,
         body: Any = None,
         *,
-        headers: Mapping[str, str] | None = None,
-        query: Mapping[str, Any] | None = None,
         retry: bool = False,
-        repeat_safe: bool | None = None,
+        **sending: Unpack[Sending],
     ) -> Reply:
         """One request to `path` (relative to the base URL) with `body` as JSON (bytes: sent
         as they are; None: no body); the answer whatever its status — nothing is raised for an
         error status. With `retry`, throttling, 503s and connection failures are retried as
-        the module docstring says; `repeat_safe` overrides the guess (a GET, or a request with
-        `Idempotency-Key`). `ApiError.Unreachable` when no answer came."""
+        the module docstring says. `headers`, `query`, `repeat_safe`: `Sending`.
+        `ApiError.Unreachable` when no answer came."""
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/', not {path!r}")
         sent = self.headers()
@@ -130,12 +141,14 @@ class Transport:
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             sent["Content-Type"] = "application/json"
-        sent.update(headers or {})
+        sent.update(sending.get("headers") or {})
+        repeat_safe = sending.get("repeat_safe")
         if repeat_safe is None:
             repeat_safe = method.upper() in {"GET", "HEAD", "OPTIONS"} or any(
                 k.lower() == "idempotency-key" for k in sent
             )
         url = self.base_url + path
+        query = sending.get("query")
         if query:
             present = {k: v for k, v in query.items() if v is not None}
             if present:
@@ -220,21 +233,10 @@ class Transport:
             return self._backoff(attempt)
         return min(after, self.max_retry_after)
 
-    def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        query: Mapping[str, Any] | None = None,
-        repeat_safe: bool | None = None,
-    ) -> Any:
+    def call(self, method: str, path: str, body: Any = None, **sending: Unpack[Sending]) -> Any:
         """`request` with retries, the answer's JSON body on success; the matching `ApiError`
         subclass for an error answer. For an application's own routes (`/bookmarks`)."""
-        reply = self.request(
-            method, path, body, headers=headers, query=query, retry=True, repeat_safe=repeat_safe
-        )
+        reply = self.request(method, path, body, retry=True, **sending)
         error = reply.error()
         if error is not None:
             raise error
@@ -242,10 +244,12 @@ class Transport:
             raise invalid_answer(reply.status, reply.raw, "is not JSON")
         return reply.body
 
-    def _object(self, method: str, path: str, body: Any = None, **options: Any) -> JsonObject:
+    def _object(
+        self, method: str, path: str, body: Any = None, **sending: Unpack[Sending]
+    ) -> JsonObject:
         """`call` for a route that answers a JSON object: `ApiError` `invalid_response` when
         the answer is anything else (a proxy's page, an empty body, a list)."""
-        answer = self.call(method, path, body, **options)
+        answer = self.call(method, path, body, **sending)
         if not isinstance(answer, dict):
             raise invalid_answer(200, json.dumps(answer).encode(), "is not a JSON object")
         return answer

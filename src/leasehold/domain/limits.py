@@ -8,7 +8,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.ids import hash_source, key_of
@@ -87,16 +87,29 @@ class SlotKey:
         return f"{self.base}#{shard}"
 
 
+Declared = TypeVar("Declared", "Limit", "Rate")
+
+
+def _check_declared(
+    declared: Sequence[Declared], of: type[Declared], field: str, plural: str, example: str
+) -> tuple[Declared, ...]:
+    """A kind's `field` declaration: only `of`s (else the `example` of one), each key once, at
+    most MAX_LIMITS of them."""
+    out = tuple(declared)
+    if not all(isinstance(item, of) for item in out):
+        raise ValueError(f"{field} must be a list of {example}")
+    if len(out) > MAX_LIMITS:
+        raise ValueError(f"at most {MAX_LIMITS} {plural} on one kind")
+    if len({item.key for item in out}) != len(out):
+        raise ValueError(f"each {field} key once")
+    return out
+
+
 def check_limits(limits: Sequence[Limit]) -> tuple[Limit, ...]:
     """A kind's declaration: Limits, each key once, at most four."""
-    out = tuple(limits)
-    if not all(isinstance(limit, Limit) for limit in out):
-        raise ValueError("concurrency must be a list of Limit(key=..., max=...)")
-    if len(out) > MAX_LIMITS:
-        raise ValueError(f"at most {MAX_LIMITS} concurrency limits on one kind")
-    if len({limit.key for limit in out}) != len(out):
-        raise ValueError("each concurrency key once")
-    return out
+    return _check_declared(
+        limits, Limit, "concurrency", "concurrency limits", "Limit(key=..., max=...)"
+    )
 
 
 NO_VALUE = "-"
@@ -209,14 +222,9 @@ class RateKey:
 
 def check_rates(rates: Sequence[Rate]) -> tuple[Rate, ...]:
     """A kind's rate declaration: Rates, each key once, at most four."""
-    out = tuple(rates)
-    if not all(isinstance(rate, Rate) for rate in out):
-        raise ValueError("rate must be a list of Rate(key=..., limit=..., per_seconds=...)")
-    if len(out) > MAX_LIMITS:
-        raise ValueError(f"at most {MAX_LIMITS} rates on one kind")
-    if len({rate.key for rate in out}) != len(out):
-        raise ValueError("each rate key once")
-    return out
+    return _check_declared(
+        rates, Rate, "rate", "rates", "Rate(key=..., limit=..., per_seconds=...)"
+    )
 
 
 def rate_keys(

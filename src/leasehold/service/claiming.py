@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -89,42 +88,59 @@ class Claimed:
     job: Job
 
 
+@dataclass(frozen=True)
+class WorkerParts:
+    """What the worker's rooms are built over: `WorkerService` makes it once and hands it to
+    the room that claims (its random numbers jitter the re-sent wake-ups; `sleep` passes a
+    held rate wait)."""
+
+    stores: Stores
+    queue: WakeupQueue
+    kinds: dict[str, JobKind]
+    clock: Clock
+    settings: WorkerSettings
+    telemetry: Telemetry
+    rng: random.Random
+    sleep: Callable[[float], None]
+
+
 Write = Callable[..., Job]
 """The claim's conditional write (`LeaseStore.claim`) for one job, worker, time and lease,
 given the slot entries to record or adopt."""
 
 
 class Claimer:
-    """The slot and rate decisions around the one conditional write that claims a job."""
+    """One worker's claims: the slot and rate decisions around the one conditional write that
+    claims a job for `worker_id`, under a lease of `lease_ms`."""
 
-    def __init__(self, leases: LeaseStore, claims: ClaimStores) -> None:
+    def __init__(
+        self, leases: LeaseStore, claims: ClaimStores, *, worker_id: str, lease_ms: int
+    ) -> None:
         self._leases = leases
         self._claims = claims
+        self._worker_id = worker_id
+        self._lease_ms = lease_ms
 
-    def claim(
-        self,
-        job_id: str,
-        owner: Owner,
-        *,
-        worker_id: str,
-        now: int,
-        lease_ms: int,
-        keys: list[SlotKey] | None = None,
-        rates: list[RateKey] | None = None,
-    ) -> Job:
+    def claim(self, job_id: str, owner: Owner, now: int, flow: Flow | None = None) -> Job:
         """Make this worker the only valid holder: epoch + 1, attempts + 1, a new lease — one
         conditional write (docs/architecture.md rule 2). With a per-user limit, a slot is taken
         first (its own
         single-item write, decision C5) and given back if the claim fails. Raises
         ClaimRejectedError with the reason read from the failed item, or SlotsFullError.
 
-        `keys` are the job's kind's declared limits (decision F2), taken instead of the
-        per-user slot; `[]` (a kind that declares none) takes no slot at all. `rates` (F3): a
-        start is taken from each once the slots are held (a slot wait spends no start), and
-        RateLimitedError — the slots given back — when one has none due yet."""
-        rates = rates or []
+        `flow.keys` are the job's kind's declared limits (decision F2), taken instead of the
+        per-user slot; `[]` (a kind that declares none) takes no slot at all. `flow.rates` (F3):
+        a start is taken from each once the slots are held (a slot wait spends no start), and
+        RateLimitedError — the slots given back — when one has none due yet. No `flow`: the
+        per-user slot and no rate."""
+        keys, rates = (flow.keys, flow.rates or []) if flow is not None else (None, [])
         write = partial(
-            self._leases.claim, job_id, owner, worker_id=worker_id, now=now, lease_ms=lease_ms
+            self._leases.claim,
+            job_id,
+            owner,
+            worker_id=self._worker_id,
+            now=now,
+            lease_ms=self._lease_ms,
         )
         if keys is not None:
             return self._claim_keyed(write, job_id, now, keys, rates)
@@ -255,30 +271,20 @@ class Claiming:
     """The worker's claim of one wake-up: the flow its job takes, the claim, a rate wait held
     in the invocation (F3), and what the message becomes when the claim is refused."""
 
-    def __init__(
-        self,
-        stores: Stores,
-        queue: WakeupQueue,
-        kinds: dict[str, JobKind],
-        clock: Clock,
-        settings: WorkerSettings,
-        telemetry: Telemetry,
-        outcomes: Outcomes,
-        rng: random.Random,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._leases = stores.leases
-        self._claimer = Claimer(stores.leases, stores.claims)
-        self._jobs = stores.jobs
-        self._queue = queue
-        self._kinds = kinds
-        self._clock = clock
-        self._settings = settings
-        self._telemetry = telemetry
+    def __init__(self, parts: WorkerParts, outcomes: Outcomes) -> None:
+        self._parts = parts
+        self._settings = parts.settings
+        self._telemetry = parts.telemetry
+        self._claimer = Claimer(
+            parts.stores.leases,
+            parts.stores.claims,
+            worker_id=parts.settings.worker_id,
+            lease_ms=parts.settings.lease.lease_ms,
+        )
         self._outcomes = outcomes
-        self._rng = rng
-        self._sleep = sleep
-        self._limited = any(kind.concurrency is not None or kind.rate for kind in kinds.values())
+        self._limited = any(
+            kind.concurrency is not None or kind.rate for kind in parts.kinds.values()
+        )
         """Whether some kind declares its own concurrency limits: then a wake-up's job is read
         before its claim, to know which slots it takes (decision F2)."""
 
@@ -290,22 +296,14 @@ class Claiming:
         margin = self._settings.lease.safety_margin_ms
         if remaining_ms is not None and remaining_ms() < lease_ms + margin:
             return self.hand_off(wakeup, "no_time", delay_s=0)
-        now = self._clock.now_ms()
+        now = self._parts.clock.now_ms()
         held_ms = 0  # how long this wake-up has been held for its rate (F3)
         flow: Flow | None = None
         try:
             while True:
                 flow = self._flow(wakeup) if flow is None else flow
                 try:
-                    job = self._claimer.claim(
-                        wakeup.job_id,
-                        wakeup.owner,
-                        worker_id=self._settings.worker_id,
-                        now=now,
-                        lease_ms=lease_ms,
-                        keys=flow.keys,
-                        rates=flow.rates,
-                    )
+                    job = self._claimer.claim(wakeup.job_id, wakeup.owner, now, flow)
                     break
                 except RateLimitedError as limited:
                     wait_ms = max(1, limited.due_at - now)
@@ -317,9 +315,9 @@ class Claiming:
                     self._telemetry.count("SlotWaits")  # a wait at claim, here in the worker
                     if not held_ms:
                         self._note_waiting(wakeup, now, {"rate": limited.label})
-                    self._sleep(wait_ms / 1000)
+                    self._parts.sleep(wait_ms / 1000)
                     held_ms += wait_ms
-                    now = self._clock.now_ms()
+                    now = self._parts.clock.now_ms()
         except SlotsFullError as full:
             # Wait for a free slot without burning an attempt or spinning on this message; say
             # so on the job, or the sweeper would take the wait for a lost wake-up (D5).
@@ -343,13 +341,15 @@ class Claiming:
                 extra={"job_id": wakeup.job_id, "detail": str(unavailable)},
             )
             low, high = self._settings.resend_delay_s
-            return self.hand_off(wakeup, "store_unavailable", delay_s=self._rng.randint(low, high))
+            return self.hand_off(
+                wakeup, "store_unavailable", delay_s=self._parts.rng.randint(low, high)
+            )
         self._telemetry.count("JobsClaimed")
         return Claimed(job)
 
     def _note_waiting(self, wakeup: Wakeup, now: int, waiting_for: WaitingFor | None) -> None:
         with contextlib.suppress(StoreUnavailableError):
-            self._leases.note_dispatch(wakeup.job_id, now=now, waiting_for=waiting_for)
+            self._parts.stores.leases.note_dispatch(wakeup.job_id, now=now, waiting_for=waiting_for)
 
     def _flow(self, wakeup: Wakeup) -> Flow:
         """The slots and rates the job's claim takes (F2, F3): `keys` None for the per-user
@@ -360,23 +360,25 @@ class Claiming:
         if not self._limited:
             return Flow()
         if wakeup.kind is not None:
-            kind = self._kinds.get(wakeup.kind)
+            kind = self._parts.kinds.get(wakeup.kind)
             if kind is None or (kind.concurrency is None and not kind.rate):
                 return Flow()  # the message names a kind that declares nothing
             keyed = [limit.key for limit in kind.concurrency or ()] + [r.key for r in kind.rate]
             if not any(key.startswith(PAYLOAD_PREFIX) for key in keyed):
                 # user, tenant and kind keys need only what the message says: nothing to read
                 return _flow_of(kind, wakeup.kind, wakeup.owner, {}, wakeup.job_id)
-        job = self._jobs.get(wakeup.job_id)
+        job = self._parts.stores.jobs.get(wakeup.job_id)
         if job is None:
             return Flow()
-        return _flow_of(self._kinds.get(job.kind), job.kind, job.owner, job.payload, job.job_id)
+        return _flow_of(
+            self._parts.kinds.get(job.kind), job.kind, job.owner, job.payload, job.job_id
+        )
 
     def hand_off(self, wakeup: Wakeup, outcome: str, *, delay_s: int) -> WakeupResult:
         """Put the wake-up back on the queue as a new message `delay_s` out and let this one go
         (its receive count does not grow); if even SQS refuses, keep this one."""
         try:
-            self._queue.send(replace(wakeup, delay_seconds=delay_s))
+            self._parts.queue.send(replace(wakeup, delay_seconds=delay_s))
         except StoreUnavailableError:
             return WakeupResult(Disposition.KEEP, outcome)
         logger.info("wake-up handed off", extra={"job_id": wakeup.job_id, "why": outcome})
@@ -403,7 +405,7 @@ class Claiming:
             due_in_s = ((job.next_attempt_at or now) - now + 999) // 1000
             if receipt_handle is not None:
                 try:
-                    self._queue.delay(receipt_handle, due_in_s, wakeup.priority)
+                    self._parts.queue.delay(receipt_handle, due_in_s, wakeup.priority)
                     return WakeupResult(Disposition.KEEP, reason)
                 except StoreUnavailableError:
                     # Not hidden: SQS down, or the message is not on its priority's queue (a
@@ -433,4 +435,4 @@ def _flow_of(
     )
 
 
-__all__ = ["Claimed", "Claimer", "Claiming", "Flow", "WorkerSettings"]
+__all__ = ["Claimed", "Claimer", "Claiming", "Flow", "WorkerParts", "WorkerSettings"]

@@ -15,12 +15,12 @@ from leasehold.domain.records import HistoryEntry
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.types import JsonObject
 from leasehold.service.jobs import parse_limit, parse_state_filter
-from leasehold.service.redrive import DeadLetterService, SetAside
+from leasehold.service.redrive import DeadLetterService
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import Kinds, job_view, operator_view, ops_row
 from leasehold.store import Stores
 from leasehold.store.queue import WakeupQueue
-from leasehold.store.set_aside import SetAsideStore
+from leasehold.store.set_aside import SetAside, SetAsideStore
 
 logger = Logger(service="leasehold", child=True)
 
@@ -379,19 +379,9 @@ class OpsService:
         kept = SetAsideStore(self._stores.table)
 
         def set_aside(poison: SetAside) -> None:
-            kept.keep(
-                message_id=poison.message_id,
-                reason=poison.reason,
-                body=poison.body,
-                job_id=poison.job_id,
-                by=operator.user_id,
-                note=note,
-                now=self._clock.now_ms(),
-            )
+            kept.keep(poison, by=operator.user_id, note=note, now=self._clock.now_ms())
 
-        service = DeadLetterService(
-            self._queue, self._clock, operator_store=self._stores.operator, jobs=self._store
-        )
+        service = DeadLetterService(self._queue, self._clock, self._stores)
         report = service.redrive(
             operator=operator.user_id, note=note, max_messages=most, set_aside=set_aside
         ).as_dict()

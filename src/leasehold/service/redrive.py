@@ -24,37 +24,13 @@ from dataclasses import dataclass, field
 from leasehold.domain.clock import Clock, iso
 from leasehold.domain.errors import JobNotFoundError, LeaseholdError, ValidationError
 from leasehold.domain.types import JsonObject
-from leasehold.store.jobs import JobStore
-from leasehold.store.operator import OperatorStore
+from leasehold.store import Stores
 from leasehold.store.queue import DeadLetter, Wakeup, WakeupQueue
+from leasehold.store.set_aside import SetAside
 
 MAX_NOTE = 500
 MAX_BODY_BYTES = 256 * 1024
 """SQS's largest message: the most a rehearsal may put in the DLQ."""
-EXCERPT_CHARS = 200
-"""How much of a poison message's body the report shows (the sink keeps it whole)."""
-
-
-@dataclass(frozen=True)
-class SetAside:
-    """A poison dead letter: why it cannot wake a job, and the message as SQS held it."""
-
-    message_id: str
-    reason: str
-    body: str
-    job_id: str | None = None
-
-    def as_dict(self, *, whole: bool = False) -> JsonObject:
-        body = (
-            self.body
-            if whole or len(self.body) <= EXCERPT_CHARS
-            else (self.body[:EXCERPT_CHARS] + "…")
-        )
-        answer: JsonObject = {"message_id": self.message_id, "reason": self.reason}
-        if self.job_id is not None:
-            answer["job_id"] = self.job_id
-        answer["body"] = body
-        return answer
 
 
 SetAsideSink = Callable[[SetAside], None]
@@ -95,18 +71,14 @@ class RedriveReport:
 
 
 class DeadLetterService:
-    def __init__(
-        self,
-        queue: WakeupQueue,
-        clock: Clock,
-        *,
-        operator_store: OperatorStore | None = None,
-        jobs: JobStore | None = None,
-    ) -> None:
+    """The DLQ's redrive. `stores`: the job table's, where it is at hand (then each message is
+    examined and each moved job's history names the redrive); without them SQS may move the
+    messages itself."""
+
+    def __init__(self, queue: WakeupQueue, clock: Clock, stores: Stores | None = None) -> None:
         self._queue = queue
         self._clock = clock
-        self._operator_store = operator_store
-        self._jobs = jobs
+        self._stores = stores
 
     def redrive(
         self, *, operator: str, note: str, max_messages: int, set_aside: SetAsideSink
@@ -122,7 +94,7 @@ class DeadLetterService:
             raise ValidationError("max_messages must be between 1 and 100000")
         now = self._clock.now_ms()
         report = RedriveReport(by=operator, at=iso(now) or "", note=note)
-        if self._jobs is None and self._queue.start_dead_letter_move():
+        if self._stores is None and self._queue.start_dead_letter_move():
             report.how = "StartMessageMoveTask (SQS moves the messages itself)"
             return report
         report.how = "one by one (receive, examine, send or set aside, delete)"
@@ -154,26 +126,26 @@ class DeadLetterService:
             wakeup = Wakeup.parse(letter.body)
         except ValueError as exc:
             return SetAside(letter.message_id, f"not a wake-up: {exc}", letter.body)
-        if self._jobs is not None and self._jobs.get(wakeup.job_id) is None:
+        if self._stores is not None and self._stores.jobs.get(wakeup.job_id) is None:
             return SetAside(
                 letter.message_id, "names a job that does not exist", letter.body, wakeup.job_id
             )
         return None
 
     def _note(self, job_id: str, *, operator: str, note: str, now: int) -> bool:
-        if self._operator_store is None:
+        if self._stores is None:
             return False
         try:
-            return self._operator_store.note_redrive(job_id, operator=operator, note=note, now=now)
+            return self._stores.operator.note_redrive(job_id, operator=operator, note=note, now=now)
         except LeaseholdError:  # the message has moved: the redrive goes on, the log has it
             return False
 
     def dead_letter_job(self, job_id: str) -> Wakeup:
         """Local rehearsal only: put a wake-up for `job_id` straight into the DLQ, as if it had
         been received `maxReceiveCount` times, so that the redrive can be tried."""
-        if self._jobs is None:
+        if self._stores is None:
             raise ValidationError("no job store to read the job's owner from")
-        job = self._jobs.get(job_id)
+        job = self._stores.jobs.get(job_id)
         if job is None:
             raise JobNotFoundError(f"no job {job_id}")
         wakeup = Wakeup(

@@ -47,7 +47,7 @@ from leasehold.domain.records import EffectIntent
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
 from leasehold.domain.types import JsonObject, RawItem
-from leasehold.service.claiming import Claiming, WorkerSettings
+from leasehold.service.claiming import Claiming, WorkerParts, WorkerSettings
 from leasehold.service.kinds import (
     Attempt,
     DeclaredSchedule,
@@ -107,9 +107,8 @@ class WorkerService:
         self._telemetry = telemetry
         rng = rng or random.Random()
         self._outcomes = Outcomes(stores, clock, telemetry, settings.retry, rng, kinds)
-        self._claiming = Claiming(
-            stores, queue, kinds, clock, settings, telemetry, self._outcomes, rng, sleep
-        )
+        parts = WorkerParts(stores, queue, kinds, clock, settings, telemetry, rng, sleep)
+        self._claiming = Claiming(parts, self._outcomes)
 
     # ------------------------------------------------------------------ claim
 

@@ -75,24 +75,17 @@ class TestbedSettings(Tunings):
     ) -> Settings:
         """The functions' `Settings` for these resources (raises SettingsError when the
         arithmetic of lease, timeout, step and visibility does not hold): what the testbed's
-        engine is built from, by the functions' own `build_engine`."""
+        engine is built from, by the functions' own `build_engine`. The `Tunings` are copied as
+        a whole, so a number added to them reaches the testbed's engine with no edit here."""
+        tunings = {field.name: getattr(self, field.name) for field in fields(Tunings)}
         return Settings(
+            **tunings,
             table_name=table,
             queue_url=queue_url,
             dlq_url=dlq_url,
             high_queue_url=high_queue_url,
             low_queue_url=low_queue_url,
-            lease_seconds=self.lease_seconds,
             default_max_attempts=self.max_attempts,
-            backoff_base_ms=self.backoff_base_ms,
-            backoff_cap_ms=self.backoff_cap_ms,
-            user_concurrency_limit=self.user_concurrency_limit,
-            slot_wait_seconds=self.slot_wait_seconds,
-            sweep_batch=self.sweep_batch,
-            lost_wakeup_grace_seconds=self.lost_wakeup_grace_seconds,
-            worker_timeout_seconds=self.worker_timeout_seconds,
-            max_step_seconds=self.max_step_seconds,
-            visibility_timeout_seconds=self.visibility_timeout_seconds,
             metrics_namespace="LeaseholdTesting",
             kinds="leasehold.testing",
             tenancy=TenantPolicy(

@@ -19,7 +19,7 @@ import contextlib
 import os
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 from unittest import mock
 
 from leasehold.domain.clock import ManualClock
@@ -41,19 +41,30 @@ REMOVED_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_PROFILE")
 """Removed while a testbed is open: nothing may point a client away from moto."""
 
 
-class MotoWorld:
-    """The patches above as one context manager over a manual clock."""
+class OpenedByWith:
+    """What `with` does for the testing package's worlds (`MotoWorld`, `LeaseholdTestbed`):
+    opens one on entry and closes it on exit; each says what opening and closing are."""
 
-    def __init__(self, clock: ManualClock) -> None:
-        self._clock = clock
-        self._stack: contextlib.ExitStack | None = None
+    def open(self) -> None:
+        raise NotImplementedError
 
-    def __enter__(self) -> MotoWorld:
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
         self.open()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class MotoWorld(OpenedByWith):
+    """The patches above as one context manager over a manual clock."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self._clock = clock
+        self._stack: contextlib.ExitStack | None = None
 
     def open(self) -> None:
         """Start moto and apply the patches (idempotent)."""

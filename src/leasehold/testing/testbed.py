@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Unpack, cast
 
+from leasehold.client.replay import Replays
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.job import Job, Owner
@@ -40,7 +41,7 @@ from leasehold.testing.delivery import (
     StreamRelay,
 )
 from leasehold.testing.driving import TestbedDriving
-from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld
+from leasehold.testing.mocking import REGION, InjectedFaults, MotoWorld, OpenedByWith
 from leasehold.testing.roles import function_roles, resource_attributes
 from leasehold.testing.sessions import new_session
 
@@ -55,7 +56,7 @@ QUEUE_PREFIX = "leasehold-"
 _OPEN: list[LeaseholdTestbed] = []  # moto's SQS follows one clock: one open testbed at a time
 
 
-class LeaseholdTestbed(TestbedDriving):
+class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
     """leasehold on moto with a manual clock, running your kinds; use it as a context manager.
 
         with LeaseholdTestbed([shout]) as tb:           # or LeaseholdTestbed("app.kinds")
@@ -115,13 +116,6 @@ class LeaseholdTestbed(TestbedDriving):
         self._generation = 0
 
     # ------------------------------------------------------------------ lifecycle
-
-    def __enter__(self) -> LeaseholdTestbed:
-        self.open()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def open(self) -> None:
         """Start moto and create the table and queues (`with` does it for you)."""
@@ -350,25 +344,10 @@ class LeaseholdTestbed(TestbedDriving):
         with iam.acting_as(self.roles["ApiFunction"]):  # an application's routes are the API's
             return self.applications.request(method, path, body, owner=who, headers=headers)
 
-    def replay(
-        self,
-        job_id: str,
-        *,
-        note: str | None = None,
-        checked_provider: bool = False,
-        from_start: bool = False,
-    ) -> JsonObject:
-        """The operator's replay (`POST /ops/jobs/{id}/replay`); an `unknown` job needs
-        `checked_provider=True` and a `note`. `from_start`: every step again, under the
-        kind's current steps (a job stopped `kind_changed`)."""
+    def _send_replay(self, job_id: str, body: JsonObject) -> JsonObject:
+        """`replay` (the operator's, `POST /ops/jobs/{id}/replay`) acts as the testbed's
+        operator, through the API's own service."""
         self._ready()
-        body: JsonObject = {}
-        if note is not None:
-            body["note"] = note
-        if checked_provider:
-            body["checked_provider"] = True
-        if from_start:
-            body["from"] = "start"
         return self._ops.replay(job_id, OPERATOR, body)
 
     def resolve(

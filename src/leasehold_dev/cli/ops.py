@@ -22,7 +22,8 @@ from leasehold_dev.cli.target import (
 )
 
 if TYPE_CHECKING:
-    from leasehold.service.redrive import DeadLetterService, SetAside
+    from leasehold.service.redrive import DeadLetterService
+    from leasehold.store.set_aside import SetAside
 
 SET_ASIDE_FILE = Path("dead-letters-set-aside.jsonl")
 """The redrive's poison messages, beside the local stack's state file unless --set-aside."""
@@ -66,8 +67,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 def _local_dead_letters(args: argparse.Namespace, hint: str = "") -> tuple[Path, DeadLetterService]:
     from leasehold.domain.clock import SystemClock
     from leasehold.service.redrive import DeadLetterService
-    from leasehold.store.jobs import JobStore
-    from leasehold.store.operator import OperatorStore
+    from leasehold.store import Stores
     from leasehold.store.queue import WakeupQueue
     from leasehold.store.table import Table
     from leasehold_dev.local.stack import client
@@ -85,8 +85,7 @@ def _local_dead_letters(args: argparse.Namespace, hint: str = "") -> tuple[Path,
             priority_urls={k: v for k, v in priority_urls.items() if v},
         ),
         SystemClock(),
-        operator_store=OperatorStore(table),
-        jobs=JobStore(table),
+        Stores.over(table, 0),
     )
 
 
