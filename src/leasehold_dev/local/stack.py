@@ -91,6 +91,8 @@ PRIORITY_QUEUE_OUTPUTS = {
     "low": "LowPriorityQueue",
 }
 """Each priority's queue in the template (decision F4)."""
+QUEUE_SHARD_OUTPUTS = ("WorkQueueShard1", "WorkQueueShard2", "WorkQueueShard3")
+"""The normal queue's other shards, those of them `QueueShards` makes (decision QS1)."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,10 @@ class StackInfo:
         return self.queue_mappings[0]
 
     def worker_mappings(self) -> list[QueueMapping]:
-        """The worker's mappings, one per priority queue: high, then normal, then low."""
-        order = [self.outputs.get(name) for name in PRIORITY_QUEUE_OUTPUTS.values()]
+        """The worker's mappings, one per priority queue and normal shard: high, then normal
+        (the work queue, then its shards), then low."""
+        names = ["HighPriorityQueue", "WorkQueue", *QUEUE_SHARD_OUTPUTS, "LowPriorityQueue"]
+        order = [self.outputs.get(name) for name in names]
         worker = self.work_queue_mapping().function
         mine = [m for m in self.queue_mappings if m.function == worker]
         return sorted(mine, key=lambda m: order.index(m.queue_url) if m.queue_url in order else 9)
@@ -421,6 +425,7 @@ def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
             in {
                 "JobsTable",
                 *PRIORITY_QUEUE_OUTPUTS.values(),
+                *QUEUE_SHARD_OUTPUTS,
                 "DeadLetterQueue",
                 "RelayFailureQueue",
                 "DocumentsBucket",
