@@ -1,8 +1,8 @@
 """Sharded work queues (issue 30 item 3, decision QS1): one SQS event source mapping runs at most
-1,000 batches at once, so the normal priority may have 2 or 4 queues (`QueueShards`), each with
-its own mapping. The relay spreads wake-ups over them by a stable hash of the job id, and every
-other sender (a retry's outbox, the sweeper's re-dispatch, a hand-off, a redrive) makes the
-same choice: all of a job's wake-ups land on its shard."""
+1,000 batches at once, so the normal priority may have 2, 4, 8 or 16 queues (`QueueShards`),
+each with its own mapping. The relay spreads wake-ups over them by a stable hash of the job id,
+and every other sender (a retry's outbox, the sweeper's re-dispatch, a hand-off, a redrive)
+makes the same choice: all of a job's wake-ups land on its shard."""
 
 from __future__ import annotations
 
@@ -128,11 +128,11 @@ def test_a_priority_without_a_queue_follows_the_jobs_shard() -> None:
 
 
 def test_more_shards_than_a_template_makes_or_the_same_queue_twice_are_refused() -> None:
-    with pytest.raises(ValueError, match="at most 4"):
-        WakeupQueue(None, "N", None, shard_urls=["A", "B", "C", "D"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at most 16"):
+        WakeupQueue(None, "N", None, shard_urls=[f"S{n}" for n in range(16)])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="each its own queue"):
         WakeupQueue(None, "N", None, shard_urls=["N"])  # type: ignore[arg-type]
-    assert MAX_QUEUE_SHARDS == 4
+    assert MAX_QUEUE_SHARDS == 16
 
 
 def test_the_shard_is_a_stable_hash_not_pythons_salted_one() -> None:

@@ -21,7 +21,7 @@ MAX_VISIBILITY_SECONDS = 43_200
 PRIORITY_QUEUES = ("high", "normal", "low")
 """Each priority has its own queue and event-source mapping (decision F4); `normal` is the
 work queue itself."""
-MAX_QUEUE_SHARDS = 4
+MAX_QUEUE_SHARDS = 16
 """The most normal-priority queues a deployment has (template.yaml's `QueueShards`)."""
 DEAD_LETTER_HOLD_SECONDS = 60
 """How long a redrive keeps a DLQ message it received hidden while it moves or sets it aside."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 
+from leasehold.store.queue import MAX_QUEUE_SHARDS
 from leasehold.testing.iam import Role
 from leasehold_dev.local.buckets import apply_bucket_settings
 from leasehold_dev.local.roles import function_roles as resolve_roles
@@ -122,7 +123,7 @@ def template_environment(table: str, queues: dict[str, str], **overrides: str) -
     resources bound to the test's names (`work_1`… in `queues`: the normal queue's other
     shards, as `QueueShards` 2 or 4 makes them)."""
     tpl = template()
-    shards = [queues[f"work_{n}"] for n in range(1, 4) if queues.get(f"work_{n}")]
+    shards = [queues[f"work_{n}"] for n in range(1, MAX_QUEUE_SHARDS) if queues.get(f"work_{n}")]
     params = {**parameter_defaults(), "QueueShards": str(1 + len(shards))}
     refs = {
         "JobsTable": table,
@@ -183,11 +184,11 @@ def function_roles(
         },
         **{
             f"WorkQueueShard{n}": queues[f"work_{n}"]
-            for n in range(1, 4)
+            for n in range(1, MAX_QUEUE_SHARDS)
             if queues.get(f"work_{n}")
         },
     }
-    shards = sum(1 for n in range(1, 4) if queues.get(f"work_{n}"))
+    shards = sum(1 for n in range(1, MAX_QUEUE_SHARDS) if queues.get(f"work_{n}"))
     parameters = {"QueueShards": str(1 + shards), **(parameters or {})}
     stream = {"JobsTable": {"StreamArn": str(table["LatestStreamArn"])}}
     key = tuple(sorted({**physical, "stream": stream["JobsTable"]["StreamArn"]}.items()))

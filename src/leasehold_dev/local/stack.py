@@ -16,6 +16,7 @@ from typing import Any
 import boto3
 
 from leasehold.domain.errors import LeaseholdError
+from leasehold.store.queue import MAX_QUEUE_SHARDS
 from leasehold.testing.iam import Role
 from leasehold.testing.roles import RoleDocuments
 from leasehold_dev.local.moto.durable import RESTORE_PATH
@@ -91,7 +92,7 @@ PRIORITY_QUEUE_OUTPUTS = {
     "low": "LowPriorityQueue",
 }
 """Each priority's queue in the template (decision F4)."""
-QUEUE_SHARD_OUTPUTS = ("WorkQueueShard1", "WorkQueueShard2", "WorkQueueShard3")
+QUEUE_SHARD_OUTPUTS = tuple(f"WorkQueueShard{n}" for n in range(1, MAX_QUEUE_SHARDS))
 """The normal queue's other shards, those of them `QueueShards` makes (decision QS1)."""
 
 
