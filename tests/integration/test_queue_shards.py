@@ -6,6 +6,7 @@ makes the same choice: all of a job's wake-ups land on its shard."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -179,3 +180,50 @@ def test_a_dead_letter_returns_to_its_jobs_shard(tb: LeaseholdTestbed) -> None:
                 found[Wakeup.parse(message["Body"]).job_id] = name
     assert found == {job_id: names[queue_shard(job_id, 4)] for job_id in jobs}
     assert len(set(found.values())) > 1
+
+
+def test_the_local_relay_pump_spreads_the_harness_jobs_over_its_four_shards(moto: None) -> None:
+    # Given the moto harness with the template's four normal shards and 40 accepted jobs
+    from tests.support.harness import Harness
+
+    harness = Harness.create(queue_shards=4)
+    jobs = [harness.submit() for _ in range(40)]
+    # When the local stack's relay pump runs the relay over the stream
+    assert harness.relay_pump().poll_once() == 40
+    # Then every job's wake-up is on the shard its id hashes to, and every shard has some
+    urls = harness.queue.shard_urls
+    assert len(urls) == 4
+    found = {
+        json.loads(message["Body"])["job_id"]: index
+        for index, url in enumerate(urls)
+        for message in harness._receive_all(url, wait_for_delay=False)
+    }
+    assert found == {job_id: queue_shard(job_id, 4) for job_id in jobs}
+    assert set(found.values()) == {0, 1, 2, 3}
+
+
+def test_a_wakeup_left_on_another_shard_by_a_raised_count_is_not_stuck(
+    tb: LeaseholdTestbed,
+) -> None:
+    """QueueShards raised on a live stack: a wake-up sent before, to the queue the job's id
+    hashed to then (the work queue, with one shard), arrives early. Hiding it until its job is
+    due names the job's shard now, where that receipt handle is refused: the worker hands it off
+    to the job's own shard instead of keeping it (received again and again, towards the DLQ)."""
+    names = ["work", "work_1", "work_2", "work_3"]
+    job_id = next(
+        j
+        for j in (tb.submit("flaky", {"n": n}, delay_seconds=60) for n in range(20))
+        if queue_shard(j, 4) != 0
+    )
+    tb.run_until_idle()  # every job's delayed wake-up is sent to its own shard
+    old = Wakeup(job_id, tb.owner, "before-the-raise").body()
+    tb.client("sqs").send_message(QueueUrl=tb.queue_urls["work"], MessageBody=old)
+    report = tb.run_until_idle()
+    assert [(d.outcome, d.queue) for d in report.deliveries if d.job_id == job_id] == [
+        ("not_due", "work")
+    ]
+    late = tb.drain()
+    assert tb.state(job_id) == "succeeded"
+    assert {d.queue for d in late.deliveries if d.job_id == job_id} == {
+        names[queue_shard(job_id, 4)]
+    }

@@ -61,9 +61,10 @@ def create_table(dynamodb: Any, name: str = "jobs") -> dict[str, Any]:
     return answer["TableDescription"]
 
 
-def create_queues(sqs: Any) -> dict[str, str]:
-    """Work queue and the high- and low-priority queues (redrive as in the template), DLQ and
-    relay-failure queue; returns their URLs (`work`, `high`, `low`, `dlq`, `relay_failures`)."""
+def create_queues(sqs: Any, shards: int = 1) -> dict[str, str]:
+    """Work queue (and its other `shards - 1` shards, `WorkQueueShard<n>`), the high- and
+    low-priority queues (redrive as in the template), DLQ and relay-failure queue; returns
+    their URLs (`work`, `work_1`…, `high`, `low`, `dlq`, `relay_failures`)."""
     dlq_props = _resource("DeadLetterQueue")
     dlq = sqs.create_queue(
         QueueName="dlq",
@@ -75,12 +76,13 @@ def create_queues(sqs: Any) -> dict[str, str]:
     urls = {}
     for key, logical_id in (
         ("work", "WorkQueue"),
+        *((f"work_{n}", f"WorkQueueShard{n}") for n in range(1, shards)),
         ("high", "HighPriorityQueue"),
         ("low", "LowPriorityQueue"),
     ):
         props = _resource(logical_id)
         urls[key] = sqs.create_queue(
-            QueueName=key,
+            QueueName=key.replace("_", "-"),
             Attributes={
                 "VisibilityTimeout": str(resolved(props["VisibilityTimeout"])),
                 "RedrivePolicy": json.dumps(
