@@ -19,6 +19,7 @@ import pytest
 from leasehold import Kind, RetryableError, StepContext
 from leasehold.store.queue import MAX_QUEUE_SHARDS, Wakeup, WakeupQueue, queue_shard
 from leasehold.testing import LeaseholdTestbed
+from leasehold.testing.mocking import hidden_messages
 
 pytestmark = pytest.mark.integration
 
@@ -222,6 +223,9 @@ def test_a_wakeup_left_on_another_shard_by_a_raised_count_is_not_stuck(
     assert [(d.outcome, d.queue) for d in report.deliveries if d.job_id == job_id] == [
         ("not_due", "work")
     ]
+    # the old queue's copy went (handed off, not hidden there until the job is due)
+    on_work = [Wakeup.parse(body).job_id for _, body in hidden_messages(tb.queue_urls["work"])]
+    assert job_id not in on_work
     late = tb.drain()
     assert tb.state(job_id) == "succeeded"
     assert {d.queue for d in late.deliveries if d.job_id == job_id} == {
