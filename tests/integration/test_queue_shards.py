@@ -231,3 +231,26 @@ def test_a_wakeup_left_on_another_shard_by_a_raised_count_is_not_stuck(
     assert {d.queue for d in late.deliveries if d.job_id == job_id} == {
         names[queue_shard(job_id, 4)]
     }
+
+
+def test_the_functions_read_the_shards_and_refuse_more_than_a_template_makes() -> None:
+    from leasehold.handlers.settings import ENV_VARIABLES, Settings, SettingsError
+    from leasehold_dev.local.resources import template_environment
+
+    queues = {"work": "q", "work_1": "q1", "work_2": "q2", "work_3": "q3", "dlq": "d"}
+    env = template_environment("t", {**queues, "high": "h", "low": "l"})
+    assert "QUEUE_SHARD_URLS" in ENV_VARIABLES  # every function must be given it
+    assert Settings.from_env(env).queue_shard_urls == ("q1", "q2", "q3")
+    assert Settings.from_env(env | {"QUEUE_SHARD_URLS": " q1 , q2 "}).queue_shard_urls == (
+        "q1",
+        "q2",
+    )
+    assert Settings.from_env(env | {"QUEUE_SHARD_URLS": ""}).queue_shard_urls == ()
+    too_many = ",".join(f"s{n}" for n in range(16))  # 17 with QUEUE_URL
+    with pytest.raises(SettingsError, match="QUEUE_SHARD_URLS: 17 normal queues"):
+        Settings.from_env(env | {"QUEUE_SHARD_URLS": too_many})
+    with pytest.raises(SettingsError, match="each a different queue"):
+        Settings.from_env(env | {"QUEUE_SHARD_URLS": "q1,q"})
+    missing = {k: v for k, v in env.items() if k != "QUEUE_SHARD_URLS"}
+    with pytest.raises(SettingsError, match="QUEUE_SHARD_URLS is not set"):
+        Settings.from_env(missing)
