@@ -100,13 +100,16 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
         "LOW_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/low",
         "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
         "DOCUMENTS_BUCKET": "leasehold-documents",
+        "QUEUE_SHARD_URLS": "",  # QueueShards 1, the default
     }
     tpl = template()
     params = {name: str(p.get("Default")) for name, p in tpl["Parameters"].items()}
     env = {}
     for name, value in tpl["Globals"]["Function"]["Environment"]["Variables"].items():
-        env[name] = env_values.get(name) or (
-            params[value["Ref"]] if isinstance(value, dict) else str(value)
+        env[name] = (
+            env_values[name]
+            if name in env_values
+            else (params[value["Ref"]] if isinstance(value, dict) else str(value))
         )
     env |= {
         "AWS_DEFAULT_REGION": "us-east-1",

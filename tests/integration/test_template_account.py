@@ -28,8 +28,9 @@ NEW_ACCOUNT_LIMIT = 10
 """A new account's concurrent executions (Lambda quotas: raised with use or on request)."""
 UNRESERVED_MINIMUM = 100
 """Lambda refuses a reservation that leaves fewer unreserved executions than this."""
-PRODUCTION_ACCOUNT_LIMIT = 1000
-"""The account docs/capacity.md sizes the production profile for (Lambda's usual default)."""
+PRODUCTION_ACCOUNT_LIMIT = 2000
+"""The account docs/capacity.md sizes the production profile for: 1,000 jobs a second needs
+more than Lambda's usual 1,000 (a quota increase)."""
 SQS_MAPPING_MINIMUM = 2
 """An SQS event source mapping's smallest MaximumConcurrency."""
 
@@ -40,12 +41,15 @@ def _translated() -> dict[str, Any]:
 
 def _deployed(values: dict[str, str]) -> tuple[dict[str, int], dict[str, int]]:
     """From the template as the local stack translates it: each function's reserved
-    concurrency (absent: none) and each SQS mapping's MaximumConcurrency, with `values`."""
+    concurrency (absent: none) and each SQS mapping's MaximumConcurrency, with `values` (a
+    resource whose Condition is false is not made: the normal queue's other shards)."""
     translated = _translated()
     conditions = condition_values(translated, values)
     reserved: dict[str, int] = {}
     mappings: dict[str, int] = {}
     for logical_id, resource in translated["Resources"].items():
+        if "Condition" in resource and not conditions[resource["Condition"]]:
+            continue
         props = resource.get("Properties") or {}
         if resource["Type"] == "AWS::Lambda::Function":
             given = evaluate(props.get("ReservedConcurrentExecutions"), values, conditions.get)
@@ -88,10 +92,12 @@ def test_the_production_profile_fits_the_account_capacity_md_assumes() -> None:
     overrides = _production_overrides()
     values = parameter_values(template(), overrides)
     reserved, mappings = _deployed(values)
-    # Then every function is reserved, and the reservations leave Lambda its 100
-    assert set(reserved) == {"ApiFunction", "RelayFunction", "WorkerFunction", "SweeperFunction"}
+    # Then every function but the relay is reserved (a reservation caps it too, and the relay
+    # must follow the stream's shards: decision QS2), and the reservations leave Lambda its 100
+    assert set(reserved) == {"ApiFunction", "WorkerFunction", "SweeperFunction"}
     assert sum(reserved.values()) <= _reservable(PRODUCTION_ACCOUNT_LIMIT), reserved
-    # and the worker's reservation covers its three queues' pollers
+    # and the worker's reservation covers every queue's pollers: high, low and each normal shard
+    assert len(mappings) == 2 + int(values["QueueShards"]), mappings
     assert reserved["WorkerFunction"] >= sum(mappings.values()), (reserved, mappings)
     # and the operators are protected, the parameters agree
     assert values["OperatorMfa"] == "ON"
@@ -108,6 +114,9 @@ def test_the_production_profile_fits_the_account_capacity_md_assumes() -> None:
         "WorkerConcurrencyHigh",
         "WorkerConcurrencyNormal",
         "WorkerConcurrencyLow",
+        "QueueShards",
+        "RelayParallelization",
+        "ApiThrottlingRateLimit",
     ):
         assert re.search(rf"`{name}`[^|\n]*\|[^|\n]*\b{overrides[name]}\b", capacity), name
 

@@ -17,8 +17,8 @@ from leasehold_dev.local.stack import STACK_NAME, create_stack
 from tests.support.resources import ROOT, TEMPLATE, template
 
 NO_VALUE = {"Ref": "AWS::NoValue"}
-ACCOUNT_CONCURRENCY = 1000
-"""A regional account's usual concurrency limit: what the production profile is sized for (a
+ACCOUNT_CONCURRENCY = 2000
+"""The account the production profile is sized for (1,000 jobs a second: docs/capacity.md; a
 new account's 10 can reserve nothing, so the template's defaults reserve nothing: decision AW1,
 tests/integration/test_template_account.py)."""
 UNRESERVED_MINIMUM = 100
@@ -63,7 +63,10 @@ def test_every_function_reserves_concurrency_from_its_own_parameter() -> None:
         spec = tpl["Parameters"][parameter]
         assert spec["Type"] == "Number" and spec["MinValue"] == 0, parameter
         assert spec["Default"] == 0, parameter  # a fresh account can reserve nothing (AW1)
-        assert _production()[parameter] >= 1, parameter  # the production profile reserves
+        if name == "RelayFunction":  # a reservation would cap it below its shards (QS2)
+            assert _production()[parameter] == 0
+        else:
+            assert _production()[parameter] >= 1, parameter  # the production profile reserves
         reserved += _production()[parameter]
     assert ACCOUNT_CONCURRENCY - reserved >= UNRESERVED_MINIMUM
 
@@ -90,8 +93,17 @@ def test_the_workers_reservation_covers_its_queues_maximum_concurrency() -> None
         maximum = props["ScalingConfig"]["MaximumConcurrency"]
         parameter = tpl["Parameters"][maximum["Ref"]]
         assert parameter["MinValue"] >= 2  # Lambda's floor for MaximumConcurrency
+        assert parameter["MaxValue"] <= 1000  # and its ceiling: more is another shard
         total += parameter["Default"]
         production_total += _production()[maximum["Ref"]]
+    # the normal queue's other shards, each mapped at WorkerConcurrencyNormal (QS1)
+    shards = _of_type("AWS::Lambda::EventSourceMapping")
+    assert {
+        m["Properties"]["ScalingConfig"]["MaximumConcurrency"]["Ref"] for m in shards.values()
+    } == {"WorkerConcurrencyNormal"}
+    production_total += (_production()["QueueShards"] - 1) * _production()[
+        "WorkerConcurrencyNormal"
+    ]
     # The defaults reserve none (the pollers share the account's pool, nothing throttles them
     # below it); a reservation, the production profile's, covers the three mappings.
     assert tpl["Parameters"]["ReservedConcurrencyWorker"]["Default"] in (0, *range(total, 1001))
@@ -106,6 +118,7 @@ def test_every_queue_is_encrypted() -> None:
         "LowPriorityQueue",
         "DeadLetterQueue",
         "RelayFailureQueue",
+        *(f"WorkQueueShard{n}" for n in range(1, 16)),
     }
     for name, queue in queues.items():
         props = queue["Properties"]
@@ -181,10 +194,10 @@ def test_moto_creates_the_stack_with_its_reservations(moto: None) -> None:
         warnings.simplefilter("ignore")
         info = create_stack("", TEMPLATE, reservations)
     assert _reservations(info.functions) == {
-        "ApiFunction": 50,
-        "RelayFunction": 5,
-        "WorkerFunction": 32,
-        "SweeperFunction": 1,
+        "ApiFunction": _production()["ReservedConcurrencyApi"],
+        "RelayFunction": None,  # none: it follows the stream's shards (decision QS2)
+        "WorkerFunction": _production()["ReservedConcurrencyWorker"],
+        "SweeperFunction": _production()["ReservedConcurrencySweeper"],
     }
 
 

@@ -171,7 +171,8 @@ def test_every_alarm_notifies_ignores_missing_data_and_names_its_runbook_section
         for section in sections:
             assert [h for h in headings if h.startswith(section)], f"{name}: no {section!r}"
             matching = [h for h in headings if h.startswith(section)]
-            assert any(name in h for h in matching), f"runbook {section!r} does not name {name}"
+            family = re.sub(r"Shard\d+$", "Shard<n>", name)  # a queue shard's alarm (QS1)
+            assert any(family in h for h in matching), f"runbook {section!r} does not name {name}"
 
 
 # ------------------------------------------------------------------ dashboard

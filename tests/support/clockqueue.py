@@ -54,7 +54,13 @@ class ClockQueue:
         self._maybe_fail()
         self._put(wakeup)
 
-    def delay(self, receipt_handle: str, seconds: int, priority: str = "normal") -> None:
+    def url_for(self, priority: str, job_id: str = "") -> str:
+        """One queue for every wake-up (WakeupQueue's choice of queue, for the relay)."""
+        return "clock-queue"
+
+    def delay(
+        self, receipt_handle: str, seconds: int, priority: str = "normal", job_id: str = ""
+    ) -> None:
         for message in self.messages.values():
             if message.receipt == receipt_handle:
                 message.visible_at = self.clock.now_ms() + seconds * 1000

@@ -147,7 +147,7 @@ class Harness:
     operator: Owner = OPS
 
     @staticmethod
-    def create(slot_limit: int = SLOT_LIMIT, seed: int = 7) -> Harness:
+    def create(slot_limit: int = SLOT_LIMIT, seed: int = 7, queue_shards: int = 1) -> Harness:
         # The functions' own client configuration (botocore standard retries); the harness's
         # moto fixture makes botocore's backoff instant.
         session = boto3.session.Session(region_name=REGION)
@@ -159,7 +159,7 @@ class Harness:
             install_faults(sqs, FaultPlan(()), rng),
         ]
         table = create_table(dynamodb)
-        queues = create_queues(sqs)
+        queues = create_queues(sqs, queue_shards)  # the template's WorkQueueShard<n> too
         store_table = Table(
             dynamodb,
             table["TableName"],
@@ -176,7 +176,12 @@ class Harness:
             queues=queues,
             stream_arn=table["LatestStreamArn"],
             stores=Stores.over(store_table, slot_limit, slot_grace_ms=2 * LEASE_MS),
-            queue=WakeupQueue(sqs, queues["work"], queues["dlq"]),
+            queue=WakeupQueue(
+                sqs,
+                queues["work"],
+                queues["dlq"],
+                shard_urls=[queues[f"work_{n}"] for n in range(1, queue_shards)],
+            ),
             injectors=injectors,
             roles=function_roles(table, queues),
         )
@@ -362,18 +367,24 @@ class Harness:
         return [deserialize_item(item) for item in answer["Items"]]
 
     def receive_all(self, wait_for_delay: bool = False) -> list[dict[str, Any]]:
-        """Every message on the work queue (moto's delays are real time: with `wait_for_delay`
-        it keeps looking for a few seconds for delayed ones)."""
+        """Every message on the work queue and its other shards, if any (moto's delays are real
+        time: with `wait_for_delay` it keeps looking for a few seconds for delayed ones)."""
+        messages: list[dict[str, Any]] = []
+        for url in self.queue.shard_urls:
+            messages.extend(self._receive_all(url, wait_for_delay))
+        return messages
+
+    def _receive_all(self, url: str, wait_for_delay: bool) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
         deadline = time.monotonic() + (6 if wait_for_delay else 0)
         for _ in range(60):
             batch = self.sqs.receive_message(
-                QueueUrl=self.queues["work"], MaxNumberOfMessages=10, WaitTimeSeconds=0
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0
             ).get("Messages", [])
             messages.extend(batch)
             if not batch:
                 attrs = self.sqs.get_queue_attributes(
-                    QueueUrl=self.queues["work"],
+                    QueueUrl=url,
                     AttributeNames=["ApproximateNumberOfMessagesDelayed"],
                 )["Attributes"]
                 delayed = int(attrs.get("ApproximateNumberOfMessagesDelayed", 0))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.tenancy import TenantPolicy, parse_tenant_list
+from leasehold.store.queue import MAX_QUEUE_SHARDS
 
 
 class SettingsError(RuntimeError):
@@ -90,6 +91,9 @@ class Settings(Tunings):
     QUEUE_URL."""
     low_queue_url: str = ""
     """LOW_QUEUE_URL: the low-priority work queue; empty: low jobs go to QUEUE_URL."""
+    queue_shard_urls: tuple[str, ...] = ()
+    """QUEUE_SHARD_URLS: the normal queue's other shards, comma-separated (template
+    `QueueShards`, decision QS1); empty: QUEUE_URL alone."""
     tenancy: TenantPolicy = TenantPolicy()
     """HIGH_PRIORITY_TENANTS, SCHEDULES_PER_OWNER, TENANT_SUBMIT_RATE: what one tenant may take
     from the others (decisions Q1–Q3)."""
@@ -122,6 +126,12 @@ class Settings(Tunings):
                 f"VISIBILITY_TIMEOUT_SECONDS={self.visibility_timeout_seconds} must be at least "
                 f"6 x WORKER_TIMEOUT_SECONDS ({6 * self.worker_timeout_seconds})"
             )
+        shards = (self.queue_url, *self.queue_shard_urls)
+        if len(shards) > MAX_QUEUE_SHARDS or len(set(shards)) != len(shards):
+            problems.append(
+                f"QUEUE_SHARD_URLS: {len(shards)} normal queues with QUEUE_URL; at most "
+                f"{MAX_QUEUE_SHARDS}, each a different queue"
+            )
         if problems:
             raise SettingsError("; ".join(problems))
         return self
@@ -149,8 +159,13 @@ class Settings(Tunings):
             faults=_optional(env, "LEASEHOLD_FAULTS"),
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
+            queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),
             tenancy=_tenancy(env),
         ).check()
+
+
+def _url_list(raw: str) -> tuple[str, ...]:
+    return tuple(url.strip() for url in raw.split(",") if url.strip())
 
 
 def _tenancy(env: Mapping[str, object]) -> TenantPolicy:
@@ -176,6 +191,7 @@ ENV_VARIABLES = (
     "QUEUE_URL",
     "HIGH_QUEUE_URL",
     "LOW_QUEUE_URL",
+    "QUEUE_SHARD_URLS",
     "DLQ_URL",
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",

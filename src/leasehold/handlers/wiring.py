@@ -194,7 +194,11 @@ def build_engine(
             slot_grace_ms=2 * settings.lease_seconds * 1000,
         ),
         queue=WakeupQueue(
-            sqs, settings.queue_url, settings.dlq_url, priority_urls=settings.priority_urls()
+            sqs,
+            settings.queue_url,
+            settings.dlq_url,
+            priority_urls=settings.priority_urls(),
+            shard_urls=settings.queue_shard_urls,
         ),
         clock=clock,
         telemetry=telemetry,

@@ -405,11 +405,14 @@ class Claiming:
             due_in_s = ((job.next_attempt_at or now) - now + 999) // 1000
             if receipt_handle is not None:
                 try:
-                    self._parts.queue.delay(receipt_handle, due_in_s, wakeup.priority)
+                    self._parts.queue.delay(
+                        receipt_handle, due_in_s, wakeup.priority, wakeup.job_id
+                    )
                     return WakeupResult(Disposition.KEEP, reason)
                 except StoreUnavailableError:
-                    # Not hidden: SQS down, or the message is not on its priority's queue (a
-                    # redrive by hand to the work queue; its receipt handle is refused there):
+                    # Not hidden: SQS down, or the message is not on its priority's queue or
+                    # its job's shard (a redrive by hand to the work queue, or QueueShards
+                    # changed since it was sent; its receipt handle is refused there):
                     # a new one on the job's own queue, as without a receipt handle.
                     pass
             return self.hand_off(wakeup, reason, delay_s=min(900, due_in_s))

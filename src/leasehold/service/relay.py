@@ -53,14 +53,23 @@ def relay_records(
     now = clock.now_ms()
     parsed = [(record, parse_stream_record(record, now)) for record in records]
     outbox = [item for _, item in parsed if item is not None]
+    # Grouped by the queue each goes to (its priority's, or its job's normal shard: QS1), in
+    # stream order within a queue, and cut into requests of 10 per queue: sharding adds no
+    # request for a batch that fills them (no wake-up's order matters: SQS standard queues keep
+    # none).
+    by_queue: dict[str, list[OutboxRecord]] = {}
+    for item in outbox:
+        url = queue.url_for(item.wakeup.priority, item.wakeup.job_id)
+        by_queue.setdefault(url, []).append(item)
     failed: list[str] = []
-    for start in range(0, len(outbox), SQS_BATCH):
-        chunk = outbox[start : start + SQS_BATCH]
-        try:
-            failed_ids = queue.send_batch([item.wakeup for item in chunk])
-        except StoreUnavailableError:
-            failed_ids = {item.wakeup.dispatch_id for item in chunk}
-        failed.extend(i.sequence_number for i in chunk if i.wakeup.dispatch_id in failed_ids)
+    for items in by_queue.values():
+        for start in range(0, len(items), SQS_BATCH):
+            chunk = items[start : start + SQS_BATCH]
+            try:
+                failed_ids = queue.send_batch([item.wakeup for item in chunk])
+            except StoreUnavailableError:
+                failed_ids = {item.wakeup.dispatch_id for item in chunk}
+            failed.extend(i.sequence_number for i in chunk if i.wakeup.dispatch_id in failed_ids)
     telemetry.count("WakeupsRelayed", len(outbox) - len(failed))
     if failed:
         telemetry.count("RelayFailures", len(failed))

@@ -3,6 +3,7 @@ safe to deliver twice, late, or never (the sweeper re-dispatches a lost one)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -20,8 +21,20 @@ MAX_VISIBILITY_SECONDS = 43_200
 PRIORITY_QUEUES = ("high", "normal", "low")
 """Each priority has its own queue and event-source mapping (decision F4); `normal` is the
 work queue itself."""
+MAX_QUEUE_SHARDS = 16
+"""The most normal-priority queues a deployment has (template.yaml's `QueueShards`)."""
 DEAD_LETTER_HOLD_SECONDS = 60
 """How long a redrive keeps a DLQ message it received hidden while it moves or sets it aside."""
+
+
+def queue_shard(job_id: str, shards: int) -> int:
+    """The normal-priority queue (0 … shards - 1) a job's wake-ups travel on (decision QS1): a
+    stable hash of its id, the same in every function, process and Python (never `hash()`,
+    which each interpreter salts)."""
+    if shards <= 1:
+        return 0
+    digest = hashlib.blake2b(job_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shards
 
 
 @dataclass(frozen=True)
@@ -94,9 +107,11 @@ class QueueStats:
 
 class WakeupQueue:
     """The work queues: `queue_url` (normal priority) and, where the deployment has them, a
-    queue for each other priority (`priority_urls`: {"high": url, "low": url}). Without one, a
-    wake-up of that priority goes to the work queue: it still runs, only not ahead of (or
-    behind) the normal backlog."""
+    queue for each other priority (`priority_urls`: {"high": url, "low": url}) and the normal
+    queue's other shards (`shard_urls`, decision QS1). Without a priority's queue, a wake-up
+    of that priority goes to the work queue: it still runs, only not ahead of (or behind) the
+    normal backlog. With shards, a normal wake-up goes to `queue_shard(job_id, n)`: [queue_url,
+    *shard_urls][that], so every wake-up of one job lands on the same queue."""
 
     def __init__(
         self,
@@ -105,6 +120,7 @@ class WakeupQueue:
         dlq_url: str | None = None,
         *,
         priority_urls: dict[str, str] | None = None,
+        shard_urls: tuple[str, ...] | list[str] = (),
     ) -> None:
         self._sqs = client
         self._url = queue_url
@@ -115,15 +131,32 @@ class WakeupQueue:
                 raise ValueError(f"no such priority {priority!r} (high, normal, low)")
             if url:
                 self._urls[priority] = url
+        self._shards = (queue_url, *(url for url in shard_urls if url))
+        if len(self._shards) > MAX_QUEUE_SHARDS or len(set(self._shards)) != len(self._shards):
+            raise ValueError(
+                f"{len(self._shards)} normal queue shards, some the same: at most "
+                f"{MAX_QUEUE_SHARDS}, each its own queue"
+            )
 
-    def url_for(self, priority: str) -> str:
-        """The queue a wake-up of this priority travels on."""
-        return self._urls.get(priority, self._url)
+    def url_for(self, priority: str, job_id: str = "") -> str:
+        """The queue a wake-up of this priority (and, for normal, of this job) travels on."""
+        if priority not in self._urls or priority == "normal":
+            return self._shards[queue_shard(job_id, len(self._shards))]
+        return self._urls[priority]
 
     @property
     def urls(self) -> dict[str, str]:
-        """Priority → queue URL, for each queue this deployment has (normal always)."""
+        """Priority → queue URL, for each queue this deployment has (normal always: its first
+        shard, the work queue)."""
         return dict(self._urls)
+
+    @property
+    def shard_urls(self) -> tuple[str, ...]:
+        """The normal queue's shards, the work queue first."""
+        return self._shards
+
+    def _all_urls(self) -> list[str]:
+        return [*self._shards, *(url for p, url in self._urls.items() if p != "normal")]
 
     def send_batch(self, wakeups: list[Wakeup]) -> set[str]:
         """Send up to 10 wake-ups, one request per queue they go to; returns the dispatch ids
@@ -132,7 +165,9 @@ class WakeupQueue:
             return set()
         by_url: dict[str, list[tuple[int, Wakeup]]] = {}
         for index, wakeup in enumerate(wakeups):
-            by_url.setdefault(self.url_for(wakeup.priority), []).append((index, wakeup))
+            by_url.setdefault(self.url_for(wakeup.priority, wakeup.job_id), []).append(
+                (index, wakeup)
+            )
         failed_ids: set[str] = set()
         first_url = next(iter(by_url))
         for url, batch in by_url.items():
@@ -160,19 +195,21 @@ class WakeupQueue:
     def send(self, wakeup: Wakeup) -> None:
         try:
             self._sqs.send_message(
-                QueueUrl=self.url_for(wakeup.priority),
+                QueueUrl=self.url_for(wakeup.priority, wakeup.job_id),
                 MessageBody=wakeup.body(),
                 DelaySeconds=wakeup.delay_seconds,
             )
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
 
-    def delay(self, receipt_handle: str, seconds: int, priority: str = "normal") -> None:
+    def delay(
+        self, receipt_handle: str, seconds: int, priority: str = "normal", job_id: str = ""
+    ) -> None:
         """Hide a message that arrived early until its job is due (then it is not deleted); it
-        is on the queue of its wake-up's priority."""
+        is on the queue of its wake-up's priority (and, for normal, its job's shard)."""
         try:
             self._sqs.change_message_visibility(
-                QueueUrl=self.url_for(priority),
+                QueueUrl=self.url_for(priority, job_id),
                 ReceiptHandle=receipt_handle,
                 VisibilityTimeout=max(0, min(MAX_VISIBILITY_SECONDS, seconds)),
             )
@@ -187,7 +224,7 @@ class WakeupQueue:
         ]
         totals = dict.fromkeys(names, 0)
         try:
-            for url in self._urls.values():  # every priority's queue, summed
+            for url in self._all_urls():  # every priority's queue and shard, summed
                 got = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)  # type: ignore[arg-type]
                 for name in names:
                     totals[name] += int(cast(dict[str, Any], got["Attributes"]).get(name, 0))
@@ -228,10 +265,10 @@ class WakeupQueue:
             source, destination = self._arn(dlq_url), self._arn(self._url)
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
-        # With a queue per priority, no destination: SQS returns each message to the queue it
-        # came from (a high job's wake-up to the high queue).
+        # With a queue per priority or shard, no destination: SQS returns each message to the
+        # queue it came from (a high job's wake-up to the high queue, a job's to its shard).
         try:
-            if len(self._urls) > 1:
+            if len(self._all_urls()) > 1:
                 self._sqs.start_message_move_task(SourceArn=source)
             else:
                 self._sqs.start_message_move_task(SourceArn=source, DestinationArn=destination)
@@ -268,11 +305,12 @@ class WakeupQueue:
         is not a wake-up), then delete it from the DLQ (a failure in between leaves a duplicate
         wake-up, which is harmless: every wake-up may come twice)."""
         try:
-            priority = Wakeup.parse(letter.body).priority
+            parsed = Wakeup.parse(letter.body)
+            priority, job_id = parsed.priority, parsed.job_id
         except ValueError:
-            priority = "normal"
+            priority, job_id = "normal", ""
         try:
-            self._sqs.send_message(QueueUrl=self.url_for(priority), MessageBody=letter.body)
+            self._sqs.send_message(QueueUrl=self.url_for(priority, job_id), MessageBody=letter.body)
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc) from exc
         self.delete_dead_letter(letter)

@@ -47,6 +47,9 @@ class TestbedSettings(Tunings):
     """Jobs one tenant may submit a second (0: no limit; the template's `TenantSubmitRate`).
     `HighPriorityTenants` has no testbed setting: the testbed's `submit` may ask for any
     priority, as a kind's own code may (the API's rule is tested over HTTP)."""
+    queue_shards: int = 1
+    """Normal-priority queues, each with its own event source (the template's `QueueShards`:
+    1, 2 or 4): a job's wake-ups all go to one, chosen by a stable hash of its id."""
     jitter: bool = False
     """False (the default): a retry waits the whole backoff ceiling, min(cap, base·2^(n-1)),
     so a test knows when it is due. True: full jitter from the testbed's seed, as deployed."""
@@ -61,7 +64,11 @@ class TestbedSettings(Tunings):
         defaults: dict[str, Any] = dict(definitions.settings)
         base = TestbedSettings(**defaults)
         settings = replace(base, **dict(overrides or {}))
-        settings.engine("table", "queue", "dlq")  # the functions' own cold-start check
+        shards = tuple(f"queue-{n}" for n in range(1, settings.queue_shards))
+        if settings.queue_shards < 1:
+            raise ValueError(f"queue_shards must be 1 or more, not {settings.queue_shards}")
+        # the functions' own cold-start check (it refuses more shards than a template makes)
+        settings.engine("table", "queue", "dlq", queue_shard_urls=shards)
         return settings
 
     def engine(
@@ -72,6 +79,7 @@ class TestbedSettings(Tunings):
         *,
         high_queue_url: str = "",
         low_queue_url: str = "",
+        queue_shard_urls: tuple[str, ...] = (),
     ) -> Settings:
         """The functions' `Settings` for these resources (raises SettingsError when the
         arithmetic of lease, timeout, step and visibility does not hold): what the testbed's
@@ -85,6 +93,7 @@ class TestbedSettings(Tunings):
             dlq_url=dlq_url,
             high_queue_url=high_queue_url,
             low_queue_url=low_queue_url,
+            queue_shard_urls=queue_shard_urls,
             default_max_attempts=self.max_attempts,
             metrics_namespace="LeaseholdTesting",
             kinds="leasehold.testing",

@@ -72,7 +72,8 @@ class Definitions:
     table: Mapping[str, Any]
     """CreateTable's arguments: billing mode, attributes, keys, GSIs and stream."""
     queues: Mapping[str, Mapping[str, int]]
-    """`work`, `dlq`, `relay_failures`: retention, and the work queue's `maxReceiveCount`."""
+    """`work`, `dlq`, `relay_failures`: retention, and the work queue's `maxReceiveCount` (its
+    shards, `WorkQueueShard1`…, are WorkQueue again: the template is refused otherwise)."""
     settings: Mapping[str, int]
     """The engine settings at their defaults, by `TestbedSettings` field name."""
     relay: Mapping[str, int]
@@ -154,6 +155,7 @@ PACKAGED = Definitions(
         "worker_batch_size": 5,
         "schedules_per_owner": 25,
         "tenant_submit_rate": 0,
+        "queue_shards": 1,
     },
     relay={"batch_size": 100, "max_retries": 10},
     roles=PACKAGED_ROLES,
@@ -240,6 +242,10 @@ def _read_template(path: Path) -> Definitions:
         settings[name] = int(resolved(environment[variable]))
     if int(resolved(work["VisibilityTimeout"])) != settings["visibility_timeout_seconds"]:
         raise TemplateError(f"{path}: WorkQueue's VisibilityTimeout is not the functions' own")
+    for logical_id, resource in resources.items():  # the normal queue's shards (QS1)
+        if logical_id.startswith("WorkQueueShard") and resource.get("Properties") != work:
+            raise TemplateError(f"{path}: {logical_id} is not WorkQueue's copy")
+    settings["queue_shards"] = int(defaults.get("QueueShards") or 1)
     wakeups = props("WorkerFunction")["Events"]["Wakeups"]["Properties"]
     settings["worker_batch_size"] = int(resolved(wakeups["BatchSize"]))
     outbox = props("RelayFunction")["Events"]["Outbox"]["Properties"]
@@ -266,11 +272,13 @@ def iam_subset(doc: Mapping[str, Any]) -> dict[str, Any]:
         if name in resources and name not in kept:
             kept[name] = {"Type": resources[name].get("Type")}
     conditions = doc.get("Conditions") or {}
-    used_conditions = {
-        name: conditions[name]
-        for name in sorted({str(r["Condition"]) for r in kept.values() if "Condition" in r})
-        if name in conditions
-    }
+    named = {str(r["Condition"]) for r in kept.values() if "Condition" in r} | _conditions_in(kept)
+    while True:  # and the conditions those conditions name
+        more = _conditions_in([conditions[n] for n in named if n in conditions]) - named
+        if not more:
+            break
+        named |= more
+    used_conditions = {name: conditions[name] for name in sorted(named) if name in conditions}
     parameters = doc.get("Parameters") or {}
     referenced = _refs([kept, used_conditions])
     used_parameters = {
@@ -279,6 +287,24 @@ def iam_subset(doc: Mapping[str, Any]) -> dict[str, Any]:
         if name in parameters
     }
     return {"Parameters": used_parameters, "Conditions": used_conditions, "Resources": kept}
+
+
+def _conditions_in(node: Any) -> set[str]:
+    """Every condition an `Fn::If` or a `Condition` in `node` names."""
+    found: set[str] = set()
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key == "Fn::If" and isinstance(value, list) and value:
+                found.add(str(value[0]))
+                found |= _conditions_in(value[1:])
+            elif key == "Condition" and isinstance(value, str):
+                found.add(value)
+            else:
+                found |= _conditions_in(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _conditions_in(item)
+    return found
 
 
 def _refs(node: Any) -> set[str]:
@@ -320,11 +346,15 @@ def create_table(dynamodb: Any, definitions: Definitions, name: str) -> dict[str
 
 
 def create_queues(
-    sqs: Any, definitions: Definitions, prefix: str, visibility_timeout_seconds: int
+    sqs: Any,
+    definitions: Definitions,
+    prefix: str,
+    visibility_timeout_seconds: int,
+    shards: int = 1,
 ) -> dict[str, str]:
-    """The work queue and the high- and low-priority queues (redriven to the DLQ as deployed),
-    the DLQ and the relay-failure queue; returns their URLs by `work`, `high`, `low`, `dlq`,
-    `relay_failures`."""
+    """The work queue, its other `shards - 1` shards (QueueShards) and the high- and
+    low-priority queues (redriven to the DLQ as deployed), the DLQ and the relay-failure queue;
+    returns their URLs by `work`, `work_1`…, `high`, `low`, `dlq`, `relay_failures`."""
     queues = definitions.queues
 
     def retention(name: str) -> dict[str, str]:
@@ -345,7 +375,7 @@ def create_queues(
             "RedrivePolicy": redrive,
         },
     )["QueueUrl"]
-    high, low = (
+    high, low, *more = (
         sqs.create_queue(
             QueueName=f"{prefix}{name}",
             Attributes={
@@ -354,12 +384,20 @@ def create_queues(
                 "RedrivePolicy": redrive,
             },
         )["QueueUrl"]
-        for name in ("high", "low")
+        for name in ("high", "low", *(f"work-{n}" for n in range(1, shards)))
     )
     failures = sqs.create_queue(
         QueueName=f"{prefix}relay-failures", Attributes=retention("relay_failures")
     )["QueueUrl"]
-    return {"work": work, "high": high, "low": low, "dlq": dlq, "relay_failures": failures}
+    sharded = {f"work_{n}": url for n, url in enumerate(more, start=1)}
+    return {
+        "work": work,
+        **sharded,
+        "high": high,
+        "low": low,
+        "dlq": dlq,
+        "relay_failures": failures,
+    }
 
 
 __all__ = [

@@ -124,6 +124,8 @@ class QueueSource:
     sqs: Any
     queue_url: str
     batch_size: int
+    name: str = ""
+    """The queue's key in the testbed's `queue_urls` (`work`, `work_1`, `high`…)."""
 
     def receive(self) -> list[Message]:
         """The visible messages, up to one batch (each hidden for the visibility timeout)."""

@@ -104,16 +104,16 @@ class TestbedDriving:
                 wakeup = Wakeup.parse(message.body)
             except ValueError:
                 acknowledged.append(message)
-                done.append(Delivery("", "malformed", worker_id, self.clock.now_ms()))
+                done.append(Delivery("", "malformed", worker_id, self.clock.now_ms(), source.name))
                 continue
             at = self.clock.now_ms()
             try:
                 result = self._worker.handle(wakeup, message.receipt_handle, remaining)
             except WorkerCrashed:
-                done.append(Delivery(wakeup.job_id, "crashed", worker_id, at))
+                done.append(Delivery(wakeup.job_id, "crashed", worker_id, at, source.name))
                 self._worker = self._new_worker()
                 return done
-            done.append(Delivery(wakeup.job_id, result.outcome, worker_id, at))
+            done.append(Delivery(wakeup.job_id, result.outcome, worker_id, at, source.name))
             if result.disposition is Disposition.ACK:
                 acknowledged.append(message)
         self._crashes.forget()
@@ -155,11 +155,7 @@ class TestbedDriving:
         active, delayed = self._reads.jobs.unfinished_consistent()
         return next_event_ms(
             active,
-            [
-                hidden
-                for name in ("high", "work", "low")
-                for hidden in hidden_messages(self.queue_urls[name])
-            ],
+            [hidden for source in self._sources for hidden in hidden_messages(source.queue_url)],
             now=self.clock.now_ms(),
             grace_ms=self.settings.lost_wakeup_grace_seconds * 1000,
             delayed=delayed,

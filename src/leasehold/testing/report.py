@@ -25,6 +25,8 @@ class Delivery:
     """The worker's id: a new one after each crash (a new execution environment)."""
     at_ms: int
     """The testbed's clock when it was delivered."""
+    queue: str = ""
+    """The queue it came from, as `queue_urls` names it (`work`, `work_1`…, `high`, `low`)."""
 
 
 @dataclass(frozen=True)

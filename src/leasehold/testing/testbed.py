@@ -167,9 +167,15 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         plain_sqs = self._sqs_plain = session.client("sqs")
         table = create_table(plain_dynamodb, self.definitions, TABLE_NAME)
         self.queue_urls: dict[str, str] = create_queues(
-            plain_sqs, self.definitions, QUEUE_PREFIX, settings.visibility_timeout_seconds
+            plain_sqs,
+            self.definitions,
+            QUEUE_PREFIX,
+            settings.visibility_timeout_seconds,
+            settings.queue_shards,
         )
-        """The queues' URLs: `work` (normal priority), `high`, `low`, `dlq`, `relay_failures`."""
+        """The queues' URLs: `work` (normal priority; with `queue_shards` 2 or 4 also `work_1`
+        …, its other shards), `high`, `low`, `dlq`, `relay_failures`."""
+        shard_urls = tuple(self.queue_urls[f"work_{n}"] for n in range(1, settings.queue_shards))
         self.table_name: str = TABLE_NAME
         """The jobs table's name."""
         self._worker_rng: random.Random = (
@@ -184,6 +190,7 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
                 self.queue_urls["dlq"],
                 high_queue_url=self.queue_urls["high"],
                 low_queue_url=self.queue_urls["low"],
+                queue_shard_urls=shard_urls,
             ),
             self._dynamodb,
             self._sqs,
@@ -213,11 +220,13 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
             max_retries=int(self.definitions.relay["max_retries"]),
             role=self.roles["RelayFunction"],
         )
-        # One event source per priority queue, as the worker has (decision F4): each round
-        # delivers a batch from each, high first, so no backlog holds up another queue.
+        # One event source per priority queue and normal shard, as the worker has (decisions
+        # F4, QS1): each round delivers a batch from each, high first, so no backlog holds up
+        # another queue.
+        normal = ["work", *(f"work_{n}" for n in range(1, settings.queue_shards))]
         self._sources = [
-            QueueSource(plain_sqs, self.queue_urls[name], settings.worker_batch_size)
-            for name in ("high", "work", "low")
+            QueueSource(plain_sqs, self.queue_urls[name], settings.worker_batch_size, name)
+            for name in ("high", *normal, "low")
         ]
         api = self.roles["ApiFunction"]
         self._api = iam.acting_proxy(self.runtime.jobs(), api)
@@ -253,6 +262,10 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
             "LowPriorityQueue": self.queue_urls["low"],
             "DeadLetterQueue": self.queue_urls["dlq"],
             "RelayFailureQueue": self.queue_urls["relay_failures"],
+            **{
+                f"WorkQueueShard{n}": self.queue_urls[f"work_{n}"]
+                for n in range(1, self.settings.queue_shards)
+            },
         }
         physical.update(self.resources)
         template = self.definitions.roles
@@ -262,7 +275,8 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
             region=REGION,
             extra={"JobsTable": {"StreamArn": str(table["LatestStreamArn"])}},
         )
-        return function_roles(template, attributes, region=REGION)
+        shards = {"QueueShards": str(self.settings.queue_shards)}
+        return function_roles(template, attributes, region=REGION, parameters=shards)
 
     def deploy(self, kinds: KindsSpec) -> None:
         """A deploy under jobs in flight: `kinds` replace the registered kinds of the same

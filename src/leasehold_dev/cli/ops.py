@@ -83,6 +83,7 @@ def _local_dead_letters(args: argparse.Namespace, hint: str = "") -> tuple[Path,
             mapping.queue_url,
             env["DLQ_URL"],
             priority_urls={k: v for k, v in priority_urls.items() if v},
+            shard_urls=[u for u in env.get("QUEUE_SHARD_URLS", "").split(",") if u],
         ),
         SystemClock(),
         Stores.over(table, 0),
@@ -110,6 +111,7 @@ def _redrive(args: argparse.Namespace) -> dict[str, Any]:
             args.queue_url,
             args.dlq_url,
             priority_urls={priority: url for priority, url in others.items() if url},
+            shard_urls=[url.strip() for url in args.queue_shard_urls.split(",") if url.strip()],
         )
         service = DeadLetterService(queue, SystemClock())
         operator = args.operator or _aws_identity()
@@ -261,6 +263,11 @@ def add_ops_commands(commands: Any) -> None:
         "message returns to the queue it came from)",
     )
     redrive.add_argument("--low-queue-url", help="deployed: the stack output LowPriorityQueueUrl")
+    redrive.add_argument(
+        "--queue-shard-urls",
+        default="",
+        help="deployed with QueueShards 2 or 4: the stack output QueueShardUrls (comma-separated)",
+    )
     redrive.add_argument(
         "--operator", help="who redrives (default: your AWS identity; locally 'ops')"
     )

@@ -12,10 +12,12 @@ from typing import Any
 
 import boto3
 
+from leasehold.store.queue import MAX_QUEUE_SHARDS
 from leasehold.testing.iam import Role
 from leasehold_dev.local.buckets import apply_bucket_settings
 from leasehold_dev.local.roles import function_roles as resolve_roles
 from leasehold_dev.local.roles import resource_attributes, translated_template
+from leasehold_dev.local.rules import condition_values, evaluate
 from leasehold_dev.local.stack import QueueMapping, StreamMapping
 from leasehold_dev.local.template import load_template
 
@@ -59,9 +61,10 @@ def create_table(dynamodb: Any, name: str = "jobs") -> dict[str, Any]:
     return answer["TableDescription"]
 
 
-def create_queues(sqs: Any) -> dict[str, str]:
-    """Work queue and the high- and low-priority queues (redrive as in the template), DLQ and
-    relay-failure queue; returns their URLs (`work`, `high`, `low`, `dlq`, `relay_failures`)."""
+def create_queues(sqs: Any, shards: int = 1) -> dict[str, str]:
+    """Work queue (and its other `shards - 1` shards, `WorkQueueShard<n>`), the high- and
+    low-priority queues (redrive as in the template), DLQ and relay-failure queue; returns
+    their URLs (`work`, `work_1`…, `high`, `low`, `dlq`, `relay_failures`)."""
     dlq_props = _resource("DeadLetterQueue")
     dlq = sqs.create_queue(
         QueueName="dlq",
@@ -73,12 +76,13 @@ def create_queues(sqs: Any) -> dict[str, str]:
     urls = {}
     for key, logical_id in (
         ("work", "WorkQueue"),
+        *((f"work_{n}", f"WorkQueueShard{n}") for n in range(1, shards)),
         ("high", "HighPriorityQueue"),
         ("low", "LowPriorityQueue"),
     ):
         props = _resource(logical_id)
         urls[key] = sqs.create_queue(
-            QueueName=key,
+            QueueName=key.replace("_", "-"),
             Attributes={
                 "VisibilityTimeout": str(resolved(props["VisibilityTimeout"])),
                 "RedrivePolicy": json.dumps(
@@ -118,26 +122,37 @@ def worker_mapping(queue_url: str) -> QueueMapping:
 
 def template_environment(table: str, queues: dict[str, str], **overrides: str) -> dict[str, str]:
     """The Globals environment of template.yaml with its parameters at their defaults and the
-    resources bound to the test's names."""
+    resources bound to the test's names (`work_1`… in `queues`: the normal queue's other
+    shards, as `QueueShards` 2 or 4 makes them)."""
     tpl = template()
-    params = parameter_defaults()
+    shards = [queues[f"work_{n}"] for n in range(1, MAX_QUEUE_SHARDS) if queues.get(f"work_{n}")]
+    params = {**parameter_defaults(), "QueueShards": str(1 + len(shards))}
     refs = {
         "JobsTable": table,
         "WorkQueue": queues["work"],
+        **{f"WorkQueueShard{n}": url for n, url in enumerate(shards, start=1)},
         "HighPriorityQueue": queues.get("high", ""),
         "LowPriorityQueue": queues.get("low", ""),
         "DeadLetterQueue": queues["dlq"],
         "DocumentsBucket": queues.get("documents", DOCUMENTS_BUCKET),
         **params,
     }
+    conditions = condition_values(tpl, params)
     env = {}
     for name, value in tpl["Globals"]["Function"]["Environment"]["Variables"].items():
-        if isinstance(value, dict) and "Ref" in value:
-            env[name] = refs[value["Ref"]]
-        else:
-            env[name] = str(value)
+        env[name] = _joined(evaluate(value, refs, conditions.get))
     env.update(overrides)
     return env
+
+
+def _joined(value: Any) -> str:
+    """An evaluated environment value: `Fn::Join` of resolved strings joined, else its text."""
+    if isinstance(value, dict) and set(value) == {"Fn::Join"}:
+        separator, items = value["Fn::Join"]
+        return str(separator).join(str(item) for item in items)
+    if isinstance(value, dict):
+        raise ValueError(f"an environment value not resolved here: {value!r}")
+    return str(value)
 
 
 _ROLES: dict[tuple[tuple[str, str], ...], dict[str, Role]] = {}
@@ -169,7 +184,14 @@ def function_roles(
             )
             if queues.get(key)
         },
+        **{
+            f"WorkQueueShard{n}": queues[f"work_{n}"]
+            for n in range(1, MAX_QUEUE_SHARDS)
+            if queues.get(f"work_{n}")
+        },
     }
+    shards = sum(1 for n in range(1, MAX_QUEUE_SHARDS) if queues.get(f"work_{n}"))
+    parameters = {"QueueShards": str(1 + shards), **(parameters or {})}
     stream = {"JobsTable": {"StreamArn": str(table["LatestStreamArn"])}}
     key = tuple(sorted({**physical, "stream": stream["JobsTable"]["StreamArn"]}.items()))
     key += tuple(sorted((parameters or {}).items()))

@@ -16,6 +16,7 @@ from typing import Any
 import boto3
 
 from leasehold.domain.errors import LeaseholdError
+from leasehold.store.queue import MAX_QUEUE_SHARDS
 from leasehold.testing.iam import Role
 from leasehold.testing.roles import RoleDocuments
 from leasehold_dev.local.moto.durable import RESTORE_PATH
@@ -91,6 +92,8 @@ PRIORITY_QUEUE_OUTPUTS = {
     "low": "LowPriorityQueue",
 }
 """Each priority's queue in the template (decision F4)."""
+QUEUE_SHARD_OUTPUTS = tuple(f"WorkQueueShard{n}" for n in range(1, MAX_QUEUE_SHARDS))
+"""The normal queue's other shards, those of them `QueueShards` makes (decision QS1)."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +161,10 @@ class StackInfo:
         return self.queue_mappings[0]
 
     def worker_mappings(self) -> list[QueueMapping]:
-        """The worker's mappings, one per priority queue: high, then normal, then low."""
-        order = [self.outputs.get(name) for name in PRIORITY_QUEUE_OUTPUTS.values()]
+        """The worker's mappings, one per priority queue and normal shard: high, then normal
+        (the work queue, then its shards), then low."""
+        names = ["HighPriorityQueue", "WorkQueue", *QUEUE_SHARD_OUTPUTS, "LowPriorityQueue"]
+        order = [self.outputs.get(name) for name in names]
         worker = self.work_queue_mapping().function
         mine = [m for m in self.queue_mappings if m.function == worker]
         return sorted(mine, key=lambda m: order.index(m.queue_url) if m.queue_url in order else 9)
@@ -421,6 +426,7 @@ def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
             in {
                 "JobsTable",
                 *PRIORITY_QUEUE_OUTPUTS.values(),
+                *QUEUE_SHARD_OUTPUTS,
                 "DeadLetterQueue",
                 "RelayFailureQueue",
                 "DocumentsBucket",
