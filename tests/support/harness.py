@@ -307,7 +307,11 @@ class Harness:
     def sweep(self, grace_ms: int = 5_000) -> dict[str, int]:
         with self.acting("SweeperFunction"):
             return sweep(
-                self.stores, self.clock, SweepSettings(100, grace_ms), self.telemetry, registry()
+                self.stores,
+                self.clock,
+                SweepSettings(grace_ms, active_rate=100, due_rate=100, interval_seconds=60),
+                self.telemetry,
+                registry(),
             )
 
     def sweep_quietly(self, grace_ms: int = 5_000) -> dict[str, int]:

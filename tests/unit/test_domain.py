@@ -165,7 +165,10 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
     numbers += (
         "USER_CONCURRENCY_LIMIT",
         "SLOT_WAIT_SECONDS",
-        "SWEEP_BATCH",
+        "SWEEP_ACTIVE_RATE",
+        "SWEEP_DUE_RATE",
+        "SWEEP_SCHEDULE_RATE",
+        "SWEEP_SEGMENTS",
         "LOST_WAKEUP_GRACE_SECONDS",
     )
     env = dict.fromkeys(numbers, "1")
@@ -185,6 +188,7 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "HIGH_PRIORITY_TENANTS": "",
         "SCHEDULES_PER_OWNER": "0",
         "TENANT_SUBMIT_RATE": "0",
+        "SWEEP_SCHEDULE": "rate(1 minute)",
     }
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
@@ -213,7 +217,11 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
         "BACKOFF_CAP_MS": "1",
         "USER_CONCURRENCY_LIMIT": "0",
         "SLOT_WAIT_SECONDS": "1",
-        "SWEEP_BATCH": "1",
+        "SWEEP_ACTIVE_RATE": "1",
+        "SWEEP_DUE_RATE": "1",
+        "SWEEP_SCHEDULE_RATE": "1",
+        "SWEEP_SEGMENTS": "1",
+        "SWEEP_SCHEDULE": "rate(1 minute)",
         "LOST_WAKEUP_GRACE_SECONDS": "1",
         "LEASE_SECONDS": "60",
         "WORKER_TIMEOUT_SECONDS": "120",

@@ -4,6 +4,7 @@ the handlers reads `os.environ`; a missing variable is an error, never a silent 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -59,8 +60,16 @@ class Tunings:
     """Running jobs at once per tenant and user (0: no limit)."""
     slot_wait_seconds: int
     """How long a job held back by the per-user limit waits before it looks again."""
-    sweep_batch: int
-    """Jobs the sweeper examines in one pass."""
+    sweep_active_rate: int
+    """Active jobs a second the sweeper's active pass reads (rescues, lost wake-ups)."""
+    sweep_due_rate: int
+    """Delayed jobs a second the sweeper's due pass reads (brought within SQS's reach)."""
+    sweep_schedule_rate: int
+    """Due schedules a second the sweeper's schedule pass reads (each fired)."""
+    sweep_segments: int
+    """Concurrent sweeps over disjoint index shards (decision SP3)."""
+    sweep_interval_seconds: int
+    """The sweep schedule's period (`SweepSchedule`): a run's budget is each rate × this."""
     lost_wakeup_grace_seconds: int
     """A due queued job with no dispatch for this long gets a new wake-up from the sweeper."""
     worker_timeout_seconds: int
@@ -122,9 +131,32 @@ class Settings(Tunings):
                 f"VISIBILITY_TIMEOUT_SECONDS={self.visibility_timeout_seconds} must be at least "
                 f"6 x WORKER_TIMEOUT_SECONDS ({6 * self.worker_timeout_seconds})"
             )
+        problems.extend(self._sweep_problems())
         if problems:
             raise SettingsError("; ".join(problems))
         return self
+
+    def _sweep_problems(self) -> list[str]:
+        """The sweeper's passes: rates of at least one item a second (a pass that reads nothing
+        never rescues), at most MAX_SWEEP_RATE; 1 to MAX_SWEEP_SEGMENTS segments."""
+        problems = [
+            f"{variable}={rate} must be between 1 and {MAX_SWEEP_RATE} (items a second)"
+            for variable, rate in (
+                ("SWEEP_ACTIVE_RATE", self.sweep_active_rate),
+                ("SWEEP_DUE_RATE", self.sweep_due_rate),
+                ("SWEEP_SCHEDULE_RATE", self.sweep_schedule_rate),
+            )
+            if not 1 <= rate <= MAX_SWEEP_RATE
+        ]
+        if not 1 <= self.sweep_segments <= MAX_SWEEP_SEGMENTS:
+            problems.append(
+                f"SWEEP_SEGMENTS={self.sweep_segments} must be between 1 and {MAX_SWEEP_SEGMENTS}"
+            )
+        if self.sweep_interval_seconds < 60:
+            problems.append(
+                f"the sweep interval ({self.sweep_interval_seconds} s) must be at least 60 s"
+            )
+        return problems
 
     @staticmethod
     def from_env(env: Mapping[str, object] | None = None) -> Settings:
@@ -139,7 +171,11 @@ class Settings(Tunings):
             backoff_cap_ms=_int(env, "BACKOFF_CAP_MS"),
             user_concurrency_limit=_int(env, "USER_CONCURRENCY_LIMIT"),
             slot_wait_seconds=_int(env, "SLOT_WAIT_SECONDS"),
-            sweep_batch=_int(env, "SWEEP_BATCH"),
+            sweep_active_rate=_int(env, "SWEEP_ACTIVE_RATE"),
+            sweep_due_rate=_int(env, "SWEEP_DUE_RATE"),
+            sweep_schedule_rate=_int(env, "SWEEP_SCHEDULE_RATE"),
+            sweep_segments=_int(env, "SWEEP_SEGMENTS"),
+            sweep_interval_seconds=sweep_interval_seconds(_required(env, "SWEEP_SCHEDULE")),
             lost_wakeup_grace_seconds=_int(env, "LOST_WAKEUP_GRACE_SECONDS"),
             worker_timeout_seconds=_int(env, "WORKER_TIMEOUT_SECONDS"),
             max_step_seconds=_int(env, "MAX_STEP_SECONDS"),
@@ -165,6 +201,32 @@ def _tenancy(env: Mapping[str, object]) -> TenantPolicy:
         raise SettingsError(f"tenant limits: {invalid}") from invalid
 
 
+MAX_SWEEP_RATE = 100_000
+"""The highest rate a pass may be given (the template's MaxValue)."""
+MAX_SWEEP_SEGMENTS = 64
+"""The most concurrent sweeps (threads of one invocation; the template's MaxValue)."""
+_RATE_UNITS = {
+    "minute": 60,
+    "minutes": 60,
+    "hour": 3600,
+    "hours": 3600,
+    "day": 86400,
+    "days": 86400,
+}
+
+
+def sweep_interval_seconds(schedule: str) -> int:
+    """The period of the sweeper's schedule, `rate(N unit)` as EventBridge writes it; a cron
+    expression has no one period to budget a run by, and is refused."""
+    match = re.fullmatch(r"rate\((\d+) (minutes?|hours?|days?)\)", schedule.strip())
+    if match is None:
+        raise SettingsError(
+            f"SWEEP_SCHEDULE={schedule!r} must be rate(N minute[s]|hour[s]|day[s]): a run's "
+            "budget is each pass's rate times its period"
+        )
+    return int(match.group(1)) * _RATE_UNITS[match.group(2)]
+
+
 def safety_margin_seconds(lease_seconds: int) -> int:
     """How much of a lease (or an invocation) is kept back: no step starts inside it."""
     return max(1, lease_seconds // 10)
@@ -183,7 +245,11 @@ ENV_VARIABLES = (
     "BACKOFF_CAP_MS",
     "USER_CONCURRENCY_LIMIT",
     "SLOT_WAIT_SECONDS",
-    "SWEEP_BATCH",
+    "SWEEP_ACTIVE_RATE",
+    "SWEEP_DUE_RATE",
+    "SWEEP_SCHEDULE_RATE",
+    "SWEEP_SEGMENTS",
+    "SWEEP_SCHEDULE",
     "LOST_WAKEUP_GRACE_SECONDS",
     "WORKER_TIMEOUT_SECONDS",
     "MAX_STEP_SECONDS",
