@@ -84,16 +84,15 @@ def test_1000_jobs_due_at_once_are_all_brought_due_in_the_rates_time_and_no_soon
     # Then it brought exactly its budget due: the rate holds (not all 1,000 at once)
     assert first.report["due"] == 600
     assert first.progress["due_examined"] == 600
-    assert in_due_index(h, ids) == 400
+    assert h.stores.jobs.count_due() == 400
     # And the next run, a minute later, brings the rest: 1,000 ÷ 10/s = 100 s = two runs
     h.clock.advance(MINUTE_MS)
     second = run(h, settings)
     assert second.report["due"] == 400
-    assert in_due_index(h, ids) == 0
-    # Each job got exactly one wake-up
-    assert all(len(h.outbox(job_id)) == 1 for job_id in ids[:50])
-    h.clock.advance(MINUTE_MS)
-    assert run(h, settings).report["due"] == 0
+    assert h.stores.jobs.count_due() == 0
+    assert in_due_index(h, ids[::50]) == 0
+    # Each job got exactly one wake-up (a sample: reading back 1,000 outboxes is slow on moto)
+    assert all(len(h.outbox(job_id)) == 1 for job_id in ids[::50])
 
 
 def test_300_due_schedules_tick_within_the_rates_time_and_no_sooner(h: Harness) -> None:
