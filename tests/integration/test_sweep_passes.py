@@ -10,7 +10,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from leasehold.store.shards import shard_of
 
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Job
@@ -20,6 +19,7 @@ from leasehold.service.sweeper import SweepResult, SweepSettings, sweep_passes
 from leasehold.store import Stores, Table
 from leasehold.store.items import DUE_PARTITION
 from leasehold.store.passes import PassCursorStore
+from leasehold.store.shards import shard_of
 from leasehold.store.table import TransactionRetry
 from tests.support.harness import ALICE, LEASE_MS, SLOT_LIMIT, Harness, registry, steps
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from leasehold.testing import PACKAGED, Definitions, TemplateError, TestbedSettings
 from leasehold.handlers.settings import sweep_interval_seconds
+from leasehold.testing import PACKAGED, Definitions, TemplateError, TestbedSettings
 from leasehold.testing.definitions import SETTINGS_FROM_ENVIRONMENT, SOURCE_TEMPLATE
 from leasehold.testing.packaged_roles import PACKAGED_ROLES_FILE
 from leasehold_dev.local.resources import TEMPLATE, parameter_defaults, resolved, template

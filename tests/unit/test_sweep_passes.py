@@ -9,7 +9,7 @@ import re
 import pytest
 
 from leasehold.handlers.settings import Settings, SettingsError
-
+from leasehold.handlers.sweeper import SweepEventError, event_segment
 from leasehold.service.passes import PAGE_LIMIT, SAFETY_MARGIN_MS, Budget, Segment, Walk, run_budget
 from leasehold.store.passes import PassCursor
 
@@ -198,3 +198,18 @@ def test_the_settings_refuse_rates_segments_and_schedules_that_make_no_sense() -
     ):
         with pytest.raises(SettingsError, match=re.escape(said)):
             Settings.from_env(_env(**{variable: value}))
+
+
+def test_an_event_may_name_one_segment_of_the_deployments_own_count() -> None:
+    assert event_segment({}, 4) is None  # the schedule's plain event: every segment
+    assert event_segment({"segment": 2, "segments": 4}, 4) == Segment(2, 4)
+    assert event_segment({"segment": 0}, 1) == Segment(0, 1)
+    for event in (
+        {"segment": 4, "segments": 4},
+        {"segment": 1, "segments": 2},  # another count: its shards overlap another segment's
+        {"segment": "1", "segments": 4},
+        {"segment": True, "segments": 4},
+        {"segment": -1, "segments": 4},
+    ):
+        with pytest.raises(SweepEventError, match="segment"):
+            event_segment(event, 4)
