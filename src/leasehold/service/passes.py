@@ -80,6 +80,14 @@ class Walk(Generic[T]):
         self.budget = budget
         self.examined = 0
         self.lap_finished = False
+        self._start = (cursor.next_shard, dict(cursor.positions))
+
+    @property
+    def moved(self) -> bool:
+        """Whether the cursor is worth saving: the walk read something or changed its place (an
+        idle run — every shard empty — writes nothing)."""
+        place = (self.cursor.next_shard, self.cursor.positions)
+        return self.examined > 0 or place != self._start
 
     def items(self, read: ReadPage[T]) -> Iterator[T]:
         """Every item read, one at a time; the cursor moves past a page only once each of its

@@ -335,7 +335,8 @@ class ScheduleService:
                         "schedule fire failed", extra={"schedule_id": schedule.schedule_id}
                     )
             # a lost save: another sweep moved the cursor, and its place stands
-            saved = cursors.save(SCHEDULE_PASS, segment.index, cursor, now=self._clock.now_ms())
+            if walk.moved:  # an idle pass writes nothing
+                saved = cursors.save(SCHEDULE_PASS, segment.index, cursor, now=self._clock.now_ms())
         except StoreUnavailableError as unavailable:
             report["schedules_unavailable"] += 1
             logger.warning("schedule fire cut short", extra={"detail": str(unavailable)})

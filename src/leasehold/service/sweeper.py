@@ -162,6 +162,8 @@ def _sweep_segment(
         def save() -> None:
             progress[f"{name}_examined"] += run.examined
             progress[f"{name}_laps"] += int(run.lap_finished)
+            if not run.moved:
+                return  # an idle pass: no write
             try:
                 if not cursors.save(name, segment.index, cursor, now=clock.now_ms()):
                     progress["cursor_races"] += 1  # another sweep moved it: its place stands
