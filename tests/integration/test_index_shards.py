@@ -13,6 +13,7 @@ from leasehold.service.schedules import ScheduleService
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION
 from leasehold.store.schedules import DUE_PARTITION as SCHEDULES_DUE
 from leasehold.store.schedules import ScheduleStore, schedule_key
+from leasehold.store.sharded import SHARDS_KEY, ShardCountLoweredError, record_shard_count
 from leasehold.store.shards import base_of, shard_key, shard_of
 from tests.support.harness import ALICE, Harness, registry, steps
 
@@ -22,7 +23,7 @@ HOUR_MS = 3_600_000
 
 @pytest.fixture
 def sharded(moto: None) -> Harness:
-    return Harness.create(index_shards=SHARDS)
+    return Harness.create(slot_limit=0, index_shards=SHARDS)
 
 
 def pages(read: object, shard: int, limit: int, **kw: object) -> list[str]:
@@ -156,3 +157,102 @@ def test_state_listings_merge_shards_oldest_first_with_a_cursor(sharded: Harness
     assert [job.job_id for job in h.stores.jobs.sample("active", limit=4, newest=True)] == (
         ids[::-1][:4]
     )
+
+
+# ------------------------------------------------------------------ raising the count (SH3)
+
+
+def ids_of(h: Harness, state: JobState) -> set[str]:
+    listed: list[str] = []
+    cursor: str | None = None
+    for _ in range(50):
+        jobs, cursor = h.stores.jobs.list_by_state(state, limit=4, cursor=cursor)
+        listed.extend(job.job_id for job in jobs)
+        if cursor is None:
+            break
+    assert len(listed) == len(set(listed)), listed  # nothing listed twice across pages
+    return set(listed)
+
+
+def test_raising_the_shard_count_with_jobs_in_flight_loses_none(sharded: Harness) -> None:
+    h = sharded
+    schedules = ScheduleService(
+        h.stores.table, registry(), h.clock, time_ordered_ids(h.clock, "s"), h.telemetry
+    )
+    # Given jobs of every kind in flight, written over 4 shards
+    queued = [h.submit() for _ in range(6)]
+    running = [h.submit() for _ in range(4)]
+    for job_id in running:
+        h.claim(job_id, "w-gone")  # a worker that will never finish: its lease expires
+    delayed = [h.submit(delay_seconds=1_800 + 60 * n) for n in range(5)]
+    failed = [h.submit(payload=steps({"fatal": True})) for _ in range(3)]
+    for job_id in failed:
+        h.deliver(job_id)
+    schedule = schedules.create(
+        ALICE, {"kind": "synthetic", "payload": steps({}), "expression": "rate(1 hour)"}
+    )
+    assert record_shard_count(h.stores.table) == SHARDS
+    old_keys = {h.raw(job_id)["gsi1pk"] for job_id in queued + running + delayed + failed}
+    assert {base_of(key) for key in old_keys} == {ACTIVE_PARTITION, DUE_PARTITION, "STATE#failed"}
+    before = h.ops().summary()["counts"]
+
+    # When a deploy raises IndexShards to 16 (every store reads and writes through this door)
+    h.stores.table.index_shards = 16
+    assert record_shard_count(h.stores.table) == 16
+    later = [h.submit() for _ in range(12)]
+    assert any(
+        shard_of(job_id, 16) >= SHARDS
+        and h.raw(job_id)["gsi1pk"].endswith(f"#{shard_of(job_id, 16)}")
+        for job_id in later
+    )
+
+    # Then every view and count still lists every job, old shards and new
+    assert ids_of(h, JobState.QUEUED) == set(queued + delayed + later)
+    assert ids_of(h, JobState.RUNNING) == set(running)
+    assert ids_of(h, JobState.FAILED) == set(failed)
+    jobs = h.stores.jobs
+    assert jobs.count_indexed("active", cap=1000) == (6 + 4 + 12, False)
+    assert jobs.count_indexed("delayed", cap=1000) == (5, False)
+    assert jobs.count_indexed(JobState.FAILED, cap=1000) == (3, False)
+    after = h.ops().summary()["counts"]
+    assert after["queued"] == before["queued"] + 12
+    assert (after["running"], after["failed"]) == (before["running"], before["failed"]) == (4, 3)
+
+    # And the worker and the sweeper take every one of them to its end, and the schedule's
+    # tick (due in an old shard's key) makes its job, which runs too
+    unfinished = set(queued + running + delayed + later)
+    tick_job = None
+    for _ in range(40):
+        h.clock.advance(5 * 60_000)  # leases expire, delays come due, the schedule ticks
+        h.sweep()
+        schedules.fire_due()
+        for job in jobs.list_active(limit=1_000):
+            if job.state is JobState.QUEUED and (job.next_attempt_at or 0) <= h.clock.now_ms():
+                h.deliver(job.job_id)
+        unfinished = {job_id for job_id in unfinished if h.state(job_id) != "succeeded"}
+        tick_job = schedules.get(ALICE, schedule["schedule_id"]).get("last_job_id")
+        if not unfinished and tick_job is not None and h.state(tick_job) == "succeeded":
+            break
+    assert unfinished == set()
+    assert tick_job is not None and h.state(tick_job) == "succeeded"
+    assert {h.state(job_id) for job_id in failed} == {"failed"}
+    assert ids_of(h, JobState.FAILED) == set(failed)
+    assert jobs.count_indexed("active", cap=1000) == (0, False)
+    assert jobs.count_indexed("delayed", cap=1000) == (0, False)
+
+
+def test_lowering_the_shard_count_is_refused(sharded: Harness) -> None:
+    h = sharded
+    h.submit()
+    assert record_shard_count(h.stores.table) == SHARDS
+    h.stores.table.index_shards = 2
+    with pytest.raises(ShardCountLoweredError, match="IndexShards=4"):
+        record_shard_count(h.stores.table)
+    h.stores.table.index_shards = SHARDS  # the same count again is fine, and writes nothing
+    assert record_shard_count(h.stores.table) == SHARDS
+
+
+def test_an_unsharded_table_records_nothing(moto: None) -> None:
+    h = Harness.create()
+    assert record_shard_count(h.stores.table) == 1
+    assert h.dynamodb.get_item(TableName=h.table, Key=SHARDS_KEY).get("Item") is None

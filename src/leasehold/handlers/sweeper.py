@@ -17,6 +17,7 @@ from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime
 from leasehold.service.passes import Segment
 from leasehold.service.sweeper import sweep_passes
+from leasehold.store.sharded import record_shard_count
 
 logger = Logger(service="leasehold")
 _declared_synced: list[bool] = []
@@ -48,6 +49,8 @@ def event_segment(event: JsonObject, segments: int) -> Segment | None:
 @function_handler(logger)
 def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     rt = runtime()
+    # IndexShards recorded as the highest used, or a lowered count refused (decision SH3)
+    record_shard_count(rt.stores.table)
     settings = rt.sweep_settings()
     only = event_segment(event, settings.segments)
     time_left: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)

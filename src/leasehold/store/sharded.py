@@ -8,15 +8,18 @@ keys end with the item's id, so no entry is skipped or repeated."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from leasehold.domain.errors import LeaseholdError
 from leasehold.domain.types import RawItem
 from leasehold.store.cursors import decode_cursor, encode_cursor
+from leasehold.store.expressions import Expression
 from leasehold.store.items import STATE_INDEX
 from leasehold.store.shards import base_of, shard_key, shard_keys
-from leasehold.store.table import QueryParams, Table
+from leasehold.store.table import ConditionFailed, QueryParams, Table
 
 PK, SK = "gsi1pk", "gsi1sk"
 
@@ -180,3 +183,35 @@ def count_entries(table: Table, base: str, shards: int, *, cap: int) -> tuple[in
         if total >= cap:
             return total, number < len(keys) - 1 or "LastEvaluatedKey" in page
     return total, False
+
+
+SHARDS_KEY: RawItem = {"pk": {"S": "META#index_shards"}, "sk": {"S": "META"}}
+"""The item recording the highest `IndexShards` the table was written with (decision SH3)."""
+
+
+class ShardCountLoweredError(LeaseholdError):
+    """`IndexShards` is below the highest count the table was written with: entries in the
+    shards above it would be read by nobody. Raise it back (decision SH3)."""
+
+
+def record_shard_count(table: Table) -> int:
+    """Record `table.index_shards` as the highest count used, or refuse a lower one (decision
+    SH3): one strongly consistent GetItem, and an UpdateItem only when the count was raised
+    (once per raise). The sweeper does it at the start of every run."""
+    configured = table.index_shards
+    item = table.get(SHARDS_KEY)
+    recorded = int(item["count"]["N"]) if item else 1
+    if configured < recorded:
+        raise ShardCountLoweredError(
+            f"IndexShards is {configured}, but the table was written with {recorded} shards: "
+            f"the jobs keyed in shards {configured} to {recorded - 1} would be read by no one. "
+            f"Deploy with IndexShards={recorded} (a shard count can be raised, never lowered)"
+        )
+    if configured > recorded:
+        expr = Expression()
+        count = expr.name("count")
+        expr.condition(f"attribute_not_exists({count}) OR {count} < {expr.value(configured)}")
+        expr.set("count", configured)
+        with contextlib.suppress(ConditionFailed):  # another run recorded as much or more
+            table.update(expr.update_params(SHARDS_KEY), return_new=False)
+    return configured
