@@ -200,3 +200,31 @@ def test_a_cursor_save_is_conditional_on_the_version_loaded(h: Harness) -> None:
     assert cursors.load("due", 0, 1).next_shard == 3
     # a cursor written under another segment count is a fresh walk
     assert cursors.load("due", 0, 2).next_shard == 0
+
+
+def test_a_run_short_of_time_stops_between_pages_and_the_next_goes_on(h: Harness) -> None:
+    # Given 150 jobs coming due, and an invocation of 60 s where each move takes 1 s
+    ids = delayed(h, 150)
+    settings = SweepSettings(5_000, due_rate=1000, interval_seconds=60)
+    left = [60_000]
+    bring_due = h.stores.upkeep.bring_due
+
+    def slow_bring_due(job: Job, *, now: int) -> None:
+        left[0] -= 1_000
+        bring_due(job, now=now)
+
+    object.__setattr__(h.stores.upkeep, "bring_due", slow_bring_due)
+    with h.acting("SweeperFunction"):
+        first = sweep_passes(
+            h.stores, h.clock, settings, h.telemetry, registry(), time_left=lambda: left[0]
+        )
+    # Then it read no page once under the 10-s margin (50 moves in), well short of its budget
+    assert 50 <= first.report["due"] < 80
+    assert first.report["due"] == first.progress["due_examined"]
+    assert first.progress["due_laps"] == 0
+    # And the next run goes on from where it stopped and brings the rest
+    left[0] = 10**9
+    h.clock.advance(MINUTE_MS)
+    second = run(h, settings)
+    assert first.report["due"] + second.report["due"] == 150
+    assert in_due_index(h, ids[::10]) == 0
