@@ -5,6 +5,7 @@ with `faults(spec)` (leasehold.store.faults), as `LEASEHOLD_FAULTS` does in the 
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Callable
@@ -123,7 +124,12 @@ class Harness:
     operator: Owner = OPS
 
     @staticmethod
-    def create(slot_limit: int = SLOT_LIMIT, seed: int = 7, index_shards: int = 1) -> Harness:
+    def create(
+        slot_limit: int = SLOT_LIMIT, seed: int = 7, index_shards: int | None = None
+    ) -> Harness:
+        # 1 shard unless asked (HARNESS_INDEX_SHARDS runs a suite over sharded keys: decision SH4)
+        if index_shards is None:
+            index_shards = int(os.environ.get("HARNESS_INDEX_SHARDS", "1"))
         # The functions' own client configuration (botocore standard retries); the harness's
         # moto fixture makes botocore's backoff instant.
         session = boto3.session.Session(region_name=REGION)
