@@ -189,6 +189,7 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "SCHEDULES_PER_OWNER": "0",
         "TENANT_SUBMIT_RATE": "0",
         "SWEEP_SCHEDULE": "rate(1 minute)",
+        "INDEX_SHARDS": "64",
     }
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
@@ -196,6 +197,14 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
     with pytest.raises(SettingsError, match="not a number"):
         Settings.from_env(env | {"LEASE_SECONDS": "soon"})
     assert Settings.from_env(env).faults == ""  # fault injection is off unless asked for
+    assert Settings.from_env(env).index_shards == 64
+    for shards in ("0", "257", "-1"):
+        with pytest.raises(SettingsError, match="INDEX_SHARDS"):
+            Settings.from_env(env | {"INDEX_SHARDS": shards})
+    assert Settings.from_env(env | {"INDEX_SHARDS": "256"}).index_shards == 256
+    missing = {k: v for k, v in env.items() if k != "INDEX_SHARDS"}
+    with pytest.raises(SettingsError, match="INDEX_SHARDS is not set"):
+        Settings.from_env(missing)
 
 
 def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
@@ -212,6 +221,7 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
         "HIGH_PRIORITY_TENANTS": "",
         "SCHEDULES_PER_OWNER": "0",
         "TENANT_SUBMIT_RATE": "0",
+        "INDEX_SHARDS": "64",
         "MAX_ATTEMPTS": "3",
         "BACKOFF_BASE_MS": "1",
         "BACKOFF_CAP_MS": "1",

@@ -23,6 +23,7 @@ from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
 from leasehold.store.cursors import (
     cursor_partition,
+    decode_cursor,  # noqa: F401 - its home before SH2
     decode_sharded_cursor,
     encode_cursor,
 )
