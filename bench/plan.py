@@ -61,8 +61,12 @@ USER_CONCURRENCY_LIMIT = 5
 """template.yaml's UserConcurrencyLimit default."""
 SLOT_WAIT_SECONDS = 10
 """template.yaml's SlotWaitSeconds default."""
-SWEEP_BATCH = 100
-"""template.yaml's SweepBatch default: active jobs one sweep lists (one query, oldest first)."""
+SWEEP_ACTIVE_BUDGET = 600
+"""Active jobs one sweep reads at template.yaml's defaults: SweepActiveRate (10 a second) ×
+SweepSchedule's period (60 s), from where the last sweep stopped (decision SP2)."""
+PAGE_JOBS = 100
+"""Jobs one page of the active walk reads (service/passes.py PAGE_LIMIT): the bench's loaded sweep
+reads one page."""
 HOT_KEY_WCU = 1000
 """Write units a second one partition (so one partition key value) serves."""
 SHARD_TARGET_WCU = 800
@@ -169,13 +173,13 @@ def slot_item(results: dict[str, Any], worker_seconds: float) -> dict[str, float
 
 
 def sweeper_reach(results: dict[str, Any], peak: float, worker_seconds: float) -> dict[str, Any]:
-    """One sweep lists the oldest `SWEEP_BATCH` jobs of `STATE#active` (one query, no paging) and
-    reads them: a lapsed lease is seen only when fewer than `SWEEP_BATCH` active jobs are older."""
+    """One sweep reads up to `SWEEP_ACTIVE_BUDGET` active jobs, a page of `PAGE_JOBS` at a time,
+    from where the last one stopped: every active job is read once per lap (decision SP2)."""
     loaded = results["sweeper"]["loaded_sweep"]
     return {
-        "jobs_listed_per_sweep": SWEEP_BATCH,
+        "jobs_listed_per_sweep": SWEEP_ACTIVE_BUDGET,
         "rcu_per_loaded_sweep": loaded["rcu"],
-        "rcu_per_listed_job": round(loaded["rcu"] / SWEEP_BATCH, 4),
+        "rcu_per_listed_job": round(loaded["rcu"] / PAGE_JOBS, 4),
         "wcu_per_rescue": results["sweeper"]["wcu_per_rescue"],
         "running_at_peak": math.ceil(peak * worker_seconds),
     }

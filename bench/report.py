@@ -386,7 +386,7 @@ def write_readme(results: dict[str, Any], path: Path, *, chart_name: str | None)
         f"({', '.join(f'{k} {v}' for k, v in sweeper['idle_sweep']['requests'].items())}). "
         f"With {sweeper['in_flight']} jobs in flight ({sweeper['running_live']} running, "
         f"{sweeper['running_lapsed']} with lapsed leases, {sweeper['queued']} queued), one sweep "
-        f"examines {sweeper['examined']} (SweepBatch {sweeper['sweep_batch']}, one query of the active jobs, oldest first) and "
+        f"examines {sweeper['examined']} (up to {sweeper.get('sweep_budget', sweeper.get('sweep_batch'))} a run: SweepActiveRate × the sweep interval, from where the last run stopped) and "
         f"costs {sweeper['loaded_sweep']['rcu']:g} RCU and {sweeper['loaded_sweep']['wcu']:g} "
         f"WCU ({', '.join(f'{k} {v}' for k, v in sweeper['loaded_sweep']['requests'].items())}): "
         f"{sweeper['rcu_per_examined_job']:g} RCU per examined job, "

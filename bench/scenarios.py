@@ -426,15 +426,15 @@ class Runner:
         self._reset()
         report = self.stack.sweep()
         loaded = self._sweep_cost("sweeper")
-        batch = rt.settings.sweep_batch
-        examined = min(batch, running + expired + queued)  # one query of STATE#active, oldest first
+        budget = rt.sweep_settings().budget(rt.settings.sweep_active_rate)
+        examined = min(budget, running + expired + queued)  # one walk of the active shards
         self._reset()
         return {
             "in_flight": running + expired + queued,
             "running_live": running,
             "running_lapsed": expired,
             "queued": queued,
-            "sweep_batch": batch,
+            "sweep_budget": budget,
             "examined": examined,
             "report": report,
             "idle_sweep": idle,

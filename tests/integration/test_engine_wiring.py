@@ -15,6 +15,7 @@ from leasehold.handlers import api, wiring
 from leasehold.handlers import worker as worker_function
 from leasehold.service.worker import WorkerSettings
 from leasehold.testing import LeaseholdTestbed
+from leasehold.testing.config import TESTBED_INDEX_SHARDS
 from leasehold_dev.local.resources import template_environment
 
 pytestmark = pytest.mark.integration
@@ -76,10 +77,15 @@ def test_the_testbeds_engine_is_a_deployed_ones(
     deployed = _deployed(testbed, monkeypatch)
     mine = testbed.runtime
     # Then the settings each engine was built from are the same but for their labels and who
-    # may ask for high priority (the testbed's submit may ask for any, as documented)
+    # may ask for high priority (the testbed's submit may ask for any, as documented) and how
+    # many index shards it reads (at most 8 on moto, decision SH4)
     labels = {"metrics_namespace": "-", "kinds": "-"}
     tenancy = replace(deployed.settings.tenancy, high_priority_tenants=None)
-    assert replace(mine.settings, **labels) == replace(deployed.settings, **labels, tenancy=tenancy)
+    shards = min(deployed.settings.index_shards, TESTBED_INDEX_SHARDS)
+    assert (mine.settings.index_shards, deployed.settings.index_shards) == (8, 64)
+    assert replace(mine.settings, **labels) == replace(
+        deployed.settings, **labels, tenancy=tenancy, index_shards=shards
+    )
     # ...and so are the sweeper's, the accept path's and the application's view of them
     assert mine.sweep_settings() == deployed.sweep_settings()
     assert mine.engine().max_attempts == deployed.engine().max_attempts

@@ -76,14 +76,14 @@ def test_two_firings_of_one_tick_at_once_give_one_job(
     tick = to_tick(harness, view, plus_ms=1_000)
     # When two triggers read it as due at the same moment and both fire it
     both_read = threading.Barrier(2, timeout=10)
-    original = ScheduleStore.due
+    original = ScheduleStore.due_page
 
-    def due_then_wait(self: ScheduleStore, now: int, *, limit: int) -> list[Any]:
-        found = original(self, now, limit=limit)
+    def due_then_wait(self: ScheduleStore, shard: int, **page: Any) -> tuple[list[Any], Any]:
+        found = original(self, shard, **page)
         both_read.wait()
         return found
 
-    monkeypatch.setattr(ScheduleStore, "due", due_then_wait)
+    monkeypatch.setattr(ScheduleStore, "due_page", due_then_wait)
     reports: list[dict[str, int]] = []
     threads = [
         threading.Thread(target=lambda: reports.append(service(harness).fire_due()))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from leasehold.handlers.settings import sweep_interval_seconds
 from leasehold.testing import PACKAGED, Definitions, TemplateError, TestbedSettings
 from leasehold.testing.definitions import SETTINGS_FROM_ENVIRONMENT, SOURCE_TEMPLATE
 from leasehold.testing.packaged_roles import PACKAGED_ROLES_FILE
@@ -66,6 +67,9 @@ def test_the_packaged_copy_matches_the_template_as_leasehold_local_reads_it() ->
         assert PACKAGED.settings[name] == int(resolved(environment[variable])), variable
     assert PACKAGED.settings["visibility_timeout_seconds"] == int(
         resolved(work["VisibilityTimeout"])
+    )
+    assert PACKAGED.settings["sweep_interval_seconds"] == sweep_interval_seconds(
+        resolved(environment["SWEEP_SCHEDULE"])
     )
     assert PACKAGED.settings["worker_batch_size"] == int(parameter_defaults()["WorkerBatchSize"])
     outbox = resources["RelayFunction"]["Properties"]["Events"]["Outbox"]["Properties"]

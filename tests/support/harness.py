@@ -5,6 +5,7 @@ with `faults(spec)` (leasehold.store.faults), as `LEASEHOLD_FAULTS` does in the 
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Callable
@@ -147,7 +148,15 @@ class Harness:
     operator: Owner = OPS
 
     @staticmethod
-    def create(slot_limit: int = SLOT_LIMIT, seed: int = 7, queue_shards: int = 1) -> Harness:
+    def create(
+        slot_limit: int = SLOT_LIMIT,
+        seed: int = 7,
+        queue_shards: int = 1,
+        index_shards: int | None = None,
+    ) -> Harness:
+        # 1 shard unless asked (HARNESS_INDEX_SHARDS runs a suite over sharded keys: decision SH4)
+        if index_shards is None:
+            index_shards = int(os.environ.get("HARNESS_INDEX_SHARDS", "1"))
         # The functions' own client configuration (botocore standard retries); the harness's
         # moto fixture makes botocore's backoff instant.
         session = boto3.session.Session(region_name=REGION)
@@ -164,6 +173,7 @@ class Harness:
             dynamodb,
             table["TableName"],
             retry=TransactionRetry(sleep=lambda _: None, rng=random.Random(seed)),
+            index_shards=index_shards,
         )
         clock = ManualClock()
         # DynamoDB's ten minutes for a ClientRequestToken pass on the harness's clock
@@ -337,7 +347,11 @@ class Harness:
     def sweep(self, grace_ms: int = 5_000) -> dict[str, int]:
         with self.acting("SweeperFunction"):
             return sweep(
-                self.stores, self.clock, SweepSettings(100, grace_ms), self.telemetry, registry()
+                self.stores,
+                self.clock,
+                SweepSettings(grace_ms, active_rate=100, due_rate=100, interval_seconds=60),
+                self.telemetry,
+                registry(),
             )
 
     def sweep_quietly(self, grace_ms: int = 5_000) -> dict[str, int]:

@@ -165,7 +165,10 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
     numbers += (
         "USER_CONCURRENCY_LIMIT",
         "SLOT_WAIT_SECONDS",
-        "SWEEP_BATCH",
+        "SWEEP_ACTIVE_RATE",
+        "SWEEP_DUE_RATE",
+        "SWEEP_SCHEDULE_RATE",
+        "SWEEP_SEGMENTS",
         "LOST_WAKEUP_GRACE_SECONDS",
     )
     env = dict.fromkeys(numbers, "1")
@@ -186,6 +189,8 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "HIGH_PRIORITY_TENANTS": "",
         "SCHEDULES_PER_OWNER": "0",
         "TENANT_SUBMIT_RATE": "0",
+        "SWEEP_SCHEDULE": "rate(1 minute)",
+        "INDEX_SHARDS": "64",
     }
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
@@ -193,6 +198,14 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
     with pytest.raises(SettingsError, match="not a number"):
         Settings.from_env(env | {"LEASE_SECONDS": "soon"})
     assert Settings.from_env(env).faults == ""  # fault injection is off unless asked for
+    assert Settings.from_env(env).index_shards == 64
+    for shards in ("0", "257", "-1"):
+        with pytest.raises(SettingsError, match="INDEX_SHARDS"):
+            Settings.from_env(env | {"INDEX_SHARDS": shards})
+    assert Settings.from_env(env | {"INDEX_SHARDS": "256"}).index_shards == 256
+    missing = {k: v for k, v in env.items() if k != "INDEX_SHARDS"}
+    with pytest.raises(SettingsError, match="INDEX_SHARDS is not set"):
+        Settings.from_env(missing)
 
 
 def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
@@ -210,12 +223,17 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
         "HIGH_PRIORITY_TENANTS": "",
         "SCHEDULES_PER_OWNER": "0",
         "TENANT_SUBMIT_RATE": "0",
+        "INDEX_SHARDS": "64",
         "MAX_ATTEMPTS": "3",
         "BACKOFF_BASE_MS": "1",
         "BACKOFF_CAP_MS": "1",
         "USER_CONCURRENCY_LIMIT": "0",
         "SLOT_WAIT_SECONDS": "1",
-        "SWEEP_BATCH": "1",
+        "SWEEP_ACTIVE_RATE": "1",
+        "SWEEP_DUE_RATE": "1",
+        "SWEEP_SCHEDULE_RATE": "1",
+        "SWEEP_SEGMENTS": "1",
+        "SWEEP_SCHEDULE": "rate(1 minute)",
         "LOST_WAKEUP_GRACE_SECONDS": "1",
         "LEASE_SECONDS": "60",
         "WORKER_TIMEOUT_SECONDS": "120",

@@ -11,7 +11,7 @@ from bench.plan import (
     BUSY_USER,
     HEADLINE,
     RETRY,
-    SWEEP_BATCH,
+    SWEEP_ACTIVE_BUDGET,
     Workload,
     active_partition,
     plan,
@@ -101,9 +101,9 @@ def test_the_slot_item_is_written_alone_and_priced_on_its_size() -> None:
     assert large["jobs_per_second_per_user_at_1000_wru"] == 167
 
 
-def test_the_sweeper_lists_one_batch_of_active_jobs() -> None:
+def test_the_sweeper_reads_its_budget_of_active_jobs() -> None:
     sweeper = plan(results(), Workload())["sweeper"]
-    assert sweeper["jobs_listed_per_sweep"] == SWEEP_BATCH
+    assert sweeper["jobs_listed_per_sweep"] == SWEEP_ACTIVE_BUDGET == 10 * 60
     assert sweeper["rcu_per_listed_job"] == pytest.approx(1.015)
 
 

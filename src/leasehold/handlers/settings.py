@@ -4,12 +4,14 @@ the handlers reads `os.environ`; a missing variable is an error, never a silent 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.tenancy import TenantPolicy, parse_tenant_list
 from leasehold.store.queue import MAX_QUEUE_SHARDS
+from leasehold.store.shards import MAX_SHARDS
 
 
 class SettingsError(RuntimeError):
@@ -60,8 +62,16 @@ class Tunings:
     """Running jobs at once per tenant and user (0: no limit)."""
     slot_wait_seconds: int
     """How long a job held back by the per-user limit waits before it looks again."""
-    sweep_batch: int
-    """Jobs the sweeper examines in one pass."""
+    sweep_active_rate: int
+    """Active jobs a second the sweeper's active pass reads (rescues, lost wake-ups)."""
+    sweep_due_rate: int
+    """Delayed jobs a second the sweeper's due pass reads (brought within SQS's reach)."""
+    sweep_schedule_rate: int
+    """Due schedules a second the sweeper's schedule pass reads (each fired)."""
+    sweep_segments: int
+    """Concurrent sweeps over disjoint index shards (decision SP3)."""
+    sweep_interval_seconds: int
+    """The sweep schedule's period (`SweepSchedule`): a run's budget is each rate × this."""
     lost_wakeup_grace_seconds: int
     """A due queued job with no dispatch for this long gets a new wake-up from the sweeper."""
     worker_timeout_seconds: int
@@ -97,6 +107,9 @@ class Settings(Tunings):
     tenancy: TenantPolicy = TenantPolicy()
     """HIGH_PRIORITY_TENANTS, SCHEDULES_PER_OWNER, TENANT_SUBMIT_RATE: what one tenant may take
     from the others (decisions Q1–Q3)."""
+    index_shards: int = 1
+    """INDEX_SHARDS (`IndexShards`): how many partition keys each `by_state` key is spread over
+    (decision SH1); 1 is the unsharded table. Raise it with a deploy; never lower it (SH3)."""
 
     def priority_urls(self) -> dict[str, str]:
         """The queues of the priorities other than normal that this deployment has."""
@@ -132,9 +145,34 @@ class Settings(Tunings):
                 f"QUEUE_SHARD_URLS: {len(shards)} normal queues with QUEUE_URL; at most "
                 f"{MAX_QUEUE_SHARDS}, each a different queue"
             )
+        if not 1 <= self.index_shards <= MAX_SHARDS:
+            problems.append(f"INDEX_SHARDS={self.index_shards} must be 1 to {MAX_SHARDS}")
+        problems.extend(self._sweep_problems())
         if problems:
             raise SettingsError("; ".join(problems))
         return self
+
+    def _sweep_problems(self) -> list[str]:
+        """The sweeper's passes: rates of at least one item a second (a pass that reads nothing
+        never rescues), at most MAX_SWEEP_RATE; 1 to MAX_SWEEP_SEGMENTS segments."""
+        problems = [
+            f"{variable}={rate} must be between 1 and {MAX_SWEEP_RATE} (items a second)"
+            for variable, rate in (
+                ("SWEEP_ACTIVE_RATE", self.sweep_active_rate),
+                ("SWEEP_DUE_RATE", self.sweep_due_rate),
+                ("SWEEP_SCHEDULE_RATE", self.sweep_schedule_rate),
+            )
+            if not 1 <= rate <= MAX_SWEEP_RATE
+        ]
+        if not 1 <= self.sweep_segments <= MAX_SWEEP_SEGMENTS:
+            problems.append(
+                f"SWEEP_SEGMENTS={self.sweep_segments} must be between 1 and {MAX_SWEEP_SEGMENTS}"
+            )
+        if self.sweep_interval_seconds < 60:
+            problems.append(
+                f"the sweep interval ({self.sweep_interval_seconds} s) must be at least 60 s"
+            )
+        return problems
 
     @staticmethod
     def from_env(env: Mapping[str, object] | None = None) -> Settings:
@@ -149,7 +187,11 @@ class Settings(Tunings):
             backoff_cap_ms=_int(env, "BACKOFF_CAP_MS"),
             user_concurrency_limit=_int(env, "USER_CONCURRENCY_LIMIT"),
             slot_wait_seconds=_int(env, "SLOT_WAIT_SECONDS"),
-            sweep_batch=_int(env, "SWEEP_BATCH"),
+            sweep_active_rate=_int(env, "SWEEP_ACTIVE_RATE"),
+            sweep_due_rate=_int(env, "SWEEP_DUE_RATE"),
+            sweep_schedule_rate=_int(env, "SWEEP_SCHEDULE_RATE"),
+            sweep_segments=_int(env, "SWEEP_SEGMENTS"),
+            sweep_interval_seconds=sweep_interval_seconds(_required(env, "SWEEP_SCHEDULE")),
             lost_wakeup_grace_seconds=_int(env, "LOST_WAKEUP_GRACE_SECONDS"),
             worker_timeout_seconds=_int(env, "WORKER_TIMEOUT_SECONDS"),
             max_step_seconds=_int(env, "MAX_STEP_SECONDS"),
@@ -161,6 +203,7 @@ class Settings(Tunings):
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),
             tenancy=_tenancy(env),
+            index_shards=_int(env, "INDEX_SHARDS"),
         ).check()
 
 
@@ -178,6 +221,32 @@ def _tenancy(env: Mapping[str, object]) -> TenantPolicy:
         )
     except ValidationError as invalid:
         raise SettingsError(f"tenant limits: {invalid}") from invalid
+
+
+MAX_SWEEP_RATE = 100_000
+"""The highest rate a pass may be given (the template's MaxValue)."""
+MAX_SWEEP_SEGMENTS = 64
+"""The most concurrent sweeps (threads of one invocation; the template's MaxValue)."""
+_RATE_UNITS = {
+    "minute": 60,
+    "minutes": 60,
+    "hour": 3600,
+    "hours": 3600,
+    "day": 86400,
+    "days": 86400,
+}
+
+
+def sweep_interval_seconds(schedule: str) -> int:
+    """The period of the sweeper's schedule, `rate(N unit)` as EventBridge writes it; a cron
+    expression has no one period to budget a run by, and is refused."""
+    match = re.fullmatch(r"rate\((\d+) (minutes?|hours?|days?)\)", schedule.strip())
+    if match is None:
+        raise SettingsError(
+            f"SWEEP_SCHEDULE={schedule!r} must be rate(N minute[s]|hour[s]|day[s]): a run's "
+            "budget is each pass's rate times its period"
+        )
+    return int(match.group(1)) * _RATE_UNITS[match.group(2)]
 
 
 def safety_margin_seconds(lease_seconds: int) -> int:
@@ -199,7 +268,11 @@ ENV_VARIABLES = (
     "BACKOFF_CAP_MS",
     "USER_CONCURRENCY_LIMIT",
     "SLOT_WAIT_SECONDS",
-    "SWEEP_BATCH",
+    "SWEEP_ACTIVE_RATE",
+    "SWEEP_DUE_RATE",
+    "SWEEP_SCHEDULE_RATE",
+    "SWEEP_SEGMENTS",
+    "SWEEP_SCHEDULE",
     "LOST_WAKEUP_GRACE_SECONDS",
     "WORKER_TIMEOUT_SECONDS",
     "MAX_STEP_SECONDS",
@@ -208,6 +281,7 @@ ENV_VARIABLES = (
     "HIGH_PRIORITY_TENANTS",
     "SCHEDULES_PER_OWNER",
     "TENANT_SUBMIT_RATE",
+    "INDEX_SHARDS",
 )
 """What `Settings.from_env` requires: a test checks the template sets each for every function
 (and every variable a module of `LEASEHOLD_KINDS` reads: the reading list's are in

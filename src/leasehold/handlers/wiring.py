@@ -80,8 +80,12 @@ def worker_settings(settings: Settings, worker_id: str) -> WorkerSettings:
 def sweep_settings(settings: Settings) -> SweepSettings:
     """The sweeper's settings of a deployment's `Settings`."""
     return SweepSettings(
-        batch_limit=settings.sweep_batch,
         lost_wakeup_grace_ms=settings.lost_wakeup_grace_seconds * 1000,
+        active_rate=settings.sweep_active_rate,
+        due_rate=settings.sweep_due_rate,
+        schedule_rate=settings.sweep_schedule_rate,
+        interval_seconds=settings.sweep_interval_seconds,
+        segments=settings.sweep_segments,
     )
 
 
@@ -185,7 +189,7 @@ def build_engine(
     those handlers) and `leasehold.testing` build theirs here, so a test harness cannot run
     with settings a deployed function does not have. `retry`: how a conflicted transaction is
     retried (a testbed's waits take no time)."""
-    table = Table(dynamodb, settings.table_name, retry=retry)
+    table = Table(dynamodb, settings.table_name, retry=retry, index_shards=settings.index_shards)
     return Runtime(
         settings=settings,
         stores=Stores.over(

@@ -175,10 +175,11 @@ class OpsService:
 
     def summary(self) -> OpsSummary:
         """The overview, at a bounded cost whatever the table holds (decision SZ5): every count is
-        one COUNT query on the keys-only state index (no job item read to count, each capped at
-        COUNT_CAP), and the jobs it shows — the oldest queued, the chart's outcomes — are a
-        bounded sample read eventually consistent: at most 16 DynamoDB requests and 65 job
-        items a call (bench/ops_summary.py measures it)."""
+        one COUNT query per index shard on the keys-only state index (no job item read to count,
+        each capped at COUNT_CAP), and the jobs it shows — the oldest queued, the chart's
+        outcomes — are a bounded sample read eventually consistent: at most 11 Queries per shard
+        (decision SH2; 16 requests in all unsharded) and 65 job items a call
+        (bench/ops_summary.py measures it)."""
         now = self._clock.now_ms()
         counts: dict[str, int | None] = {state.value: None for state in JobState}
         capped: list[str] = []

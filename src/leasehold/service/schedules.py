@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -30,10 +30,12 @@ from leasehold.domain.tenancy import TenantPolicy
 from leasehold.domain.types import JsonObject
 from leasehold.service.jobs import Intake, parse_limit
 from leasehold.service.kinds import JobKind
+from leasehold.service.passes import Budget, Segment, Walk
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.guards import new_job_writes
 from leasehold.store.history import entry, expand
 from leasehold.store.jobs import derived_id
+from leasehold.store.passes import PassCursorStore
 from leasehold.store.schedules import ScheduleStore
 from leasehold.store.table import Table
 
@@ -54,6 +56,9 @@ SCHEDULE_FIELDS = frozenset(
 )
 JOB_FIELDS = ("kind", "payload", "budget", "deadline_seconds", "max_attempts", "priority")
 MAX_SCHEDULES_PER_FIRE = 100
+"""Due schedules one run reads when the caller names no budget (the sweeper names its own)."""
+SCHEDULE_PASS = "schedules"
+"""The schedule pass's cursor name (store/passes.py)."""
 KIND_TENANT = "_kinds"
 """The reserved tenant that owns the schedules declared on kinds (user: the kind's name)."""
 DEPLOY = "deploy"
@@ -107,6 +112,7 @@ class ScheduleService:
         tenancy: TenantPolicy | None = None,
     ) -> None:
         self._tenancy = tenancy or TenantPolicy()
+        self._table = table
         self._store = ScheduleStore(table)
         self._kinds = {name: kind for name, kind in kinds.items() if kind.submittable}
         self._clock = clock
@@ -290,13 +296,35 @@ class ScheduleService:
 
     # ------------------------------------------------------------------ the trigger
 
-    def fire_due(self, *, limit: int = MAX_SCHEDULES_PER_FIRE) -> dict[str, int]:
-        """Fire every schedule whose tick has come (bounded per run). Safe to run twice at once
-        or late: each tick's job has one id and each advance is conditional on the tick."""
+    def fire_due(
+        self,
+        *,
+        limit: int = MAX_SCHEDULES_PER_FIRE,
+        segment: Segment | None = None,
+        time_left: Callable[[], int] | None = None,
+        progress: Counter[str] | None = None,
+    ) -> dict[str, int]:
+        """Fire the schedules whose tick has come: at most `limit` read this run, walking the
+        segment's shards of the due index from where the last run stopped (decision SP2), each
+        shard in turn so none starves another. Safe to run twice at once or late: each tick's
+        job has one id, each advance is conditional on the tick, and so is the cursor's save.
+        `progress` (when given) gets what the walk examined, its laps and a lost cursor save."""
+        segment = segment or Segment()
         report: Counter[str] = Counter()
         now = self._clock.now_ms()
+        cursors = PassCursorStore(self._table)
+        walk: Walk[Schedule] | None = None
+        saved = True
         try:
-            for schedule in self._store.due(now, limit=limit):
+            cursor = cursors.load(SCHEDULE_PASS, segment.index, segment.count)
+            walk = Walk[Schedule](
+                cursor, segment.shards(self._store.shard_count), Budget(limit, time_left)
+            )
+            for schedule in walk.items(
+                lambda shard, after, size: self._store.due_page(
+                    shard, now=now, after=after, limit=size
+                )
+            ):
                 try:
                     self._fire(schedule, now, report)
                 except StoreUnavailableError:
@@ -306,9 +334,16 @@ class ScheduleService:
                     logger.exception(
                         "schedule fire failed", extra={"schedule_id": schedule.schedule_id}
                     )
+            # a lost save: another sweep moved the cursor, and its place stands
+            if walk.moved:  # an idle pass writes nothing
+                saved = cursors.save(SCHEDULE_PASS, segment.index, cursor, now=self._clock.now_ms())
         except StoreUnavailableError as unavailable:
             report["schedules_unavailable"] += 1
             logger.warning("schedule fire cut short", extra={"detail": str(unavailable)})
+        if progress is not None and walk is not None:
+            progress["schedules_examined"] += walk.examined
+            progress["schedules_laps"] += int(walk.lap_finished)
+            progress["cursor_races"] += int(not saved)
         report = +report  # only what happened
         if report["schedule_jobs"]:  # one metric (the dashboard's 50); the rest is in the log
             self._telemetry.count("ScheduleJobs", report["schedule_jobs"])
@@ -337,7 +372,7 @@ class ScheduleService:
                     f"tick {iso(tick)} made no job: the kind raised {type(failed).__name__}"
                 )
                 continue
-            writes.append(new_job_writes(job))
+            writes.append(new_job_writes(job, shards=self._store.shard_count))
             job_ids.append(job_id)
         advance = self._store.advance(
             schedule,

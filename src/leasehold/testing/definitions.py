@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from leasehold.domain.errors import LeaseholdError
+from leasehold.handlers.settings import SettingsError, sweep_interval_seconds
 from leasehold.testing.packaged_roles import PACKAGED_ROLES
 
 TEMPLATE_ENV = "LEASEHOLD_TEMPLATE"
@@ -38,13 +39,17 @@ SETTINGS_FROM_ENVIRONMENT = {
     "BACKOFF_CAP_MS": "backoff_cap_ms",
     "USER_CONCURRENCY_LIMIT": "user_concurrency_limit",
     "SLOT_WAIT_SECONDS": "slot_wait_seconds",
-    "SWEEP_BATCH": "sweep_batch",
+    "SWEEP_ACTIVE_RATE": "sweep_active_rate",
+    "SWEEP_DUE_RATE": "sweep_due_rate",
+    "SWEEP_SCHEDULE_RATE": "sweep_schedule_rate",
+    "SWEEP_SEGMENTS": "sweep_segments",
     "LOST_WAKEUP_GRACE_SECONDS": "lost_wakeup_grace_seconds",
     "WORKER_TIMEOUT_SECONDS": "worker_timeout_seconds",
     "MAX_STEP_SECONDS": "max_step_seconds",
     "VISIBILITY_TIMEOUT_SECONDS": "visibility_timeout_seconds",
     "SCHEDULES_PER_OWNER": "schedules_per_owner",
     "TENANT_SUBMIT_RATE": "tenant_submit_rate",
+    "INDEX_SHARDS": "index_shards",
 }
 """The functions' environment variables (template Globals) that are engine settings, and the
 `TestbedSettings` field each becomes."""
@@ -147,7 +152,11 @@ PACKAGED = Definitions(
         "backoff_cap_ms": 300_000,
         "user_concurrency_limit": 5,
         "slot_wait_seconds": 10,
-        "sweep_batch": 100,
+        "sweep_active_rate": 10,
+        "sweep_due_rate": 10,
+        "sweep_schedule_rate": 10,
+        "sweep_segments": 1,
+        "sweep_interval_seconds": 60,
         "lost_wakeup_grace_seconds": 120,
         "worker_timeout_seconds": 120,
         "max_step_seconds": 60,
@@ -156,6 +165,7 @@ PACKAGED = Definitions(
         "schedules_per_owner": 25,
         "tenant_submit_rate": 0,
         "queue_shards": 1,
+        "index_shards": 64,
     },
     relay={"batch_size": 100, "max_retries": 10},
     roles=PACKAGED_ROLES,
@@ -240,6 +250,14 @@ def _read_template(path: Path) -> Definitions:
         if variable not in environment:
             raise TemplateError(f"{path}: Globals sets no {variable}")
         settings[name] = int(resolved(environment[variable]))
+    if "SWEEP_SCHEDULE" not in environment:
+        raise TemplateError(f"{path}: Globals sets no SWEEP_SCHEDULE")
+    try:
+        settings["sweep_interval_seconds"] = sweep_interval_seconds(
+            str(resolved(environment["SWEEP_SCHEDULE"]))
+        )
+    except SettingsError as refused:
+        raise TemplateError(f"{path}: {refused}") from refused
     if int(resolved(work["VisibilityTimeout"])) != settings["visibility_timeout_seconds"]:
         raise TemplateError(f"{path}: WorkQueue's VisibilityTimeout is not the functions' own")
     for logical_id, resource in resources.items():  # the normal queue's shards (QS1)

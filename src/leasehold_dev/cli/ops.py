@@ -75,7 +75,11 @@ def _local_dead_letters(args: argparse.Namespace, hint: str = "") -> tuple[Path,
     state, stack = local_stack(args, hint=hint)
     mapping = stack.work_queue_mapping()
     env = stack.functions[mapping.function].environment
-    table = Table(client("dynamodb", stack.endpoint), stack.outputs["JobsTable"])
+    table = Table(
+        client("dynamodb", stack.endpoint),
+        stack.outputs["JobsTable"],
+        index_shards=int(env.get("INDEX_SHARDS", "1")),  # the functions' own (decision SH1)
+    )
     priority_urls = {"high": env.get("HIGH_QUEUE_URL", ""), "low": env.get("LOW_QUEUE_URL", "")}
     return state, DeadLetterService(
         WakeupQueue(
