@@ -40,6 +40,7 @@ BUILD_ENV = {
     "TENANT_SUBMIT_RATE": "0",
     "POWERTOOLS_METRICS_NAMESPACE": "n",
     "INDEX_SHARDS": "8",
+    "QUEUE_SHARD_URLS": "",
 }
 
 
