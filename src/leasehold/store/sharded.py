@@ -109,6 +109,8 @@ class ShardedRange:
         """One shard's Query, strictly after sort key `after` in the direction read (the
         lower bound of a range with an upper one is inclusive: the entry at `after` is dropped
         by `page`)."""
+        if not forward and self.sort_upto is not None:
+            raise ValueError("a newest-first page of a range with an upper bound is not needed")
         values: RawItem = {":p": {"S": shard_key(self.base, shard)}}
         condition = f"{PK} = :p"
         if after is not None and self.sort_upto is not None and forward:
@@ -157,10 +159,14 @@ class ShardedRange:
         self, table: Table, *, after: str | None, chunk: int, forward: bool = True
     ) -> Iterator[RawItem]:
         """Every shard's entries after `after`, merged in sort order (oldest first when
-        `forward`), read lazily: the first entry costs a Query per shard."""
+        `forward`), read lazily: the first entry costs a Query per shard. `chunk` is what the
+        caller means to take; each shard is read a share of it at a time (twice an even share,
+        at least 10), and again only if the merge reaches its end."""
+        count = max(self.count, 1)
+        per_shard = min(chunk, max(10, -(-2 * chunk // count)))
         shards = [
-            self.shard_entries(table, shard, after=after, chunk=chunk, forward=forward)
-            for shard in range(max(self.count, 1))
+            self.shard_entries(table, shard, after=after, chunk=per_shard, forward=forward)
+            for shard in range(count)
         ]
         return heapq.merge(*shards, key=sort_of, reverse=not forward)
 
