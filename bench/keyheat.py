@@ -370,3 +370,39 @@ def first_at(
         low, high = (mid, high) if hottest(mid)["share"] < share else (low, mid)
     at = hottest(high)
     return round(high), f"{at['index']} {at['key']}"
+
+
+def reader_costs(
+    recording: Recording,
+    recorded_shards: int,
+    counts: Sequence[int],
+    read_unit_usd: float,
+    per_second: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """What each shard count costs a pass that reads the index (the sweep, one console tab's
+    summary): a reader of N shards sends one Query (≥ MIN_QUERY_RCU) per shard of each sharded
+    key it reads, so each pass costs what was recorded (over `recorded_shards`) plus
+    MIN_QUERY_RCU per extra Query. `per_second` overrides a pass's recorded rate."""
+    month = 30 * 24 * 3600
+    out = []
+    for n in counts:
+        row: dict[str, Any] = {"index_shards": n}
+        for name, (rate, touches) in recording.passes.items():
+            sharded = [
+                t
+                for t in touches
+                if t.operation == "Query" and pattern_of(t.key)[0].endswith("{shard}")
+            ]
+            per_shard = len(sharded) / max(1, recorded_shards)
+            queries = sum(t.operation == "Query" for t in touches) + per_shard * (
+                n - recorded_shards
+            )
+            rcu = sum(t.rcu for t in touches) + MIN_QUERY_RCU * per_shard * (n - recorded_shards)
+            passes = (per_second or {}).get(name, rate) * month
+            row[name] = {
+                "queries": round(queries),
+                "rcu": round(rcu, 1),
+                "usd_per_month": round(passes * rcu * read_unit_usd, 2),
+            }
+        out.append(row)
+    return out

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.capacity import ReadEvent, TableSpec, WriteEvent, index_entry, index_writes, price_write
-from bench.keyheat import Assumptions, Recording, Touch, first_at, model
+from bench.keyheat import Assumptions, Recording, Touch, first_at, model, reader_costs
 from bench.plan import RETRY, Workload, weighted
 from bench.pricing import LAMBDA, PRICES
 from bench.scenarios import HEADLINE, SCENARIOS, Runner
@@ -173,8 +173,16 @@ def prices(result: dict[str, Any], rate: float) -> dict[str, float]:
     }
 
 
+SHARD_COUNTS = (1, 8, 16, 32, 64, 128, 256)
+"""The shard counts docs/capacity.md prices the readers at."""
+
+
 def build(
-    recording: Recording, assumptions: Assumptions, rate: float, shards: int
+    recording: Recording,
+    assumptions: Assumptions,
+    rate: float,
+    shards: int,
+    recorded_shards: int = 1,
 ) -> dict[str, Any]:
     """bench/scale.json: the model at `rate` over `shards`, the ceiling before (1 shard) and
     after, and the quotas and prices at each of RATES."""
@@ -192,6 +200,10 @@ def build(
             "quotas": at["quotas"],
             "prices": prices(at, r),
         }
+    result["readers"] = reader_costs(
+        recording, recorded_shards, SHARD_COUNTS, PRICES["dynamodb_read_request_unit"],
+        per_second={"summary": 1 / SUMMARY_SECONDS},  # one console tab
+    )  # fmt: skip
     result["assumptions"] = {
         "mix": dict(assumptions.mix),
         "retry": list(assumptions.retry) if assumptions.retry else None,
@@ -217,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print("bench-scale: recording the mix's scenarios on moto …", flush=True)
     recording, assumptions, template = record(progress=lambda s: print(s, flush=True))
-    shards = args.shards if args.shards is not None else default_shards(template)
-    result = build(recording, assumptions, args.rate, shards)
+    recorded = default_shards(template)  # the stack ran with the template's defaults
+    shards = args.shards if args.shards is not None else recorded
+    result = build(recording, assumptions, args.rate, shards, recorded)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for label, c in result["ceiling"].items():
         print(

@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 from bench.capacity import IndexSpec, TableSpec, WriteEvent
-from bench.keyheat import Assumptions, Recording, Touch, first_at, key_rows, model, pattern_of
+from bench.keyheat import (
+    Assumptions,
+    Recording,
+    Touch,
+    first_at,
+    key_rows,
+    model,
+    pattern_of,
+    reader_costs,
+)
 from bench.meter import _query_partition
 from bench.scale import touches
 
@@ -97,6 +106,15 @@ def test_first_key_at_80_percent() -> None:
     at, key = first_at(recording(), ASSUME, shards=4)
     assert key == "by_state STATE#succeeded"
     assert at == pytest.approx(800, rel=0.01)
+
+
+def test_what_shards_cost_the_readers() -> None:
+    # the sweep was recorded over 2 shards: 1 Query a shard (61 RRU in all, a minute apart);
+    # each shard more is a Query more, at least 0.5 RRU
+    one, four = reader_costs(recording(), 2, (1, 4), read_unit_usd=1e-6)
+    assert one["sweep"] == {"queries": 1, "rcu": 60.5, "usd_per_month": round(43_200 * 60.5e-6, 2)}
+    assert four["sweep"]["queries"] == 4
+    assert four["sweep"]["rcu"] == 62
 
 
 def test_quotas_scale_with_the_rate() -> None:
