@@ -123,7 +123,7 @@ class Harness:
     operator: Owner = OPS
 
     @staticmethod
-    def create(slot_limit: int = SLOT_LIMIT, seed: int = 7) -> Harness:
+    def create(slot_limit: int = SLOT_LIMIT, seed: int = 7, index_shards: int = 1) -> Harness:
         # The functions' own client configuration (botocore standard retries); the harness's
         # moto fixture makes botocore's backoff instant.
         session = boto3.session.Session(region_name=REGION)
@@ -140,6 +140,7 @@ class Harness:
             dynamodb,
             table["TableName"],
             retry=TransactionRetry(sleep=lambda _: None, rng=random.Random(seed)),
+            index_shards=index_shards,
         )
         clock = ManualClock()
         # DynamoDB's ten minutes for a ClientRequestToken pass on the harness's clock

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.tenancy import TenantPolicy, parse_tenant_list
+from leasehold.store.shards import MAX_SHARDS
 
 
 class SettingsError(RuntimeError):
@@ -93,6 +94,9 @@ class Settings(Tunings):
     tenancy: TenantPolicy = TenantPolicy()
     """HIGH_PRIORITY_TENANTS, SCHEDULES_PER_OWNER, TENANT_SUBMIT_RATE: what one tenant may take
     from the others (decisions Q1–Q3)."""
+    index_shards: int = 1
+    """INDEX_SHARDS (`IndexShards`): how many partition keys each `by_state` key is spread over
+    (decision SH1); 1 is the unsharded table. Raise it with a deploy; never lower it (SH3)."""
 
     def priority_urls(self) -> dict[str, str]:
         """The queues of the priorities other than normal that this deployment has."""
@@ -122,6 +126,8 @@ class Settings(Tunings):
                 f"VISIBILITY_TIMEOUT_SECONDS={self.visibility_timeout_seconds} must be at least "
                 f"6 x WORKER_TIMEOUT_SECONDS ({6 * self.worker_timeout_seconds})"
             )
+        if not 1 <= self.index_shards <= MAX_SHARDS:
+            problems.append(f"INDEX_SHARDS={self.index_shards} must be 1 to {MAX_SHARDS}")
         if problems:
             raise SettingsError("; ".join(problems))
         return self
@@ -150,6 +156,7 @@ class Settings(Tunings):
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             tenancy=_tenancy(env),
+            index_shards=_int(env, "INDEX_SHARDS"),
         ).check()
 
 
@@ -192,6 +199,7 @@ ENV_VARIABLES = (
     "HIGH_PRIORITY_TENANTS",
     "SCHEDULES_PER_OWNER",
     "TENANT_SUBMIT_RATE",
+    "INDEX_SHARDS",
 )
 """What `Settings.from_env` requires: a test checks the template sets each for every function
 (and every variable a module of `LEASEHOLD_KINDS` reads: the reading list's are in

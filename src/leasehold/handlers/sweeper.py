@@ -10,6 +10,7 @@ from leasehold.domain.errors import StoreUnavailableError
 from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime
 from leasehold.service.sweeper import sweep
+from leasehold.store.sharded import record_shard_count
 
 logger = Logger(service="leasehold")
 _declared_synced: list[bool] = []
@@ -19,6 +20,8 @@ _declared_synced: list[bool] = []
 @function_handler(logger)
 def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     rt = runtime()
+    # IndexShards recorded as the highest used, or a lowered count refused (decision SH3)
+    record_shard_count(rt.stores.table)
     report = sweep(rt.stores, rt.clock, rt.sweep_settings(), rt.telemetry, rt.kinds)
     schedules = rt.schedules()
     synced: dict[str, int] = {}

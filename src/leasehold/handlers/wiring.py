@@ -185,7 +185,7 @@ def build_engine(
     those handlers) and `leasehold.testing` build theirs here, so a test harness cannot run
     with settings a deployed function does not have. `retry`: how a conflicted transaction is
     retried (a testbed's waits take no time)."""
-    table = Table(dynamodb, settings.table_name, retry=retry)
+    table = Table(dynamodb, settings.table_name, retry=retry, index_shards=settings.index_shards)
     return Runtime(
         settings=settings,
         stores=Stores.over(

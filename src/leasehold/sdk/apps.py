@@ -37,13 +37,12 @@ from leasehold.sdk.routes import check_request_text
 from leasehold.service.jobs import Intake, parse_limit
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.controls import transact_closing_job as _transact_closing_job
+from leasehold.store.cursors import decode_cursor, encode_cursor
 from leasehold.store.guards import new_job_writes
 from leasehold.store.items import deserialize_item, serialize
 from leasehold.store.jobs import (
     JobStore,
-    decode_cursor,
     derived_id,
-    encode_cursor,
     fingerprint_hash,
     repeat_of,
     request_token,
@@ -203,8 +202,11 @@ def job_writes(
         job_id=job_id,
     )
     name = table if isinstance(table, str) else table.name
+    # a table named only is written as one shard: shard 0 is read at every count (decision SH1)
+    shards = table.index_shards if isinstance(table, Table) else 1
     writes = [
-        with_table_name(item, name) for item in new_job_writes(prepared.job, prepared.fp_hash)
+        with_table_name(item, name)
+        for item in new_job_writes(prepared.job, prepared.fp_hash, shards=shards)
     ]
     return NewJob(prepared.job.job_id, writes, prepared.token, prepared.fp_hash)
 

@@ -337,7 +337,7 @@ class ScheduleService:
                     f"tick {iso(tick)} made no job: the kind raised {type(failed).__name__}"
                 )
                 continue
-            writes.append(new_job_writes(job))
+            writes.append(new_job_writes(job, shards=self._store.shard_count))
             job_ids.append(job_id)
         advance = self._store.advance(
             schedule,

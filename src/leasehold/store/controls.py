@@ -66,7 +66,8 @@ def _cancelled(
     """The write ends the job `cancelled` for `reason`: the state change (out of the active
     partition when `from_active`), the stop reason, how long the table keeps it, and the
     history entry `event` naming who (`by`, when a caller did it)."""
-    state_change(expr, JobState.CANCELLED, from_active=from_active)
+    # a cancelled job leaves the index: no shard key is written (decision SH1)
+    state_change(expr, JobState.CANCELLED, from_active=from_active, job_id="", shards=1)
     expr.set("stop_reason", str(reason))
     keep_for_operators(expr, JobState.CANCELLED, now)
     append_history(
@@ -171,7 +172,13 @@ class ControlStore:
         )
         expr.increment("version").set("updated_at", now).remove("approval")
         if approve:
-            state_change(expr, JobState.QUEUED, from_active=False)
+            state_change(
+                expr,
+                JobState.QUEUED,
+                from_active=False,
+                job_id=job_id,
+                shards=self._table.index_shards,
+            )
             expr.set_raw("approved_step", expr.name("next_step"))
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
             append_history(

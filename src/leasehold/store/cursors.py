@@ -9,6 +9,7 @@ from typing import Any
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.types import RawItem
+from leasehold.store.shards import base_of
 
 MAX_KEY_BYTES = 1024
 """DynamoDB's limit for a sort key (a partition key may be 2,048 bytes; none of ours come close)."""
@@ -61,6 +62,22 @@ def decode_cursor(
     ):
         raise ValidationError("'cursor' is not a cursor this API returned")
     return key
+
+
+def decode_sharded_cursor(cursor: str | None, *, base: str) -> tuple[str, RawItem] | None:
+    """A cursor of a merged listing of `base`'s shards (decision SH2): the index key of the
+    last entry a page examined, in any shard of `base`. Returns (its sort key, after which every
+    shard resumes; the key); anything else is a 400, as `decode_cursor` says."""
+    if not cursor:
+        return None
+    partition = cursor_partition(cursor)
+    if partition is None or base_of(partition) != base:
+        raise ValidationError("'cursor' is not a cursor this API returned")
+    key = decode_cursor(
+        cursor, partition_attribute="gsi1pk", partition=partition, sort_attribute="gsi1sk"
+    )
+    assert key is not None
+    return str(key["gsi1sk"]["S"]), key
 
 
 def _is_key_string(value: Any) -> bool:

@@ -15,9 +15,9 @@ from leasehold.store.items import (
     ACTIVE_STATES,
     JOB_TTL_SECONDS,
     job_key,
+    job_partition,
     new_job_item,
     outbox_item,
-    state_partition,
 )
 
 if TYPE_CHECKING:
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from leasehold.store.table import Table
 
 
-def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, Any]]:
+def new_job_writes(
+    job: Job, fingerprint: str | None = None, *, shards: int = 1
+) -> list[dict[str, Any]]:
     """A new job and its first wake-up: the two Puts every creation commits together
     (docs/architecture.md rule 1), each conditional on not existing. A job made under an
     idempotency key keeps
@@ -33,10 +35,11 @@ def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, A
 
     A job due further ahead than SQS can hold a wake-up (15 minutes) has no wake-up yet: it
     waits in the due index, and the sweeper gives it one when it comes within reach
-    (decision F1). A nearer delay is the wake-up's own `deliver_at` (SQS DelaySeconds)."""
+    (decision F1). A nearer delay is the wake-up's own `deliver_at` (SQS DelaySeconds).
+    `shards`: the table's index shards (decision SH1)."""
     due_at = job.next_attempt_at or job.created_at
     due_indexed = in_due_index(job.created_at, due_at)
-    item = new_job_item(job, due_indexed=due_indexed)
+    item = new_job_item(job, due_indexed=due_indexed, shards=shards)
     if fingerprint is not None:
         item["fp"] = {"S": fingerprint}
     return [
@@ -64,11 +67,14 @@ def new_job_writes(job: Job, fingerprint: str | None = None) -> list[dict[str, A
     )
 
 
-def state_change(expr: Expression, target: JobState, *, from_active: bool) -> Expression:
+def state_change(
+    expr: Expression, target: JobState, *, from_active: bool, job_id: str, shards: int
+) -> Expression:
     """Set the state and move the job's `by_state` entry only when its partition changes (an
-    index write costs a write unit; `queued` ↔ `running` costs none)."""
+    index write costs a write unit; `queued` ↔ `running` costs none). The new entry is in the
+    job's shard among `shards` (decision SH1)."""
     expr.set("state", target.value)
-    partition = state_partition(target)
+    partition = job_partition(target, job_id, shards)
     if partition is None:  # it leaves the index for good: its sort key is no longer needed
         expr.remove("gsi1pk", "gsi1sk")
     elif not (from_active and target in ACTIVE_STATES):

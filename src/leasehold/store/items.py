@@ -15,6 +15,7 @@ from leasehold.domain.ids import key_of
 from leasehold.domain.job import Budget, Checkpoint, Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
+from leasehold.store.shards import item_key
 
 JOB_SK = "JOB"
 OUTBOX_PREFIX = "OUTBOX#"
@@ -51,6 +52,13 @@ here, sorted by when they are due, until the sweeper moves them to ACTIVE_PARTIT
 wake-up. Only those jobs ever have an entry in it."""
 ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.RUNNING})
 UNINDEXED_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED})
+
+
+def job_partition(state: JobState, job_id: str, shards: int) -> str | None:
+    """The job's `by_state` partition key: its state's partition, in the job's shard among
+    `shards` (decision SH1); None when the state is not indexed."""
+    base = state_partition(state)
+    return None if base is None else item_key(base, job_id, shards)
 
 
 def state_partition(state: JobState) -> str | None:
@@ -141,13 +149,18 @@ def due_upto(until_ms: int) -> str:
     return f"{until_ms:013d}~"
 
 
-def new_job_item(job: Job, *, due_indexed: bool = False) -> RawItem:
-    """The job's item; `due_indexed` puts it in the due index, sorted by when it is due."""
+def new_job_item(job: Job, *, due_indexed: bool = False, shards: int = 1) -> RawItem:
+    """The job's item; `due_indexed` puts it in the due index, sorted by when it is due; its
+    `by_state` key is in the job's shard among `shards` (decision SH1)."""
     due_sort = time_sort_key(job.next_attempt_at or job.created_at, job.job_id)
     doc: RawItem = {
         "pk": f"JOB#{job.job_id}",
         "sk": JOB_SK,
-        "gsi1pk": DUE_PARTITION if due_indexed else state_partition(job.state),
+        "gsi1pk": (
+            item_key(DUE_PARTITION, job.job_id, shards)
+            if due_indexed
+            else job_partition(job.state, job.job_id, shards)
+        ),
         "gsi1sk": due_sort if due_indexed else time_sort_key(job.created_at, job.job_id),
         "gsi2pk": owner_partition(job.owner),
         "gsi2sk": time_sort_key(job.created_at, job.job_id),

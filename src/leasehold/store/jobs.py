@@ -4,6 +4,7 @@ wake-up in one transaction, docs/architecture.md rule 1), get, and the listings.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
 from leasehold.store.cursors import (
     cursor_partition,
-    decode_cursor,
+    decode_sharded_cursor,
     encode_cursor,
 )
 from leasehold.store.errors import translate
@@ -39,54 +40,9 @@ from leasehold.store.items import (
     owner_partition,
     state_partition,
 )
+from leasehold.store.sharded import IndexRange, ShardedRange, count_entries, merged_cursor
+from leasehold.store.shards import base_of, shard_keys
 from leasehold.store.table import ConditionFailed, QueryParams, Table
-
-
-@dataclass(frozen=True)
-class IndexRange:
-    """What an index Query asked for: items whose `partition_attribute` is `partition` (and
-    whose `sort_attribute` is at most `sort_upto`, when given). A GSI is eventually consistent:
-    it may list an item that has left the range since, so each item read back is checked
-    against the range again (decision GL2) before it is believed."""
-
-    partition_attribute: str
-    partition: str
-    sort_attribute: str
-    sort_upto: str | None = None
-
-    def holds(self, item: RawItem) -> bool:
-        """Whether the item, as stored now, is still in the range the index listed it in."""
-        partition = item.get(self.partition_attribute, {}).get("S")
-        if partition != self.partition:
-            return False
-        if self.sort_upto is None:
-            return True
-        sort = item.get(self.sort_attribute, {}).get("S")
-        return sort is not None and sort <= self.sort_upto
-
-    def query(self, index_name: str, *, forward: bool) -> QueryParams:
-        """The parameters of a Query for this range of the index `index_name`."""
-        condition = f"{self.partition_attribute} = :p"
-        values = {":p": {"S": self.partition}}
-        if self.sort_upto is not None:
-            condition += f" AND {self.sort_attribute} <= :u"
-            values[":u"] = {"S": self.sort_upto}
-        return {
-            "IndexName": index_name,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-            "ScanIndexForward": forward,
-        }
-
-    def start(self, cursor: str | None) -> RawItem | None:
-        """Where a page of this range starts: the key a cursor names (a 400 for another
-        partition's or a malformed one), or None from the start."""
-        return decode_cursor(
-            cursor,
-            partition_attribute=self.partition_attribute,
-            partition=self.partition,
-            sort_attribute=self.sort_attribute,
-        )
 
 
 @dataclass(frozen=True)
@@ -153,7 +109,7 @@ class JobStore:
         first job in the failure — the same body answers it, another body is a conflict."""
         fp_hash = fingerprint_hash(fingerprint)
         keyed = idempotency is not None
-        items = new_job_writes(job, fp_hash if keyed else None)
+        items = new_job_writes(job, fp_hash if keyed else None, shards=self._table.index_shards)
         token = request_token(job.owner, idempotency, fp_hash) if idempotency else None
         try:
             if len(items) == 1:
@@ -233,11 +189,11 @@ class JobStore:
     def _list_queued(
         self, *, limit: int, cursor: str | None, kind: str | None, tenant: str | None
     ) -> tuple[list[Job], str | None]:
-        """`queued` jobs: those that may run now or within 15 minutes (the active partition,
+        """`queued` jobs: those that may run now or within 15 minutes (the active shards,
         oldest first), then the delayed ones of the due index (decision F1, soonest due
-        first). A cursor names the partition it is in; `DUE_START` is the due index from its
-        start, when a page ended exactly at the active partition's end."""
-        in_due = cursor == DUE_START or cursor_partition(cursor) == DUE_PARTITION
+        first). A cursor names the index it is in; `DUE_START` is the due index from its
+        start, when a page ended exactly at the active jobs' end."""
+        in_due = cursor == DUE_START or base_of(cursor_partition(cursor) or "") == DUE_PARTITION
         jobs: list[Job] = []
         next_cursor: str | None = None
         if not in_due:
@@ -267,15 +223,13 @@ class JobStore:
     def _list_partition(
         self,
         state: JobState,
-        partition: str,
+        base: str,
         *,
         limit: int,
         cursor: str | None,
         kind: str | None,
         tenant: str | None,
     ) -> tuple[list[Job], str | None]:
-        index = IndexRange("gsi1pk", partition, "gsi1sk")
-
         def keep(job: Job) -> bool:
             # queued and running share a partition; a job in the due index is queued, and a
             # lagging index may still list one that has been cancelled since
@@ -285,43 +239,90 @@ class JobStore:
                 and (tenant is None or job.owner.tenant == tenant)
             )
 
-        return self._query_jobs(
-            index.query(STATE_INDEX, forward=True),
+        start = decode_sharded_cursor(cursor, base=base)
+        return self._merged_jobs(
+            ShardedRange(base, self.shard_count),
             limit=limit,
-            start=index.start(cursor),
+            after=start[0] if start else None,
             keep=keep,
-            index=index,
         )
 
-    def list_active(self, *, limit: int) -> list[Job]:
-        """`queued` and `running` jobs, oldest first, in one query (the sweeper's round)."""
-        index = IndexRange("gsi1pk", ACTIVE_PARTITION, "gsi1sk")
-        jobs, _ = self._query_jobs(
-            index.query(STATE_INDEX, forward=True), limit=limit, start=None, keep=None, index=index
+    @property
+    def shard_count(self) -> int:
+        """How many shards each `by_state` key is read over (decision SH1)."""
+        return self._table.index_shards
+
+    def active_page(
+        self, shard: int, *, after: str | None, limit: int
+    ) -> tuple[list[Job], str | None]:
+        """queued+running jobs of one active shard, oldest first, strictly after sort key
+        `after` (None: from the start); returns (jobs, last sort key read — None when the shard
+        is exhausted). `limit` bounds the index entries read; each item is read back strongly
+        consistent and kept only while it is still active (decision GL2)."""
+        return self._shard_jobs(
+            ShardedRange(ACTIVE_PARTITION, self.shard_count), shard, after, limit
         )
+
+    def due_page(
+        self, shard: int, *, until: int, after: str | None, limit: int
+    ) -> tuple[list[Job], str | None]:
+        """jobs of one due shard due at or before `until`, soonest first, after `after`; same
+        return as `active_page` (each still in the due index and due by then, decision GL2)."""
+        index = ShardedRange(DUE_PARTITION, self.shard_count, sort_upto=due_upto(until))
+        return self._shard_jobs(index, shard, after, limit)
+
+    def _shard_jobs(
+        self, index: ShardedRange, shard: int, after: str | None, limit: int
+    ) -> tuple[list[Job], str | None]:
+        if not 0 <= shard < self.shard_count:
+            raise ValueError(f"no shard {shard} of {self.shard_count}")
+        entries, last = index.page(self._table, shard, after=after, limit=limit)
+        return self._read_back(entries, index), last
+
+    def _read_back(self, entries: list[RawItem], index: ShardedRange) -> list[Job]:
+        """The jobs the entries name, in their order, read strongly consistent, each kept only
+        if it is still in the range (decision GL2), each once."""
+        keys = list({e["pk"]["S"]: {"pk": e["pk"], "sk": e["sk"]} for e in entries}.values())
+        if not keys:
+            return []
+        found = {
+            item["pk"]["S"]: job_from_item(item)
+            for item in self._table.batch_get(keys)
+            if index.holds(item)
+        }
+        return [found[key["pk"]["S"]] for key in keys if key["pk"]["S"] in found]
+
+    def list_active(self, *, limit: int) -> list[Job]:
+        """`queued` and `running` jobs, oldest first, merged over the shards (a Query each)."""
+        index = ShardedRange(ACTIVE_PARTITION, self.shard_count)
+        jobs, _ = self._merged_jobs(index, limit=limit, after=None, keep=None)
         return jobs
 
     def list_due(self, *, until: int, limit: int) -> list[Job]:
         """Jobs in the due index (decision F1) due at or before `until`, soonest first — each
         still in the due index and due by then as its item says (decision GL2)."""
-        index = IndexRange("gsi1pk", DUE_PARTITION, "gsi1sk", sort_upto=due_upto(until))
-        jobs, _ = self._query_jobs(
-            index.query(STATE_INDEX, forward=True), limit=limit, start=None, keep=None, index=index
-        )
+        index = ShardedRange(DUE_PARTITION, self.shard_count, sort_upto=due_upto(until))
+        jobs, _ = self._merged_jobs(index, limit=limit, after=None, keep=None)
         return jobs
 
     def unfinished_consistent(self, *, max_pages: int = 100) -> tuple[list[Job], list[Job]]:
         """Every job with something left to do — (active: queued and running; delayed: in the due
         index) — from a strongly consistent Scan of the table, not from an index: for a small
         table whose reader must not take an eventually consistent index's word that nothing is
-        left (the testbed's idle check, decision GL4). Costs the whole table in reads."""
+        left (the testbed's idle check, decision GL4). Costs the whole table in reads. Every
+        shard's key matches (decision SH2): the base key itself, or the base and `#`."""
         params: dict[str, Any] = {
             "TableName": self._table.name,
             "ConsistentRead": True,
-            "FilterExpression": "gsi1pk IN (:active, :due)",
+            "FilterExpression": (
+                "gsi1pk IN (:active, :due) OR begins_with(gsi1pk, :active_k)"
+                " OR begins_with(gsi1pk, :due_k)"
+            ),
             "ExpressionAttributeValues": {
                 ":active": {"S": ACTIVE_PARTITION},
                 ":due": {"S": DUE_PARTITION},
+                ":active_k": {"S": f"{ACTIVE_PARTITION}#"},
+                ":due_k": {"S": f"{DUE_PARTITION}#"},
             },
         }
         active: list[Job] = []
@@ -332,7 +333,7 @@ class JobStore:
             except (ClientError, BotoCoreError) as exc:
                 raise translate(exc) from exc
             for item in page["Items"]:
-                due = item["gsi1pk"]["S"] == DUE_PARTITION
+                due = base_of(item["gsi1pk"]["S"]) == DUE_PARTITION
                 (delayed if due else active).append(job_from_item(item))
             if "LastEvaluatedKey" not in page:
                 break
@@ -340,73 +341,61 @@ class JobStore:
         return active, delayed
 
     def count_due(self, *, max_pages: int = 10) -> int:
-        """Jobs waiting in the due index (bounded: at most `max_pages` pages)."""
-        return self._count(DUE_PARTITION, max_pages)
-
-    def _count(self, partition: str, max_pages: int) -> int:
-        params: QueryParams = {
-            "IndexName": STATE_INDEX,
-            "KeyConditionExpression": "gsi1pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": partition}},
-            "Select": "COUNT",
-        }
+        """Jobs waiting in the due index (bounded: at most `max_pages` pages a shard)."""
         total = 0
-        for _ in range(max_pages):
-            page = self._table.query(**params)
-            total += page["Count"]
-            if "LastEvaluatedKey" not in page:
-                break
-            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        for key in shard_keys(DUE_PARTITION, self.shard_count):
+            params: QueryParams = {
+                "IndexName": STATE_INDEX,
+                "KeyConditionExpression": "gsi1pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": key}},
+                "Select": "COUNT",
+            }
+            for _ in range(max_pages):
+                page = self._table.query(**params)
+                total += page["Count"]
+                if "LastEvaluatedKey" not in page:
+                    break
+                params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return total
 
-    def count_indexed(self, which: JobState | str, *, cap: int) -> tuple[int, bool]:
-        """How many index entries a `by_state` partition holds, counted up to `cap`: (count,
-        whether it reached the cap — then there are at least that many). `which` is a state
-        the index holds apart (waiting_approval, failed, dead, unknown), `"active"` (queued and
-        running: one partition) or `"delayed"` (the due index, decision F1).
-
-        One Query, `Select=COUNT`, `Limit=cap`: it reads no job item; the keys-only index
-        costs by its entries (~100 B each, so ≤ 1,000 entries ≈ 13 read units), eventually
-        consistent — a count may lag a write by a second, which an overview can afford."""
+    @staticmethod
+    def _base(which: JobState | str) -> str | None:
         if which == "active":
-            partition: str | None = ACTIVE_PARTITION
-        elif which == "delayed":
-            partition = DUE_PARTITION
-        else:
-            partition = state_partition(JobState(which))
-        if partition is None or (partition == ACTIVE_PARTITION and which != "active"):
+            return ACTIVE_PARTITION
+        if which == "delayed":
+            return DUE_PARTITION
+        return state_partition(JobState(which))
+
+    def count_indexed(self, which: JobState | str, *, cap: int) -> tuple[int, bool]:
+        """How many index entries a `by_state` key holds over its shards, counted up to `cap`:
+        (count, whether it reached the cap — then there are at least that many). `which` is a
+        state the index holds apart (waiting_approval, failed, dead, unknown), `"active"` (queued
+        and running: one key) or `"delayed"` (the due index, decision F1).
+
+        A Query per shard, `Select=COUNT`, `Limit` what the cap leaves: it reads no job item;
+        the keys-only index costs by its entries (~100 B each, so ≤ 1,000 entries ≈ 13 read
+        units), eventually consistent — a count may lag a write by a second, which an overview
+        can afford."""
+        base = self._base(which)
+        if base is None or (base == ACTIVE_PARTITION and which != "active"):
             raise ValueError(f"{which} is not counted apart in the state index")
-        page = self._table.query(
-            IndexName=STATE_INDEX,
-            KeyConditionExpression="gsi1pk = :p",
-            ExpressionAttributeValues={":p": {"S": partition}},
-            Select="COUNT",
-            Limit=cap,
-        )
-        count = int(page["Count"])
-        return count, count >= cap and "LastEvaluatedKey" in page
+        return count_entries(self._table, base, self.shard_count, cap=cap)
 
     def sample(self, which: JobState | str, *, limit: int, newest: bool = False) -> list[Job]:
-        """Up to `limit` jobs of a `by_state` partition (as `count_indexed` names them), oldest
-        first (or newest first): one Query of `limit` index keys and one BatchGetItem of their
-        items, read eventually consistent — what an overview shows, at a bounded cost."""
-        partition = (
-            ACTIVE_PARTITION
-            if which == "active"
-            else DUE_PARTITION
-            if which == "delayed"
-            else state_partition(JobState(which))
-        )
-        if partition is None:
+        """Up to `limit` jobs of a `by_state` key (as `count_indexed` names them), oldest
+        first (or newest first): a Query of `limit` index keys per shard, merged, and one
+        BatchGetItem of their items, read eventually consistent — what an overview shows, at a
+        bounded cost."""
+        base = self._base(which)
+        if base is None:
             return []
-        page = self._table.query(
-            IndexName=STATE_INDEX,
-            KeyConditionExpression="gsi1pk = :p",
-            ExpressionAttributeValues={":p": {"S": partition}},
-            ScanIndexForward=not newest,
-            Limit=limit,
+        index = ShardedRange(base, self.shard_count)
+        entries = list(
+            itertools.islice(
+                index.merged(self._table, after=None, chunk=limit, forward=not newest), limit
+            )
         )
-        keys = [{"pk": item["pk"], "sk": item["sk"]} for item in page["Items"]]
+        keys = [{"pk": item["pk"], "sk": item["sk"]} for item in entries]
         if not keys:
             return []
         found = {
@@ -414,6 +403,46 @@ class JobStore:
             for item in self._table.batch_get(keys, consistent=False)
         }
         return [found[key["pk"]["S"]] for key in keys if key["pk"]["S"] in found]
+
+    def _merged_jobs(
+        self,
+        index: ShardedRange,
+        *,
+        limit: int,
+        after: str | None,
+        keep: Callable[[Job], bool] | None,
+        max_pages: int = 10,
+    ) -> tuple[list[Job], str | None]:
+        """The jobs of every shard of `index`, merged oldest first, strictly after sort key
+        `after`: entries taken in order a batch at a time, their items read strongly consistent
+        and kept while still in the range (decision GL2) and accepted by `keep`, until `limit`
+        jobs or `max_pages` batches. The cursor is the index key of the last entry examined
+        (None when none is left), so nothing is skipped or repeated."""
+        entries = index.merged(self._table, after=after, chunk=limit)
+        jobs: list[Job] = []
+        last: RawItem | None = None
+        for _ in range(max_pages):
+            batch: list[RawItem] = []
+            for entry in entries:
+                if last is not None and entry["pk"] == last["pk"]:
+                    continue  # the same job under two shards' keys (a raise, a lag)
+                batch.append(entry)
+                last = entry
+                if len(batch) == (limit if keep is not None else limit - len(jobs)):
+                    break
+            if not batch:
+                return jobs, None
+            by_pk = {job.job_id: job for job in self._read_back(batch, index)}
+            for entry in batch:
+                job = by_pk.get(entry["pk"]["S"].removeprefix("JOB#"))
+                if job is None or (keep is not None and not keep(job)):
+                    continue
+                jobs.append(job)
+                if len(jobs) == limit:
+                    last = entry
+                    more = entry is not batch[-1] or next(entries, None) is not None
+                    return jobs, merged_cursor(last) if more else None
+        return jobs, merged_cursor(last)
 
     def _query_jobs(
         self,

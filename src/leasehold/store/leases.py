@@ -37,6 +37,7 @@ from leasehold.store.guards import (
     write_job,
 )
 from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
+from leasehold.store.shards import item_key
 from leasehold.store.slots import ClaimStores, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
 
@@ -171,14 +172,16 @@ class LeaseStore:
         if slots:
             expr.set("slots", slots)
         expr.remove("waiting_for")
-        state_change(expr, JobState.RUNNING, from_active=True)
+        state_change(
+            expr, JobState.RUNNING, from_active=True, job_id=job_id, shards=self._table.index_shards
+        )
         expr.increment("epoch").increment("attempts")
         expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
         expr.set("claimed_at", now)  # the attempt's start, for the operator's timeline
         expr.set("updated_at", now)  # queued and running share a `by_state` entry: no move
         # ...unless a stray wake-up found a delayed job due before the sweeper moved it out of
         # the due index (decision F1): the same value costs no index write, a move heals it.
-        expr.set("gsi1pk", ACTIVE_PARTITION)
+        expr.set("gsi1pk", item_key(ACTIVE_PARTITION, job_id, self._table.index_shards))
         expr.increment("version").remove("next_attempt_at")
         try:
             item = self._table.update(expr.update_params(job_key(job_id)))
@@ -285,7 +288,9 @@ class LeaseStore:
         index in `also`) when one of `also`'s conditions fails."""
         expr = fenced(job, now, require_deadline=target is not JobState.DEAD)
         _set_checkpoint(expr, checkpoint, live=target is not JobState.SUCCEEDED)
-        state_change(expr, target, from_active=True)
+        state_change(
+            expr, target, from_active=True, job_id=job.job_id, shards=self._table.index_shards
+        )
         expr.remove("lease_owner", "lease_expires_at")
         if settle_effect:
             expr.remove("effect_intent")
@@ -332,7 +337,13 @@ class LeaseStore:
         back — it was not a failed try. Never used while an effect is open."""
         expr = fenced(job, now)
         _set_checkpoint(expr, checkpoint)
-        state_change(expr, JobState.QUEUED, from_active=True)
+        state_change(
+            expr,
+            JobState.QUEUED,
+            from_active=True,
+            job_id=job.job_id,
+            shards=self._table.index_shards,
+        )
         expr.remove("lease_owner", "lease_expires_at").increment("attempts", -1)
         set_history(expr, job, history)
         wakeup = _queued_again(expr, job, retry_at, now)

@@ -8,6 +8,7 @@ trigger asks for the due ones with one Query."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from typing import Any
@@ -26,10 +27,12 @@ from leasehold.domain.schedule import (
     Schedule,
 )
 from leasehold.domain.types import RawItem
+from leasehold.store.cursors import decode_cursor, encode_cursor
 from leasehold.store.expressions import Expression
 from leasehold.store.history import appended, entry
-from leasehold.store.items import JOB_TTL_SECONDS, STATE_INDEX, deserialize_item, serialize
-from leasehold.store.jobs import decode_cursor, encode_cursor
+from leasehold.store.items import JOB_TTL_SECONDS, deserialize_item, serialize
+from leasehold.store.sharded import ShardedRange
+from leasehold.store.shards import item_key
 from leasehold.store.table import ConditionFailed, QueryParams, Table
 
 DUE_PARTITION = "SCHEDULES#due"
@@ -61,7 +64,9 @@ def due_sort_key(next_tick_at: int, schedule_id: str) -> str:
     return f"{next_tick_at:013d}#{schedule_id}"
 
 
-def schedule_item(schedule: Schedule) -> RawItem:
+def schedule_item(schedule: Schedule, *, shards: int = 1) -> RawItem:
+    """The schedule's item; while it has a next tick it is in the due index, in its shard
+    among `shards` (decision SH1)."""
     doc: RawItem = {
         **{k: v["S"] for k, v in schedule_key(*_owner_id(schedule)).items()},
         "schedule_id": schedule.schedule_id,
@@ -85,7 +90,7 @@ def schedule_item(schedule: Schedule) -> RawItem:
         doc["counted"] = True
     if schedule.next_tick_at is not None:
         doc["next_tick_at"] = schedule.next_tick_at
-        doc["gsi1pk"] = DUE_PARTITION
+        doc["gsi1pk"] = item_key(DUE_PARTITION, schedule.schedule_id, shards)
         doc["gsi1sk"] = due_sort_key(schedule.next_tick_at, schedule.schedule_id)
     return {name: serialize(value) for name, value in doc.items()}
 
@@ -144,6 +149,11 @@ class ScheduleStore:
     def __init__(self, table: Table) -> None:
         self._table = table
 
+    @property
+    def shard_count(self) -> int:
+        """How many shards the due schedules' key is written and read over (decision SH1)."""
+        return self._table.index_shards
+
     def create(
         self, schedule: Schedule, *, replace_deleted: bool = False, quota: int | None = None
     ) -> bool:
@@ -165,7 +175,13 @@ class ScheduleStore:
         if quota is not None:
             schedule = replace(schedule, counted=True)
         writes: list[dict[str, Any]] = [
-            {"Put": {"Item": schedule_item(schedule), "ConditionExpression": condition, **values}}
+            {
+                "Put": {
+                    "Item": schedule_item(schedule, shards=self.shard_count),
+                    "ConditionExpression": condition,
+                    **values,
+                }
+            }
         ]
         if quota is not None:
             writes.append({"Update": _count_change(schedule, +1, quota)})
@@ -254,18 +270,31 @@ class ScheduleStore:
 
         The index only nominates: a GSI is eventually consistent, so it may still list a
         schedule at a tick fired a moment ago (its next tick a period away) or one deleted since.
-        Each is kept only if its item — read strongly consistent — is active and due at `now`."""
-        page = self._table.query(
-            IndexName=STATE_INDEX,
-            KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :s",
-            ExpressionAttributeValues={
-                ":p": {"S": DUE_PARTITION},
-                ":s": {"S": f"{now:013d}#~"},
-            },
-            ScanIndexForward=True,
-            Limit=limit,
+        Each is kept only if its item — read strongly consistent — is active and due at `now`.
+        Merged over the shards (decision SH2): a Query per shard, the `limit` earliest taken."""
+        index = ShardedRange(DUE_PARTITION, self.shard_count, sort_upto=f"{now:013d}#~")
+        entries = list(itertools.islice(index.merged(self._table, after=None, chunk=limit), limit))
+        return self._read_due(entries, now)
+
+    def due_page(
+        self, shard: int, *, now: int, after: str | None, limit: int
+    ) -> tuple[list[Schedule], str | None]:
+        """Active schedules of one due shard whose next tick is at or before `now`, earliest
+        first, strictly after sort key `after` (None: from the start); returns (schedules, last
+        sort key read — None when the shard is exhausted). `limit` bounds the entries read;
+        each is re-checked on its item (decision GL2)."""
+        if not 0 <= shard < self.shard_count:
+            raise ValueError(f"no shard {shard} of {self.shard_count}")
+        index = ShardedRange(DUE_PARTITION, self.shard_count, sort_upto=f"{now:013d}#~")
+        entries, last = index.page(self._table, shard, after=after, limit=limit)
+        return self._read_due(entries, now), last
+
+    def _read_due(self, entries: list[RawItem], now: int) -> list[Schedule]:
+        keys = list(
+            {(e["pk"]["S"], e["sk"]["S"]): {"pk": e["pk"], "sk": e["sk"]} for e in entries}.values()
         )
-        keys = [{"pk": item["pk"], "sk": item["sk"]} for item in page["Items"]]
+        if not keys:
+            return []
         found = [schedule_from_item(item) for item in self._table.batch_get(keys)]
         return sorted(
             (s for s in found if _due_at(s, now)),

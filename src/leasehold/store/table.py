@@ -137,9 +137,12 @@ class Table:
         name: str,
         *,
         retry: TransactionRetry | None = None,
+        index_shards: int = 1,
     ) -> None:
         self.client = client
         self.name = name
+        self.index_shards = index_shards
+        """How many shards each `by_state` key is written over (decision SH1, `IndexShards`)."""
         self.retry = retry or TransactionRetry()
         self.stats = TableStats()
 

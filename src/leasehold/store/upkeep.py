@@ -16,6 +16,7 @@ from leasehold.store.expressions import Expression
 from leasehold.store.guards import keep_for_operators, set_history, state_change, write_job
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION
 from leasehold.store.leases import LeaseStore, wakeup_item
+from leasehold.store.shards import item_key
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -45,7 +46,9 @@ class UpkeepStore:
             f" AND {expr.name('lease_expires_at')} < {expr.value(now)}"
         )
         expr.increment("version").set("updated_at", now)
-        state_change(expr, target, from_active=True)
+        state_change(
+            expr, target, from_active=True, job_id=job.job_id, shards=self._table.index_shards
+        )
         expr.remove("lease_owner", "lease_expires_at")
         keep_for_operators(expr, target, now)
         set_history(expr, job, history)
@@ -79,7 +82,13 @@ class UpkeepStore:
             f" AND {expr.name('deadline_at')} <= {expr.value(now)}"
         )
         expr.increment("version").set("updated_at", now)
-        state_change(expr, JobState.DEAD, from_active=True)
+        state_change(
+            expr,
+            JobState.DEAD,
+            from_active=True,
+            job_id=job.job_id,
+            shards=self._table.index_shards,
+        )
         expr.set("stop_reason", StopReason.DEADLINE_EXCEEDED.value)
         expr.set(
             "error", {"code": "deadline_exceeded", "message": "the deadline passed while queued"}
@@ -121,10 +130,10 @@ class UpkeepStore:
         expr.condition(
             f"{expr.name('state')} = {expr.value(JobState.QUEUED.value)}"
             f" AND {expr.name('version')} = {expr.value(job.version)}"
-            f" AND {expr.name('gsi1pk')} = {expr.value(DUE_PARTITION)}"
+            f" AND begins_with({expr.name('gsi1pk')}, {expr.value(DUE_PARTITION)})"
         )
         expr.increment("version").set("updated_at", now).set("last_dispatch_at", now)
-        expr.set("gsi1pk", ACTIVE_PARTITION)
+        expr.set("gsi1pk", item_key(ACTIVE_PARTITION, job.job_id, self._table.index_shards))
         self._apply(expr, job, [], stale_message="job changed meanwhile")
 
     def _apply(

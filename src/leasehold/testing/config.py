@@ -28,6 +28,12 @@ modules' `Kind`s and `Routes`, as the functions register them), a `Kind`, an app
 `Routes` (for `LeaseholdTestbed.request`), or any mix of them in a list."""
 
 
+TESTBED_INDEX_SHARDS = 8
+"""A testbed reads the by_state keys over at most 8 shards (decision SH4), not the template's 64:
+moto answers each shard's Query by scanning the table, so every shard costs test time, and 8
+already exercises every merged reader. `settings={"index_shards": 64}` runs the deployed count."""
+
+
 @dataclass(frozen=True)
 class TestbedSettings(Tunings):
     """The deployment settings a testbed's functions run with: template.yaml's parameter
@@ -47,6 +53,9 @@ class TestbedSettings(Tunings):
     """Jobs one tenant may submit a second (0: no limit; the template's `TenantSubmitRate`).
     `HighPriorityTenants` has no testbed setting: the testbed's `submit` may ask for any
     priority, as a kind's own code may (the API's rule is tested over HTTP)."""
+    index_shards: int = 8
+    """How many shards each `by_state` key is spread over: the template's `IndexShards`, at
+    most TESTBED_INDEX_SHARDS unless a test asks for more (decision SH4)."""
     jitter: bool = False
     """False (the default): a retry waits the whole backoff ceiling, min(cap, base·2^(n-1)),
     so a test knows when it is due. True: full jitter from the testbed's seed, as deployed."""
@@ -59,6 +68,7 @@ class TestbedSettings(Tunings):
         if unknown:
             raise TypeError(f"unknown testbed setting(s): {', '.join(unknown)}")
         defaults: dict[str, Any] = dict(definitions.settings)
+        defaults["index_shards"] = min(defaults["index_shards"], TESTBED_INDEX_SHARDS)
         base = TestbedSettings(**defaults)
         settings = replace(base, **dict(overrides or {}))
         settings.engine("table", "queue", "dlq")  # the functions' own cold-start check
@@ -98,6 +108,7 @@ class TestbedSettings(Tunings):
             tenancy=TenantPolicy(
                 schedules_per_owner=self.schedules_per_owner, submit_rate=self.tenant_submit_rate
             ),
+            index_shards=self.index_shards,
         ).check()
 
     def worker(self, worker_id: str) -> WorkerSettings:

@@ -45,6 +45,7 @@ SETTINGS_FROM_ENVIRONMENT = {
     "VISIBILITY_TIMEOUT_SECONDS": "visibility_timeout_seconds",
     "SCHEDULES_PER_OWNER": "schedules_per_owner",
     "TENANT_SUBMIT_RATE": "tenant_submit_rate",
+    "INDEX_SHARDS": "index_shards",
 }
 """The functions' environment variables (template Globals) that are engine settings, and the
 `TestbedSettings` field each becomes."""
@@ -154,6 +155,7 @@ PACKAGED = Definitions(
         "worker_batch_size": 5,
         "schedules_per_owner": 25,
         "tenant_submit_rate": 0,
+        "index_shards": 64,
     },
     relay={"batch_size": 100, "max_retries": 10},
     roles=PACKAGED_ROLES,

@@ -201,7 +201,9 @@ class LeaseholdTestbed(TestbedDriving):
         )
         """The engine the testbed's functions share (`leasehold.handlers.wiring.Runtime`)."""
         self._stores = self.runtime.stores
-        self._reads = Stores.over(Table(plain_dynamodb, TABLE_NAME), 0)
+        self._reads = Stores.over(
+            Table(plain_dynamodb, TABLE_NAME, index_shards=settings.index_shards), 0
+        )
         self._queue = self.runtime.queue
         self.roles: dict[str, iam.Role] = self._roles(table)
         """Each function's execution role (`ApiFunction`, `WorkerFunction`, …) as the

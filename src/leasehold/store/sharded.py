@@ -1,0 +1,217 @@
+"""Reading a sharded `by_state` key (decision SH2): one shard's page (the sweeper's passes), or
+every shard merged in sort order (the operator's views, the summary, the merged sweeps).
+
+A page of a merged listing costs one Query per shard (each Limit'ed to the page's size, keys
+only) before the first item, and one more per shard a page exhausts; its cursor is the index key
+of the last entry examined, and every shard resumes strictly after that entry's sort key — sort
+keys end with the item's id, so no entry is skipped or repeated."""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from leasehold.domain.errors import LeaseholdError
+from leasehold.domain.types import RawItem
+from leasehold.store.cursors import decode_cursor, encode_cursor
+from leasehold.store.expressions import Expression
+from leasehold.store.items import STATE_INDEX
+from leasehold.store.shards import base_of, shard_key, shard_keys
+from leasehold.store.table import ConditionFailed, QueryParams, Table
+
+PK, SK = "gsi1pk", "gsi1sk"
+
+
+@dataclass(frozen=True)
+class IndexRange:
+    """What an index Query asked for: items whose `partition_attribute` is `partition` (and
+    whose `sort_attribute` is at most `sort_upto`, when given). A GSI is eventually consistent:
+    it may list an item that has left the range since, so each item read back is checked
+    against the range again (decision GL2) before it is believed."""
+
+    partition_attribute: str
+    partition: str
+    sort_attribute: str
+    sort_upto: str | None = None
+
+    def holds(self, item: RawItem) -> bool:
+        """Whether the item, as stored now, is still in the range the index listed it in."""
+        partition = item.get(self.partition_attribute, {}).get("S")
+        if partition != self.partition:
+            return False
+        if self.sort_upto is None:
+            return True
+        sort = item.get(self.sort_attribute, {}).get("S")
+        return sort is not None and sort <= self.sort_upto
+
+    def query(self, index_name: str, *, forward: bool) -> QueryParams:
+        """The parameters of a Query for this range of the index `index_name`."""
+        condition = f"{self.partition_attribute} = :p"
+        values = {":p": {"S": self.partition}}
+        if self.sort_upto is not None:
+            condition += f" AND {self.sort_attribute} <= :u"
+            values[":u"] = {"S": self.sort_upto}
+        return {
+            "IndexName": index_name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": forward,
+        }
+
+    def start(self, cursor: str | None) -> RawItem | None:
+        """Where a page of this range starts: the key a cursor names (a 400 for another
+        partition's or a malformed one), or None from the start."""
+        return decode_cursor(
+            cursor,
+            partition_attribute=self.partition_attribute,
+            partition=self.partition,
+            sort_attribute=self.sort_attribute,
+        )
+
+
+def merged_cursor(entry: RawItem | None) -> str | None:
+    """A merged listing's cursor: the index key of the last entry examined."""
+    if entry is None:
+        return None
+    return encode_cursor({name: entry[name] for name in ("pk", "sk", "gsi1pk", "gsi1sk")})
+
+
+def sort_of(item: RawItem) -> str:
+    """An index entry's sort key."""
+    return str(item[SK]["S"])
+
+
+@dataclass(frozen=True)
+class ShardedRange:
+    """The entries of `base`'s `count` shards (sorted at most up to `sort_upto`, when given). A GSI
+    is eventually consistent: each item read back is checked against the range again (decision
+    GL2) — in any shard of `base`, since a job re-keyed after a count was raised moved shards."""
+
+    base: str
+    count: int
+    sort_upto: str | None = None
+
+    def holds(self, item: RawItem) -> bool:
+        """Whether the item, as stored now, is still in the range the index listed it in."""
+        partition = item.get(PK, {}).get("S")
+        if partition is None or base_of(partition) != self.base:
+            return False
+        if self.sort_upto is None:
+            return True
+        sort = item.get(SK, {}).get("S")
+        return sort is not None and sort <= self.sort_upto
+
+    def query(
+        self, shard: int, *, after: str | None, limit: int, forward: bool = True
+    ) -> QueryParams:
+        """One shard's Query, strictly after sort key `after` in the direction read (the
+        lower bound of a range with an upper one is inclusive: the entry at `after` is dropped
+        by `page`)."""
+        values: RawItem = {":p": {"S": shard_key(self.base, shard)}}
+        condition = f"{PK} = :p"
+        if after is not None and self.sort_upto is not None and forward:
+            condition += f" AND {SK} BETWEEN :a AND :u"
+            values[":a"] = {"S": after}
+            values[":u"] = {"S": self.sort_upto}
+        elif after is not None:
+            condition += f" AND {SK} {'>' if forward else '<'} :a"
+            values[":a"] = {"S": after}
+        elif self.sort_upto is not None:
+            condition += f" AND {SK} <= :u"
+            values[":u"] = {"S": self.sort_upto}
+        return {
+            "IndexName": STATE_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": forward,
+            "Limit": limit,
+        }
+
+    def page(
+        self, table: Table, shard: int, *, after: str | None, limit: int, forward: bool = True
+    ) -> tuple[list[RawItem], str | None]:
+        """Up to `limit` index entries of one shard strictly after `after`, in sort order, and
+        the last sort key read — None when the shard has no more."""
+        if forward and after is not None and self.sort_upto is not None and after >= self.sort_upto:
+            return [], None  # nothing is after the range's end (BETWEEN refuses it)
+        answer = table.query(**self.query(shard, after=after, limit=limit, forward=forward))
+        entries = [e for e in answer["Items"] if after is None or sort_of(e) != after]
+        if "LastEvaluatedKey" not in answer:
+            return entries, None
+        return entries, str(answer["LastEvaluatedKey"][SK]["S"])
+
+    def shard_entries(
+        self, table: Table, shard: int, *, after: str | None, chunk: int, forward: bool = True
+    ) -> Iterator[RawItem]:
+        """Every entry of one shard after `after`, read `chunk` at a time, lazily."""
+        while True:
+            entries, last = self.page(table, shard, after=after, limit=chunk, forward=forward)
+            yield from entries
+            if last is None:
+                return
+            after = last
+
+    def merged(
+        self, table: Table, *, after: str | None, chunk: int, forward: bool = True
+    ) -> Iterator[RawItem]:
+        """Every shard's entries after `after`, merged in sort order (oldest first when
+        `forward`), read lazily: the first entry costs a Query per shard."""
+        shards = [
+            self.shard_entries(table, shard, after=after, chunk=chunk, forward=forward)
+            for shard in range(max(self.count, 1))
+        ]
+        return heapq.merge(*shards, key=sort_of, reverse=not forward)
+
+
+def count_entries(table: Table, base: str, shards: int, *, cap: int) -> tuple[int, bool]:
+    """How many entries `base`'s shards hold, up to `cap` in all: (count, whether the count
+    stopped at the cap — then there are at least that many). One `Select=COUNT` Query per shard
+    (fewer once the cap is reached), each Limit'ed to what the cap leaves."""
+    total = 0
+    keys = shard_keys(base, shards)
+    for number, key in enumerate(keys):
+        page = table.query(
+            IndexName=STATE_INDEX,
+            KeyConditionExpression=f"{PK} = :p",
+            ExpressionAttributeValues={":p": {"S": key}},
+            Select="COUNT",
+            Limit=cap - total,
+        )
+        total += int(page["Count"])
+        if total >= cap:
+            return total, number < len(keys) - 1 or "LastEvaluatedKey" in page
+    return total, False
+
+
+SHARDS_KEY: RawItem = {"pk": {"S": "META#index_shards"}, "sk": {"S": "META"}}
+"""The item recording the highest `IndexShards` the table was written with (decision SH3)."""
+
+
+class ShardCountLoweredError(LeaseholdError):
+    """`IndexShards` is below the highest count the table was written with: entries in the
+    shards above it would be read by nobody. Raise it back (decision SH3)."""
+
+
+def record_shard_count(table: Table) -> int:
+    """Record `table.index_shards` as the highest count used, or refuse a lower one (decision
+    SH3): one strongly consistent GetItem, and an UpdateItem only when the count was raised
+    (once per raise). The sweeper does it at the start of every run."""
+    configured = table.index_shards
+    item = table.get(SHARDS_KEY)
+    recorded = int(item["count"]["N"]) if item else 1
+    if configured < recorded:
+        raise ShardCountLoweredError(
+            f"IndexShards is {configured}, but the table was written with {recorded} shards: "
+            f"the jobs keyed in shards {configured} to {recorded - 1} would be read by no one. "
+            f"Deploy with IndexShards={recorded} (a shard count can be raised, never lowered)"
+        )
+    if configured > recorded:
+        expr = Expression()
+        count = expr.name("count")
+        expr.condition(f"attribute_not_exists({count}) OR {count} < {expr.value(configured)}")
+        expr.set("count", configured)
+        with contextlib.suppress(ConditionFailed):  # another run recorded as much or more
+            table.update(expr.update_params(SHARDS_KEY), return_new=False)
+    return configured
