@@ -81,9 +81,12 @@ def measure(active: int) -> dict[str, Any]:
     return _report(active, meter, summary, seconds)
 
 
-def metered_summary(active: int) -> tuple[CapacityMeter, dict[str, Any], float]:
+def metered_summary(
+    active: int, index_shards: int = 1
+) -> tuple[CapacityMeter, dict[str, Any], float]:
     """The meter of one summary over a table of `active` queued/running jobs, the summary, and
-    the seconds it took on moto (bench/scale.py reads the meter's reads, key by key)."""
+    the seconds it took on moto (bench/scale.py reads the meter's reads, key by key), read over
+    `index_shards` shards (the seeded entries sit in shard 0, the bare keys)."""
     from leasehold.domain.clock import SystemClock
     from leasehold.service.ops import OpsService
     from leasehold.service.telemetry import CountingTelemetry
@@ -104,7 +107,7 @@ def metered_summary(active: int) -> tuple[CapacityMeter, dict[str, Any], float]:
         )
         meter.attach(metered)
         ops = OpsService(
-            Stores.over(Table(metered, name), 0),
+            Stores.over(Table(metered, name, index_shards=index_shards), 0),
             WakeupQueue(sqs, queues["work"], queues["dlq"]),
             clock,
             CountingTelemetry(),

@@ -67,8 +67,9 @@ def _pk(item: Any, name: str) -> str:
     return str(item[name].get("S", ""))
 
 
-def record(*, progress: Any = print) -> tuple[Recording, Assumptions, dict[str, Any]]:
-    """Run the mix's scenarios, one loaded sweep and one summary on moto; return the recording."""
+def record(*, progress: Any = print) -> tuple[Recording, Assumptions, dict[str, Any], int]:
+    """Run the mix's scenarios, one loaded sweep and one summary on moto; return the recording,
+    the assumptions, the template and the index shards the functions ran with."""
     from moto import mock_aws
 
     from bench.ops_summary import metered_summary
@@ -113,17 +114,20 @@ def record(*, progress: Any = print) -> tuple[Recording, Assumptions, dict[str, 
             )
         started = time.monotonic()
         runner.sweeper(running=100, expired=10, queued=100)
+        from leasehold.handlers import wiring
+
+        recorded_shards = int(getattr(wiring.runtime().settings, "index_shards", 1))
         writes, reads = runner.last_sweep
         sweep_reads = touches(stack.spec, [], reads)  # rescues' writes: per lapsed lease, rare
         recording.passes["sweep"] = (1 / _sweep_seconds(template), sweep_reads)
         progress(f"  one loaded sweep, 210 in flight ({time.monotonic() - started:.1f} s)")
     started = time.monotonic()
-    meter, _, _ = metered_summary(1000)
+    meter, _, _ = metered_summary(1000, recorded_shards)
     recording.passes["summary"] = (
         CONSOLE_TABS / SUMMARY_SECONDS, touches(meter.table, [], meter.reads)
     )  # fmt: skip
     progress(f"  one operator summary, 1,000 active ({time.monotonic() - started:.1f} s)")
-    return recording, assumptions, template
+    return recording, assumptions, template, recorded_shards
 
 
 def _sweep_seconds(template: dict[str, Any]) -> float:
@@ -228,9 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     print("bench-scale: recording the mix's scenarios on moto …", flush=True)
-    recording, assumptions, template = record(progress=lambda s: print(s, flush=True))
-    recorded = default_shards(template)  # the stack ran with the template's defaults
-    shards = args.shards if args.shards is not None else recorded
+    recording, assumptions, template, recorded = record(progress=lambda s: print(s, flush=True))
+    print(f"  the functions ran over {recorded} index shard(s)", flush=True)
+    shards = args.shards if args.shards is not None else default_shards(template)
     result = build(recording, assumptions, args.rate, shards, recorded)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for label, c in result["ceiling"].items():

@@ -187,3 +187,11 @@ def test_scale_json_schema() -> None:
         assert q["default"] is None or isinstance(q["default"], int)
     assert set(scale["ceiling"]) == {"before", "after"}
     assert scale["ceiling"]["before"]["index_shards"] == 1
+
+
+def test_no_key_above_half_a_partition_at_10000_jobs_a_second() -> None:
+    """The issue's target, on the committed layout (the template's IndexShards)."""
+    scale = json.loads((ROOT / "bench" / "scale.json").read_text())
+    assert scale["index_shards"] > 1
+    over = [(r["index"], r["key"], r["share"]) for r in scale["keys"] if r["share"] > 0.5]
+    assert over == []
