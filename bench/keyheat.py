@@ -135,6 +135,7 @@ class _Load:
     wcu: float = 0.0
     rcu: float = 0.0
     distinct: set[str] = field(default_factory=set)
+    written: set[str] = field(default_factory=set)
     queries: float = 0.0
 
 
@@ -158,6 +159,8 @@ def _per_job(recording: Recording, a: Assumptions) -> dict[tuple[str, str], _Loa
             load.wcu += weight * t.wcu / jobs
             load.rcu += weight * t.rcu / jobs
             load.distinct.add(t.key)
+            if t.wcu:
+                load.written.add(t.key)
     for load in loads.values():
         load.wcu, load.rcu = max(0.0, load.wcu), max(0.0, load.rcu)
     return loads
@@ -194,6 +197,7 @@ def key_rows(
                 "key": pattern, "index": index, "wcu_per_second": 0.0, "rcu_per_second": 0.0,
                 "limit": WCU_LIMIT, "rcu_limit": RCU_LIMIT, "share": 0.0, "spread": spread,
                 "keys": keys, "total_wcu_per_second": 0.0, "total_rcu_per_second": 0.0,
+                "keys_recorded": set(), "keys_written": set(),
             }  # fmt: skip
         return found
 
@@ -220,6 +224,8 @@ def key_rows(
             keys = shards if pattern.endswith("{shard}") else len(load.distinct)
             per_w, per_r = total_w / keys, total_r / keys
         r = row(index, pattern, spread, keys)
+        r["keys_recorded"] |= load.distinct
+        r["keys_written"] |= load.written
         r["wcu_per_second"] += per_w
         r["rcu_per_second"] += per_r
         r["total_wcu_per_second"] += total_w
@@ -237,6 +243,7 @@ def key_rows(
                 else (load.rcu / keys)
             )
             r = row(index, pattern, "pass" if spread == "fixed" else spread, keys)
+            r["keys_recorded"] |= load.distinct
             r["wcu_per_second"] += per_second * load.wcu / keys
             r["rcu_per_second"] += per_second * per_r
             r["total_wcu_per_second"] += per_second * load.wcu
@@ -244,6 +251,9 @@ def key_rows(
     out = []
     for r in rows.values():
         r["share"] = _share(r["wcu_per_second"], r["rcu_per_second"])
+        # distinct keys the recording touched, and wrote (the jobs', not the passes')
+        r["keys_recorded"] = len(r["keys_recorded"])
+        r["keys_written"] = len(r["keys_written"])
         out.append({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()})
     return sorted(out, key=lambda r: (-r["share"], r["index"], r["key"]))
 

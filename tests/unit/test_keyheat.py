@@ -79,6 +79,7 @@ def test_shares_by_hand() -> None:
     # the sweep reads each of 4 shards: max(1 RRU / 4, one 0.5-RRU query) a minute
     assert active["rcu_per_second"] == pytest.approx(0.5 / 60, abs=1e-4)
     assert active["share"] == 0.05
+    assert active["keys_recorded"] == active["keys_written"] == 2  # STATE#active, STATE#active#1
     # STATE#succeeded is one key: 1 WCU a job, 100 WCU/s, 0.1 of a partition
     assert rows["STATE#succeeded"]["wcu_per_second"] == 100
     assert rows["STATE#succeeded"]["share"] == 0.1
@@ -193,5 +194,8 @@ def test_no_key_above_half_a_partition_at_10000_jobs_a_second() -> None:
     """The issue's target, on the committed layout (the template's IndexShards)."""
     scale = json.loads((ROOT / "bench" / "scale.json").read_text())
     assert scale["index_shards"] > 1
+    # recorded on the sharded layout: the jobs' active entries were written on many keys
+    active = next(r for r in scale["keys"] if r["key"] == "STATE#active#{shard}")
+    assert active["keys_written"] >= 8
     over = [(r["index"], r["key"], r["share"]) for r in scale["keys"] if r["share"] > 0.5]
     assert over == []
