@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup browser demo up down test test-long test-unit test-integration test-e2e lint format docs validate build deploy delete bench bench-local bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
+.PHONY: setup browser demo up down test test-long test-unit test-integration test-e2e lint format docs validate build deploy delete bench bench-local bench-scale bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 
 setup: $(STAMP) browser
 
@@ -138,6 +138,13 @@ delete: setup
 # Counts on moto, priced: bench/results.json, bench/README.md, bench/cost.svg (a few minutes).
 bench: setup
 	$(BIN)/python -m bench.run_bench
+
+# The key-heat model: the capacity doc's mix recorded on moto key by key and replayed at 10,000
+# jobs/s over the IndexShards layout → bench/scale.json; prints the rate where the first key
+# reaches 80 % of its partition, before sharding and after (two minutes or so).
+# BENCH_ARGS="--rate 50000 --shards 16 --out /tmp/scale.json" for another rate or layout.
+bench-scale: setup
+	$(BIN)/python -m bench.scale $(BENCH_ARGS)
 
 # Local throughput (the embedded stack, not AWS), the journal against --in-memory, and the time to
 # restart with 10,000 jobs in the data directory: BENCH_ARGS="--jobs 500 --window 100

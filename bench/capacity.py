@@ -239,3 +239,7 @@ class ReadEvent:
     units: float
     size: int
     consistent: bool
+    index: str = "table"
+    """Where the read landed: "table" or the index's name (bench/keyheat.py)."""
+    key: str = ""
+    """The partition key value it read ("" when unknown; "*" for a Scan)."""

@@ -237,8 +237,13 @@ class CapacityMeter:
             self.writes.append(event)
             computed += price_write(self.table, event).total
         if not failed:
-            for units, size, consistent in self._read_costs(operation, state["params"], parsed):
-                self.reads.append(ReadEvent(phase, operation, units, size, consistent))
+            costs = self._read_costs(operation, state["params"], parsed)
+            for (units, size, consistent), (index, pk) in zip(
+                costs, self._read_keys(operation, state["params"], parsed), strict=True
+            ):
+                self.reads.append(
+                    ReadEvent(phase, operation, units, size, consistent, index=index, key=pk)
+                )
                 computed += units
         if self.ask_moto:
             check = self.moto_check[operation]
@@ -290,6 +295,37 @@ class CapacityMeter:
             return [(read_units(size, consistent=consistent), size, consistent)]
         return []
 
+    def _read_keys(
+        self, operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any]
+    ) -> list[tuple[str, str]]:
+        """(index or "table", partition key value) of each cost `_read_costs` returns, in the
+        same order — what the key-heat model (bench/keyheat.py) counts per partition."""
+        if operation == "GetItem":
+            return [("table", self._pk(params["Key"]))]
+        if operation == "BatchGetItem":
+            return [
+                ("table", self._pk(key))
+                for table, request in params["RequestItems"].items()
+                for key in request["Keys"]
+                if _frozen(key)
+                not in {
+                    _frozen(k)
+                    for k in (parsed.get("UnprocessedKeys") or {}).get(table, {}).get("Keys", [])
+                }
+            ]
+        if operation == "TransactGetItems":
+            return [("table", self._pk(entry["Get"]["Key"])) for entry in params["TransactItems"]]
+        if operation == "Scan":
+            return [(str(params.get("IndexName", "table")), "*")]
+        if operation == "Query":
+            index = str(params.get("IndexName", "table"))
+            return [(index, _query_partition(self.table, index, params))]
+        return []
+
+    def _pk(self, key: Mapping[str, Any]) -> str:
+        value = key.get(self.table.hash_key, {})
+        return str(value.get("S", "")) if isinstance(value, Mapping) else str(value)
+
     def _evaluated_items(self, params: Mapping[str, Any], parsed: Mapping[str, Any]) -> list[Item]:
         """The items a Query/Scan page read: the returned ones, unless a filter, a projection
         or COUNT hid some — then the same page is run again without them (unmetered)."""
@@ -314,6 +350,21 @@ class CapacityMeter:
     def priced_writes(self, table: TableSpec | None = None) -> list[tuple[WriteEvent, WriteCost]]:
         spec = table or self.table
         return [(event, price_write(spec, event)) for event in self.writes]
+
+
+def _query_partition(table: TableSpec, index: str, params: Mapping[str, Any]) -> str:
+    """The partition key value a Query names in its key condition ("" if it cannot be read)."""
+    hash_key = table.hash_key
+    for spec in table.indexes:
+        if spec.name == index:
+            hash_key = spec.hash_key
+    names = params.get("ExpressionAttributeNames", {})
+    values = params.get("ExpressionAttributeValues", {})
+    condition = str(params.get("KeyConditionExpression", ""))
+    for name, placeholder in re.findall(r"([#A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)", condition):
+        if names.get(name, name) == hash_key and placeholder in values:
+            return str(values[placeholder].get("S", ""))
+    return ""
 
 
 def _frozen(key: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

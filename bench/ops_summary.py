@@ -77,6 +77,16 @@ def _seed(raw: Any, table: str, active: int, now_ms: int) -> None:
 
 def measure(active: int) -> dict[str, Any]:
     """One summary over a table of `active` queued/running jobs (and the others above)."""
+    meter, summary, seconds = metered_summary(active)
+    return _report(active, meter, summary, seconds)
+
+
+def metered_summary(
+    active: int, index_shards: int = 1
+) -> tuple[CapacityMeter, dict[str, Any], float]:
+    """The meter of one summary over a table of `active` queued/running jobs, the summary, and
+    the seconds it took on moto (bench/scale.py reads the meter's reads, key by key), read over
+    `index_shards` shards (the seeded entries sit in shard 0, the bare keys)."""
     from leasehold.domain.clock import SystemClock
     from leasehold.service.ops import OpsService
     from leasehold.service.telemetry import CountingTelemetry
@@ -97,7 +107,7 @@ def measure(active: int) -> dict[str, Any]:
         )
         meter.attach(metered)
         ops = OpsService(
-            Stores.over(Table(metered, name), 0),
+            Stores.over(Table(metered, name, index_shards=index_shards), 0),
             WakeupQueue(sqs, queues["work"], queues["dlq"]),
             clock,
             CountingTelemetry(),
@@ -105,6 +115,12 @@ def measure(active: int) -> dict[str, Any]:
         started = time.perf_counter()
         summary = ops.summary()
         seconds = time.perf_counter() - started
+    return meter, summary, seconds
+
+
+def _report(
+    active: int, meter: CapacityMeter, summary: dict[str, Any], seconds: float
+) -> dict[str, Any]:
     units = sum(read.units for read in meter.reads)
     by_operation: Counter[str] = Counter()
     items_read = 0

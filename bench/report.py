@@ -468,7 +468,9 @@ def write_readme(results: dict[str, Any], path: Path, *, chart_name: str | None)
         "",
         "Full figures — per phase, per operation, what-ifs, the sweeper — are in `results.json`. "
         "Capacity on paper (rates, hot keys, concurrency, the monthly bill at 1×, 10×, 100×): "
-        "`docs/capacity.md`, from `python -m bench.plan [--scale N]`.",
+        "`docs/capacity.md`, from `python -m bench.plan [--scale N]`. Load per partition key "
+        "and the AWS quotas at 1k, 10k and 50k jobs/s: `make bench-scale` (`bench/scale.py`, "
+        "the key-heat model `bench/keyheat.py`) → `scale.json`.",
     ]
     local = path.parent / "local.md"  # `make bench-local`'s section, kept across regenerations
     if local.is_file():

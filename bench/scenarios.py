@@ -110,6 +110,8 @@ def idempotency_key(user: str, phase: str, index: int) -> str:
 class Runner:
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
+        self.last_sweep: tuple[list[WriteEvent], list[ReadEvent]] = ([], [])
+        """The loaded sweep's writes and reads (`sweeper`), for the key-heat model."""
 
     # ------------------------------------------------------------------ helpers
 
@@ -428,6 +430,7 @@ class Runner:
         loaded = self._sweep_cost("sweeper")
         budget = rt.sweep_settings().budget(rt.settings.sweep_active_rate)
         examined = min(budget, running + expired + queued)  # one walk of the active shards
+        self.last_sweep = (list(self.stack.meter.writes), list(self.stack.meter.reads))
         self._reset()
         return {
             "in_flight": running + expired + queued,

@@ -149,6 +149,16 @@ def test_reads(metered: tuple[Any, CapacityMeter]) -> None:
         Select="COUNT",
     )
     assert [r.units for r in meter.reads] == [2, 1, 0.5, 2, 2, 1, 0.5]
+    # each read names its partition (the key-heat model counts load per key, bench/keyheat.py)
+    assert [(r.index, r.key) for r in meter.reads] == [
+        ("table", "R1"),
+        ("table", "R1"),
+        ("table", "nobody"),
+        ("table", "R1"),
+        ("table", "R2"),
+        ("table", "R1"),
+        ("by_state", "STATE#x"),
+    ]
 
 
 def test_what_moto_reports_is_kept_beside_the_computed_units(
