@@ -35,8 +35,6 @@ MAPPING_CONCURRENCY = 1000
 """An SQS event source mapping's MaximumConcurrency cannot go above 1,000."""
 API_RATE = 10_000
 SQS_IN_FLIGHT = 120_000
-RELAY_CONCURRENCY = 5
-"""samconfig.toml's production ReservedConcurrencyRelay."""
 STREAM_SHARD_WRITES = 1000
 """Writes a second one stream shard carries (a shard follows a partition: ≈ 1,000 WCU/s)."""
 MIN_QUERY_RCU = 0.5
@@ -332,9 +330,10 @@ def quotas(
         q(
             "DynamoDB stream shards / relay concurrency",
             stream_shards,
-            RELAY_CONCURRENCY,
-            f"shards follow the table's partitions (nothing to request); ReservedConcurrencyRelay "
-            f"≥ {stream_shards} (× ParallelizationFactor)",
+            None,
+            "none: shards follow the table's partitions, and the relay reserves no concurrency "
+            "(one batch a shard × RelayParallelization at once, decision QS2); its executions "
+            "count in the Lambda concurrency above",
         ),
     ]
 
