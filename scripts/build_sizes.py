@@ -210,6 +210,7 @@ FUNCTION_ENV = {
     "HIGH_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/high",
     "LOW_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/low",
     "QUEUE_SHARD_URLS": "",
+    "INDEX_SHARDS": "64",
     "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dead",
     "LEASE_SECONDS": "60",
     "MAX_ATTEMPTS": "3",
