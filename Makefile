@@ -60,7 +60,7 @@ down: setup
 # 16 minutes with the install, .ci/run from a fresh clone on 2 cores); make test-long: the long
 # end-to-end runs (about 5 min)
 test: setup
-	$(BIN)/pytest -m "not e2e" -n $${PYTEST_WORKERS:-2} --dist worksteal
+	$(BIN)/pytest -m "not e2e and not long" -n $${PYTEST_WORKERS:-2} --dist worksteal
 	$(BIN)/pytest -m "e2e and not long"
 
 test-long: setup
