@@ -29,7 +29,7 @@ from leasehold.service.claiming import Claimer, Flow
 from leasehold.service.jobs import JobService
 from leasehold.service.ops import OpsService
 from leasehold.service.relay import relay_records
-from leasehold.service.sweeper import SweepSettings, sweep
+from leasehold.service.sweeper import SweepSettings, sweep_passes
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.worker import RemainingMs, WakeupResult, WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
@@ -346,13 +346,14 @@ class Harness:
 
     def sweep(self, grace_ms: int = 5_000) -> dict[str, int]:
         with self.acting("SweeperFunction"):
-            return sweep(
+            result = sweep_passes(
                 self.stores,
                 self.clock,
                 SweepSettings(grace_ms, active_rate=100, due_rate=100, interval_seconds=60),
                 self.telemetry,
                 registry(),
             )
+        return dict(result.report)
 
     def sweep_quietly(self, grace_ms: int = 5_000) -> dict[str, int]:
         return self.sweep(grace_ms)

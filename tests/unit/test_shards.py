@@ -5,8 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from typing import Any, cast
 
+import pytest
+
+from leasehold.domain.states import JobState
+from leasehold.store.expressions import Expression
+from leasehold.store.guards import state_change
 from leasehold.store.shards import base_of, item_key, shard_key, shard_keys, shard_of
+from leasehold.store.table import Table
 
 
 def test_shard_of_is_stable_across_processes() -> None:
@@ -64,3 +71,15 @@ def test_base_of_a_shard_key() -> None:
     assert base_of("STATE#active") == "STATE#active"
     assert base_of("SCHEDULES#due#3") == "SCHEDULES#due"
     assert base_of("STATE#waiting_approval") == "STATE#waiting_approval"
+
+
+def test_a_state_change_takes_the_shard_count_from_the_table_and_needs_it_to_stay_indexed() -> None:
+    table = Table(cast(Any, None), "jobs", index_shards=8)
+    moved = state_change(Expression(), JobState.DEAD, "j_0", table, from_active=True)
+    assert {"S": "STATE#dead#3"} in moved.values.values()  # j_0's shard among the table's 8
+    # a state the index leaves out needs no table; one it keeps cannot be written without one
+    left = state_change(Expression(), JobState.CANCELLED, "", None, from_active=True)
+    assert "REMOVE" in left.update_expression()
+    assert "gsi1pk" in left.names.values()
+    with pytest.raises(ValueError, match="index shards"):
+        state_change(Expression(), JobState.QUEUED, "j_0", None, from_active=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.tenancy import TenantPolicy, parse_tenant_list
@@ -181,21 +181,8 @@ class Settings(Tunings):
             table_name=_required(env, "TABLE_NAME"),
             queue_url=_required(env, "QUEUE_URL"),
             dlq_url=_required(env, "DLQ_URL"),
-            lease_seconds=_int(env, "LEASE_SECONDS"),
+            **asdict(_tunings(env)),
             default_max_attempts=_int(env, "MAX_ATTEMPTS"),
-            backoff_base_ms=_int(env, "BACKOFF_BASE_MS"),
-            backoff_cap_ms=_int(env, "BACKOFF_CAP_MS"),
-            user_concurrency_limit=_int(env, "USER_CONCURRENCY_LIMIT"),
-            slot_wait_seconds=_int(env, "SLOT_WAIT_SECONDS"),
-            sweep_active_rate=_int(env, "SWEEP_ACTIVE_RATE"),
-            sweep_due_rate=_int(env, "SWEEP_DUE_RATE"),
-            sweep_schedule_rate=_int(env, "SWEEP_SCHEDULE_RATE"),
-            sweep_segments=_int(env, "SWEEP_SEGMENTS"),
-            sweep_interval_seconds=sweep_interval_seconds(_required(env, "SWEEP_SCHEDULE")),
-            lost_wakeup_grace_seconds=_int(env, "LOST_WAKEUP_GRACE_SECONDS"),
-            worker_timeout_seconds=_int(env, "WORKER_TIMEOUT_SECONDS"),
-            max_step_seconds=_int(env, "MAX_STEP_SECONDS"),
-            visibility_timeout_seconds=_int(env, "VISIBILITY_TIMEOUT_SECONDS"),
             metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
             kinds=_required(env, "LEASEHOLD_KINDS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
@@ -205,6 +192,18 @@ class Settings(Tunings):
             tenancy=_tenancy(env),
             index_shards=_int(env, "INDEX_SHARDS"),
         ).check()
+
+
+def _tunings(env: Mapping[str, object]) -> Tunings:
+    """The `Tunings`, each from the variable of its name in capitals (`lease_seconds`:
+    LEASE_SECONDS), but the sweep interval, which is SWEEP_SCHEDULE's rate."""
+    return Tunings(**{field.name: _tuning(env, field.name) for field in fields(Tunings)})
+
+
+def _tuning(env: Mapping[str, object], name: str) -> int:
+    if name == "sweep_interval_seconds":
+        return sweep_interval_seconds(_required(env, "SWEEP_SCHEDULE"))
+    return _int(env, name.upper())
 
 
 def _url_list(raw: str) -> tuple[str, ...]:

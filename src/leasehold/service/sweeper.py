@@ -76,24 +76,6 @@ class SweepResult:
 TimeLeft = Callable[[], int]
 
 
-def sweep(
-    stores: Stores,
-    clock: Clock,
-    settings: SweepSettings,
-    telemetry: Telemetry,
-    kinds: dict[str, JobKind] | None = None,
-    *,
-    segment: Segment | None = None,
-    time_left: TimeLeft | None = None,
-) -> dict[str, int]:
-    """One run: one segment's passes, or every segment's at once (`segment` None). A store that
-    fails mid-pass ends that pass (counted); the next run goes on. Returns the report."""
-    result = sweep_passes(
-        stores, clock, settings, telemetry, kinds, segment=segment, time_left=time_left
-    )
-    return dict(result.report)
-
-
 def sweep_passes(
     stores: Stores,
     clock: Clock,
@@ -104,8 +86,10 @@ def sweep_passes(
     segment: Segment | None = None,
     time_left: TimeLeft | None = None,
 ) -> SweepResult:
-    """`sweep`, with the passes' progress. Several segments run in threads (boto3's clients
-    are thread-safe), each with its own cursors and report, merged at the end."""
+    """One run: one segment's passes, or every segment's at once (`segment` None). A store that
+    fails mid-pass ends that pass (counted); the next run goes on. Several segments run in
+    threads (boto3's clients are thread-safe), each with its own cursors and report, merged at
+    the end: the result holds the report and the passes' progress."""
     segments = (
         [segment] if segment else [Segment(k, settings.segments) for k in range(settings.segments)]
     )

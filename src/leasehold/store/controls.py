@@ -20,7 +20,7 @@ from leasehold.store.guards import (
     state_change,
 )
 from leasehold.store.history import entry
-from leasehold.store.items import job_from_item, job_key
+from leasehold.store.items import job_from_item, job_key, outbox_item
 from leasehold.store.table import ConditionFailed, Table
 
 
@@ -67,7 +67,7 @@ def _cancelled(
     partition when `from_active`), the stop reason, how long the table keeps it, and the
     history entry `event` naming who (`by`, when a caller did it)."""
     # a cancelled job leaves the index: no shard key is written (decision SH1)
-    state_change(expr, JobState.CANCELLED, from_active=from_active, job_id="", shards=1)
+    state_change(expr, JobState.CANCELLED, "", None, from_active=from_active)
     expr.set("stop_reason", str(reason))
     keep_for_operators(expr, JobState.CANCELLED, now)
     append_history(
@@ -172,13 +172,7 @@ class ControlStore:
         )
         expr.increment("version").set("updated_at", now).remove("approval")
         if approve:
-            state_change(
-                expr,
-                JobState.QUEUED,
-                from_active=False,
-                job_id=job_id,
-                shards=self._table.index_shards,
-            )
+            state_change(expr, JobState.QUEUED, job_id, self._table, from_active=False)
             expr.set_raw("approved_step", expr.name("next_step"))
             expr.set("next_attempt_at", now).set("last_dispatch_at", now)
             append_history(
@@ -201,13 +195,15 @@ class ControlStore:
                 [
                     {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
                     outbox_put(
-                        job_id,
-                        owner,
-                        version=version + 1,
-                        deliver_at=now,
-                        now=now,
-                        kind=fixed.kind if fixed else None,
-                        priority=fixed.priority if fixed else "normal",
+                        outbox_item(
+                            job_id,
+                            owner,
+                            version=version + 1,
+                            deliver_at=now,
+                            now_ms=now,
+                            kind=fixed.kind if fixed else None,
+                            priority=fixed.priority if fixed else "normal",
+                        )
                     ),
                 ]
             )

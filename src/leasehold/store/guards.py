@@ -55,47 +55,58 @@ def new_job_writes(
         if due_indexed
         else [
             outbox_put(
-                job.job_id,
-                job.owner,
-                version=job.version,
-                deliver_at=due_at,
-                now=job.created_at,
-                kind=job.kind,
-                priority=job.priority,
+                outbox_item(
+                    job.job_id,
+                    job.owner,
+                    version=job.version,
+                    deliver_at=due_at,
+                    now_ms=job.created_at,
+                    kind=job.kind,
+                    priority=job.priority,
+                )
             )
         ]
     )
 
 
 def state_change(
-    expr: Expression, target: JobState, *, from_active: bool, job_id: str, shards: int
+    expr: Expression, target: JobState, job_id: str, table: Table | None, *, from_active: bool
 ) -> Expression:
     """Set the state and move the job's `by_state` entry only when its partition changes (an
     index write costs a write unit; `queued` ↔ `running` costs none). The new entry is in the
-    job's shard among `shards` (decision SH1)."""
+    job's shard among `table`'s index shards (decision SH1); `table` may be None only for a
+    state the index leaves out (the job needs no shard then)."""
     expr.set("state", target.value)
-    partition = job_partition(target, job_id, shards)
+    partition = job_partition(target, job_id, 1 if table is None else table.index_shards)
     if partition is None:  # it leaves the index for good: its sort key is no longer needed
         expr.remove("gsi1pk", "gsi1sk")
+    elif table is None:
+        raise ValueError(f"a job going to {target.value} needs its table's index shards")
     elif not (from_active and target in ACTIVE_STATES):
         expr.set("gsi1pk", partition)
     return expr
 
 
-def fenced(job: Job, now: int, *, require_deadline: bool = True) -> Expression:
-    """The guard of every worker write after the claim (docs/architecture.md rule 3): my epoch,
-    still running,
-    my lease not expired, the deadline not passed. Bumps `version` and `updated_at`."""
+def on_lease(job: Job, now: int, *, live: bool) -> Expression:
+    """A write on the lease of `job` as last seen (its epoch, still `running`): a live lease
+    (the worker's writes, `fenced`) or an expired one (the sweeper's rescue, so a live worker
+    is never overtaken). Bumps `version` and `updated_at`."""
     expr = Expression()
-    now_v = expr.value(now)
     expr.condition(
         f"{expr.name('epoch')} = {expr.value(job.epoch)}"
         f" AND {expr.name('state')} = {expr.value(JobState.RUNNING.value)}"
-        f" AND {expr.name('lease_expires_at')} > {now_v}"
+        f" AND {expr.name('lease_expires_at')} {'>' if live else '<'} {expr.value(now)}"
     )
+    return expr.increment("version").set("updated_at", now)
+
+
+def fenced(job: Job, now: int, *, require_deadline: bool = True) -> Expression:
+    """The guard of every worker write after the claim (docs/architecture.md rule 3): my epoch,
+    still running, my lease not expired, the deadline not passed. Bumps `version` and
+    `updated_at`."""
+    expr = on_lease(job, now, live=True)
     if require_deadline:
-        expr.condition(f"{expr.name('deadline_at')} > {now_v}")
-    expr.increment("version").set("updated_at", now)
+        expr.condition(f"{expr.name('deadline_at')} > {expr.value(now)}")
     return expr
 
 
@@ -107,33 +118,10 @@ def owned(expr: Expression, owner: Owner) -> Expression:
     )
 
 
-def outbox_put(
-    job_id: str,
-    owner: Owner,
-    *,
-    version: int,
-    deliver_at: int,
-    now: int,
-    kind: str | None = None,
-    priority: str = "normal",
-) -> dict[str, Any]:
-    """A new wake-up, committed with the write that needs it (docs/architecture.md rules 1, 5);
-    `kind` (when
-    the writer knows it) rides on the message, `priority` picks its queue (decision F4)."""
-    return {
-        "Put": {
-            "Item": outbox_item(
-                job_id,
-                owner,
-                version=version,
-                deliver_at=deliver_at,
-                now_ms=now,
-                kind=kind,
-                priority=priority,
-            ),
-            "ConditionExpression": "attribute_not_exists(pk)",
-        }
-    }
+def outbox_put(item: RawItem) -> dict[str, Any]:
+    """The Put of a new wake-up (`outbox_item`), committed with the write that needs it
+    (docs/architecture.md rules 1, 5): conditional on the item not existing."""
+    return {"Put": {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
 def set_history(expr: Expression, job: Job, new: HistoryEntry) -> None:

@@ -36,7 +36,7 @@ from leasehold.store.guards import (
     state_change,
     write_job,
 )
-from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key
+from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key, outbox_item
 from leasehold.store.shards import item_key
 from leasehold.store.slots import ClaimStores, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
@@ -100,13 +100,15 @@ def wakeup_item(job: Job, deliver_at: int, now: int) -> RawItem:
     """The outbox item whose wake-up brings `job` back at `deliver_at`, to commit with the
     job's own write (which bumps its version)."""
     return outbox_put(
-        job.job_id,
-        job.owner,
-        version=job.version + 1,
-        deliver_at=deliver_at,
-        now=now,
-        kind=job.kind,
-        priority=job.priority,
+        outbox_item(
+            job.job_id,
+            job.owner,
+            version=job.version + 1,
+            deliver_at=deliver_at,
+            now_ms=now,
+            kind=job.kind,
+            priority=job.priority,
+        )
     )
 
 
@@ -172,9 +174,7 @@ class LeaseStore:
         if slots:
             expr.set("slots", slots)
         expr.remove("waiting_for")
-        state_change(
-            expr, JobState.RUNNING, from_active=True, job_id=job_id, shards=self._table.index_shards
-        )
+        state_change(expr, JobState.RUNNING, job_id, self._table, from_active=True)
         expr.increment("epoch").increment("attempts")
         expr.set("lease_owner", worker_id).set("lease_expires_at", now + lease_ms)
         expr.set("claimed_at", now)  # the attempt's start, for the operator's timeline
@@ -288,9 +288,7 @@ class LeaseStore:
         index in `also`) when one of `also`'s conditions fails."""
         expr = fenced(job, now, require_deadline=target is not JobState.DEAD)
         _set_checkpoint(expr, checkpoint, live=target is not JobState.SUCCEEDED)
-        state_change(
-            expr, target, from_active=True, job_id=job.job_id, shards=self._table.index_shards
-        )
+        state_change(expr, target, job.job_id, self._table, from_active=True)
         expr.remove("lease_owner", "lease_expires_at")
         if settle_effect:
             expr.remove("effect_intent")
@@ -337,13 +335,7 @@ class LeaseStore:
         back — it was not a failed try. Never used while an effect is open."""
         expr = fenced(job, now)
         _set_checkpoint(expr, checkpoint)
-        state_change(
-            expr,
-            JobState.QUEUED,
-            from_active=True,
-            job_id=job.job_id,
-            shards=self._table.index_shards,
-        )
+        state_change(expr, JobState.QUEUED, job.job_id, self._table, from_active=True)
         expr.remove("lease_owner", "lease_expires_at").increment("attempts", -1)
         set_history(expr, job, history)
         wakeup = _queued_again(expr, job, retry_at, now)

@@ -69,13 +69,7 @@ class OperatorStore:
         expr = Expression()
         expr.condition(f"{expr.name('version')} = {expr.value(job.version)}")
         expr.increment("version").increment("replays").set("updated_at", now)
-        state_change(
-            expr,
-            JobState.QUEUED,
-            from_active=False,
-            job_id=job.job_id,
-            shards=self._table.index_shards,
-        )
+        state_change(expr, JobState.QUEUED, job.job_id, self._table, from_active=False)
         expr.set("attempts", 0).set("next_attempt_at", now).set("last_dispatch_at", now)
         deadline_at = now + (job.deadline_at - job.created_at)
         expr.set("deadline_at", deadline_at)
@@ -160,9 +154,7 @@ class OperatorStore:
         expr = Expression()
         expr.condition(f"{expr.name('version')} = {expr.value(job.version)}")
         expr.increment("version").set("updated_at", now)
-        state_change(
-            expr, target, from_active=False, job_id=job.job_id, shards=self._table.index_shards
-        )
+        state_change(expr, target, job.job_id, self._table, from_active=False)
         expr.set("stop_reason", StopReason.RESOLVED_BY_OPERATOR.value)
         expr.set("resolution", resolution)
         keep_for_operators(expr, target, now)
@@ -235,9 +227,9 @@ class OperatorStore:
             state_change(
                 expr,
                 JobState.CANCELLED,
+                job.job_id,
+                self._table,
                 from_active=job.state is JobState.QUEUED,
-                job_id=job.job_id,
-                shards=self._table.index_shards,
             )
             expr.set("stop_reason", reason).remove("approval", "next_attempt_at")
             keep_for_operators(expr, JobState.CANCELLED, now)

@@ -96,12 +96,15 @@ class ShardedRange:
     def holds(self, item: RawItem) -> bool:
         """Whether the item, as stored now, is still in the range the index listed it in."""
         partition = item.get(PK, {}).get("S")
-        if partition is None or base_of(partition) != self.base:
-            return False
-        if self.sort_upto is None:
-            return True
-        sort = item.get(SK, {}).get("S")
-        return sort is not None and sort <= self.sort_upto
+        return (
+            partition is not None
+            and base_of(partition) == self.base
+            and self.shard_range(partition).holds(item)
+        )
+
+    def shard_range(self, partition: str) -> IndexRange:
+        """One shard's part of the range: the shard whose partition key is `partition`."""
+        return IndexRange(PK, partition, SK, self.sort_upto)
 
     def query(
         self, shard: int, *, after: str | None, limit: int, forward: bool = True
@@ -111,25 +114,15 @@ class ShardedRange:
         by `page`)."""
         if not forward and self.sort_upto is not None:
             raise ValueError("a newest-first page of a range with an upper bound is not needed")
-        values: RawItem = {":p": {"S": shard_key(self.base, shard)}}
-        condition = f"{PK} = :p"
-        if after is not None and self.sort_upto is not None and forward:
-            condition += f" AND {SK} BETWEEN :a AND :u"
-            values[":a"] = {"S": after}
-            values[":u"] = {"S": self.sort_upto}
-        elif after is not None:
-            condition += f" AND {SK} {'>' if forward else '<'} :a"
-            values[":a"] = {"S": after}
-        elif self.sort_upto is not None:
-            condition += f" AND {SK} <= :u"
-            values[":u"] = {"S": self.sort_upto}
-        return {
-            "IndexName": STATE_INDEX,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-            "ScanIndexForward": forward,
-            "Limit": limit,
-        }
+        params = self.shard_range(shard_key(self.base, shard)).query(STATE_INDEX, forward=forward)
+        if after is not None:  # the range's bound `<= :u`, if any, becomes `BETWEEN :a AND :u`
+            bound = (
+                "BETWEEN :a AND :u" if self.sort_upto is not None else "> :a" if forward else "< :a"
+            )
+            params["KeyConditionExpression"] = f"{PK} = :p AND {SK} {bound}"
+            params["ExpressionAttributeValues"][":a"] = {"S": after}
+        params["Limit"] = limit
+        return params
 
     def page(
         self, table: Table, shard: int, *, after: str | None, limit: int, forward: bool = True

@@ -13,7 +13,13 @@ from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
 from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import keep_for_operators, set_history, state_change, write_job
+from leasehold.store.guards import (
+    keep_for_operators,
+    on_lease,
+    set_history,
+    state_change,
+    write_job,
+)
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION
 from leasehold.store.leases import LeaseStore, wakeup_item
 from leasehold.store.shards import item_key
@@ -39,16 +45,8 @@ class UpkeepStore:
         """A `running` job whose lease (as last seen, `job.epoch`) expired: back to `queued` with a
         fresh wake-up (rescue), or to `unknown` (an effect was open) or `dead`. Conditional on
         the same epoch and the lease still expired, so a live worker is never overtaken."""
-        expr = Expression()
-        expr.condition(
-            f"{expr.name('epoch')} = {expr.value(job.epoch)}"
-            f" AND {expr.name('state')} = {expr.value(JobState.RUNNING.value)}"
-            f" AND {expr.name('lease_expires_at')} < {expr.value(now)}"
-        )
-        expr.increment("version").set("updated_at", now)
-        state_change(
-            expr, target, from_active=True, job_id=job.job_id, shards=self._table.index_shards
-        )
+        expr = on_lease(job, now, live=False)
+        state_change(expr, target, job.job_id, self._table, from_active=True)
         expr.remove("lease_owner", "lease_expires_at")
         keep_for_operators(expr, target, now)
         set_history(expr, job, history)
@@ -82,13 +80,7 @@ class UpkeepStore:
             f" AND {expr.name('deadline_at')} <= {expr.value(now)}"
         )
         expr.increment("version").set("updated_at", now)
-        state_change(
-            expr,
-            JobState.DEAD,
-            from_active=True,
-            job_id=job.job_id,
-            shards=self._table.index_shards,
-        )
+        state_change(expr, JobState.DEAD, job.job_id, self._table, from_active=True)
         expr.set("stop_reason", StopReason.DEADLINE_EXCEEDED.value)
         expr.set(
             "error", {"code": "deadline_exceeded", "message": "the deadline passed while queued"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 from leasehold.domain.clock import ManualClock
 from leasehold.domain.ids import IdFactory
@@ -32,6 +32,15 @@ TESTBED_INDEX_SHARDS = 8
 """A testbed reads the by_state keys over at most 8 shards (decision SH4), not the template's 64:
 moto answers each shard's Query by scanning the table, so every shard costs test time, and 8
 already exercises every merged reader. `settings={"index_shards": 64}` runs the deployed count."""
+
+
+class OtherQueues(TypedDict, total=False):
+    """The queues a `Settings` may name beside QUEUE_URL and DLQ_URL, passed on as given
+    (each left out: none)."""
+
+    high_queue_url: str
+    low_queue_url: str
+    queue_shard_urls: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -86,10 +95,7 @@ class TestbedSettings(Tunings):
         table: str,
         queue_url: str,
         dlq_url: str,
-        *,
-        high_queue_url: str = "",
-        low_queue_url: str = "",
-        queue_shard_urls: tuple[str, ...] = (),
+        **queues: Unpack[OtherQueues],
     ) -> Settings:
         """The functions' `Settings` for these resources (raises SettingsError when the
         arithmetic of lease, timeout, step and visibility does not hold): what the testbed's
@@ -101,9 +107,7 @@ class TestbedSettings(Tunings):
             table_name=table,
             queue_url=queue_url,
             dlq_url=dlq_url,
-            high_queue_url=high_queue_url,
-            low_queue_url=low_queue_url,
-            queue_shard_urls=queue_shard_urls,
+            **queues,
             default_max_attempts=self.max_attempts,
             metrics_namespace="LeaseholdTesting",
             kinds="leasehold.testing",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,42 +307,41 @@ def iam_subset(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {"Parameters": used_parameters, "Conditions": used_conditions, "Resources": kept}
 
 
+def _pairs(node: Any, opaque: frozenset[str] = frozenset()) -> Iterator[tuple[str, Any]]:
+    """Every key and value of every mapping in `node`, depth first (the value under a key in
+    `opaque` is yielded but not looked into)."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            yield key, value
+            if key not in opaque:
+                yield from _pairs(value, opaque)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _pairs(item, opaque)
+
+
 def _conditions_in(node: Any) -> set[str]:
     """Every condition an `Fn::If` or a `Condition` in `node` names."""
     found: set[str] = set()
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            if key == "Fn::If" and isinstance(value, list) and value:
-                found.add(str(value[0]))
-                found |= _conditions_in(value[1:])
-            elif key == "Condition" and isinstance(value, str):
-                found.add(value)
-            else:
-                found |= _conditions_in(value)
-    elif isinstance(node, list):
-        for item in node:
-            found |= _conditions_in(item)
+    for key, value in _pairs(node):
+        if key == "Fn::If" and isinstance(value, list) and value:
+            found.add(str(value[0]))
+        elif key == "Condition" and isinstance(value, str):
+            found.add(value)
     return found
 
 
 def _refs(node: Any) -> set[str]:
     """Every name a `Ref` (or a `${Name}` in an `Fn::Sub`) in `node` points at."""
     found: set[str] = set()
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            if key == "Ref" and isinstance(value, str):
-                found.add(value)
-            elif key == "Fn::GetAtt":
-                found.add(str(value[0] if isinstance(value, list) else value).split(".")[0])
-            elif key == "Fn::Sub":
-                text = value if isinstance(value, str) else value[0]
-                found |= {m.split(".")[0] for m in re.findall(r"\$\{([^}!][^}]*)\}", text)}
-                found |= _refs(value if not isinstance(value, str) else [])
-            else:
-                found |= _refs(value)
-    elif isinstance(node, list):
-        for item in node:
-            found |= _refs(item)
+    for key, value in _pairs(node, opaque=frozenset({"Fn::GetAtt"})):
+        if key == "Ref" and isinstance(value, str):
+            found.add(value)
+        elif key == "Fn::GetAtt":
+            found.add(str(value[0] if isinstance(value, list) else value).split(".")[0])
+        elif key == "Fn::Sub":
+            text = value if isinstance(value, str) else value[0]
+            found |= {m.split(".")[0] for m in re.findall(r"\$\{([^}!][^}]*)\}", text)}
     return found
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from leasehold.domain.clock import ManualClock
-from leasehold.service.sweeper import DUE_WINDOW_MS, sweep
+from leasehold.service.sweeper import DUE_WINDOW_MS, sweep_passes
 from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.worker import Disposition, WorkerService
 from leasehold.store import Stores
@@ -137,9 +137,10 @@ class TestbedDriving:
         """One pass of the sweeper, now: `{"rescued": 1, "unknown": 1, …}`."""
         self._ready()
         with iam.acting_as(self.roles["SweeperFunction"]):
-            return sweep(
+            result = sweep_passes(
                 self._stores, self.clock, self.runtime.sweep_settings(), self.telemetry, self.kinds
             )
+        return dict(result.report)
 
     def next_due_in(self) -> float | None:
         """Seconds until something will happen without the test acting: a delayed wake-up
