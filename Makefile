@@ -60,14 +60,12 @@ down: setup
 # Unit and integration tests spread over the cores (in-process moto: CPU-bound, independent);
 # then the end-to-end tests, two local stacks at a time: each test's stack has its own tmp
 # directories and binds port 0, and they mostly wait on real processes. --dist loadfile keeps a
-# file's tests on one worker, so a module's shared stack boots once. Last, alone, the ones
-# marked `alone` (the demo: its checks watch timing, and failed once beside another stack).
+# file's tests on one worker, so a module's shared stack boots once.
 # make test: every unit and integration test, and the end-to-end tests but the long ones;
 # make test-long: the long end-to-end runs (about 5 min)
 test: setup
 	$(BIN)/pytest -m "not e2e" -n $${PYTEST_WORKERS:-2} --dist worksteal
-	$(BIN)/pytest -m "e2e and not long and not alone" -n $${PYTEST_E2E_WORKERS:-2} --dist loadfile
-	$(BIN)/pytest -m "e2e and not long and alone"
+	$(BIN)/pytest -m "e2e and not long" -n $${PYTEST_E2E_WORKERS:-2} --dist loadfile
 
 test-long: setup
 	$(BIN)/pytest -m long

@@ -7,13 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support.resources import TEMPLATE
-
-# make test runs it with no other stack beside it: D2 (a concurrency limit met and waited for)
-# failed once with a second e2e worker and other work on the 2 cores (waiting_for seen [])
-pytestmark = pytest.mark.alone
 
 CHECKS = (
     *(f"T{i}" for i in range(1, 11)),  # the synthetic jobs
