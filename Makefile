@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup browser demo up down test test-long test-unit test-integration test-e2e lint format docs validate build deploy delete bench bench-local bench-scale bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
+.PHONY: setup tools browser demo up down test test-long test-unit test-integration test-e2e lint format docs validate build deploy delete bench bench-local bench-scale bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 
 setup: $(STAMP) browser
 
@@ -39,7 +39,10 @@ $(STAMP): pyproject.toml
 	@# installing, since both install the `leasehold` command and uninstalling removes it.
 	@$(BIN)/python -m pip uninstall --quiet --yes leasehold 2>/dev/null || true
 	@rm -rf src/leasehold.egg-info
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# --no-compile: pip byte-compiles every module of every package (moto's hundreds of services,
+	@# most never imported), about 40% of the install's CPU; Python compiles what is imported,
+	@# once, on first use.
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
 	@touch $(STAMP)
 
 demo: setup
@@ -55,13 +58,14 @@ down: setup
 	$(BIN)/leasehold local down
 
 # Unit and integration tests spread over the cores (in-process moto: CPU-bound, independent);
-# then the end-to-end tests, one local stack at a time (they time real processes).
-# make test: every unit and integration test, and the end-to-end tests but the long ones (about
-# 16 minutes with the install, .ci/run from a fresh clone on 2 cores); make test-long: the long
-# end-to-end runs (about 5 min)
+# then the end-to-end tests, two local stacks at a time: each test's stack has its own tmp
+# directories and binds port 0, and they mostly wait on real processes. --dist loadfile keeps a
+# file's tests on one worker, so a module's shared stack boots once.
+# make test: every unit and integration test, and the end-to-end tests but the long ones;
+# make test-long: the long end-to-end runs (about 5 min)
 test: setup
 	$(BIN)/pytest -m "not e2e and not long" -n $${PYTEST_WORKERS:-2} --dist worksteal
-	$(BIN)/pytest -m "e2e and not long"
+	$(BIN)/pytest -m "e2e and not long" -n $${PYTEST_E2E_WORKERS:-2} --dist loadfile
 
 test-long: setup
 	$(BIN)/pytest -m long
@@ -108,6 +112,9 @@ $(CHECKOV_STAMP):
 	$(TOOLS)/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)'
 	@rm -f $(TOOLS)/.checkov-*-stamp
 	@touch $@
+
+# checkov's venv alone (.ci/run builds it beside make setup: two installs, one wait)
+tools: $(CHECKOV_STAMP)
 
 validate: setup $(CHECKOV_STAMP)
 	$(BIN)/sam validate --lint --template template.yaml

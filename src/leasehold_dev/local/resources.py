@@ -16,7 +16,7 @@ from leasehold.store.queue import MAX_QUEUE_SHARDS
 from leasehold.testing.iam import Role
 from leasehold_dev.local.buckets import apply_bucket_settings
 from leasehold_dev.local.roles import function_roles as resolve_roles
-from leasehold_dev.local.roles import resource_attributes, translated_template
+from leasehold_dev.local.roles import resource_attributes, shared_translated_template
 from leasehold_dev.local.rules import condition_values, evaluate
 from leasehold_dev.local.stack import QueueMapping, StreamMapping
 from leasehold_dev.local.template import load_template
@@ -197,7 +197,8 @@ def function_roles(
     key += tuple(sorted((parameters or {}).items()))
     if edit is None and key in _ROLES:
         return _ROLES[key]
-    translated = translated_template(TEMPLATE, REGION)
+    # read, never changed: role_documents copies it before an `edit`
+    translated = shared_translated_template(TEMPLATE, REGION)
     attributes = resource_attributes(translated, physical, region=REGION, extra=stream)
     roles = resolve_roles(translated, attributes, parameters=parameters, region=REGION, edit=edit)
     if edit is None:
