@@ -57,8 +57,8 @@ def d1_delayed(s: Session, task: Task) -> None:
 
 
 def d2_concurrency(s: Session, task: Task) -> None:
-    """Six 1.5-s renders of one tenant, a kind limited to two running per tenant over two slot
-    items: at most two seen running at once (one query of the running index each sample), a
+    """Six 2.5-s renders of one tenant, a kind limited to two running per tenant over two slot
+    items: at most two ran at once (from their histories' attempt starts and ends), a
     waiting one says what it waits for, all succeed with one attempt each."""
     jobs = []
     for i in range(6):
@@ -70,8 +70,8 @@ def d2_concurrency(s: Session, task: Task) -> None:
         jobs.append(
             s.submit(
                 task,
-                f"render #{i + 1} (1.5 s)",
-                {"kind": "demo_render", "payload": {"ms": 1500}},
+                f"render #{i + 1} (2.5 s)",
+                {"kind": "demo_render", "payload": {"ms": 2500}},
                 user="carol",
             )  # fmt: skip
         )
