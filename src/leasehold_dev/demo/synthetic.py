@@ -57,7 +57,8 @@ def settled_counting_running(
     also: Callable[[], None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Wait for `user`'s `jobs` to settle while a thread runs `also` every `every` s; their
-    settled views, and the most that ran at once (`most_at_once`: from their histories)."""
+    settled views, and the most that ran at once (`most_at_once`: from their operator views'
+    histories)."""
     done = threading.Event()
 
     def sample() -> None:
@@ -72,7 +73,8 @@ def settled_counting_running(
     finally:
         done.set()
         thread.join(timeout=5)
-    return results, most_at_once(results)
+    # the owner's view has no history: the operator's has every attempt's start and end
+    return results, most_at_once([s.ops_job(job_id) for job_id in jobs])
 
 
 def t1_approval(s: Session, task: Task) -> None:
