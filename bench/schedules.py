@@ -45,7 +45,8 @@ def schedule_ticks(runner: Runner, *, ticks: int) -> dict[str, Any]:
         )
         report = stack.sweep(phase="schedule-fire")
         for name, value in report.items():
-            fired[name] = fired.get(name, 0) + value
+            if isinstance(value, int):  # the counts; `passes` is what each walk did (SP4)
+                fired[name] = fired.get(name, 0) + value
         item = rt.stores.table.get(schedule_key(TENANT, USER, sid)) or {}
         job_ids.append(item["last_job_id"]["S"])
         stack.drain(job_ids[-1:], lambda job: job.get("state") == "succeeded")
