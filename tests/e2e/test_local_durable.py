@@ -86,12 +86,16 @@ def test_a_stack_killed_with_sigkill_keeps_every_acknowledged_thing(tmp_path: Pa
         assert keyed_before["state"] == "succeeded"
         keyed_history = _ops(stack, first["job_id"])["history"]
         # ... two jobs running a long step, and one accepted a moment before the end
-        slow = {"kind": "synthetic", "payload": {"steps": [{"name": "slow", "duration_ms": 6000}]}}
+        # (12 s: long enough that both are still running when the group dies, however slowly
+        # a loaded machine brings the second one up; 6 s was not, beside a second stack)
+        slow = {"kind": "synthetic", "payload": {"steps": [{"name": "slow", "duration_ms": 12000}]}}
         running = [stack.request("POST", "/jobs", slow)[1]["job_id"] for _ in range(2)]
         for job in running:
             stack.wait_for(job, {"running"}, timeout=20)
         status, last = stack.request("POST", "/jobs", keyed)
         assert status == 202
+        # (the premise of "claimed again once" below: both were in flight a moment ago)
+        assert [_ops(stack, job)["state"] for job in running] == ["running", "running"]
         # When the whole process group is killed at once
         stack.kill_group()
         # And the stack is started again on the same data directory
