@@ -194,3 +194,33 @@ def test_fresh_moves_the_directory_aside_whole_and_never_one_in_use(tmp_path: Pa
     assert moved == tmp_path / "data.previous" and not data.exists()
     assert _reopened(moved) == {("dynamodb", "JobsTable", "a"): '{"v": "1"}'}
     assert set_aside(data) is None  # nothing left to move
+
+
+def test_a_segment_compacted_away_while_a_reader_loads_is_read_from_the_new_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a live journal with records in its segment (and no snapshot yet)
+    journal = _open(tmp_path)
+    _put(journal, "a", "1")
+    journal.wait_durable(_put(journal, "b", "2"))
+    # And a reader that has listed that segment when the live journal compacts it away (the
+    # race a CI run met: FileNotFoundError on a segment the reader had just listed)
+    original = Journal._replay
+    compacted: list[bool] = []
+
+    def replay_after_compaction(self: Journal, path: Path, *, last: bool) -> Any:
+        if not compacted:
+            compacted.append(True)
+            journal.close(compact=True)  # folds the segment into a snapshot, deletes it
+            assert not path.exists()
+        return original(self, path, last=last)
+
+    monkeypatch.setattr(Journal, "_replay", replay_after_compaction)
+    # When the reader loads, Then it starts over from the new snapshot and misses nothing
+    reader = Journal(tmp_path)
+    reader.load()
+    assert compacted == [True]
+    assert dict(reader.entries) == {
+        ("dynamodb", "JobsTable", "a"): '{"v": "1"}',
+        ("dynamodb", "JobsTable", "b"): '{"v": "2"}',
+    }

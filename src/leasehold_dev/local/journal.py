@@ -125,8 +125,29 @@ class Journal:
         self._lock_file = fd
 
     def load(self) -> Loaded:
-        """Read the snapshot and replay every segment after it (see the module's docstring)."""
+        """Read the snapshot and replay every segment after it (see the module's docstring).
+        A compaction running beside this reader (the live journal's, when another process
+        reads the directory) may fold a listed segment into a new snapshot and delete it before
+        it is replayed: the load then starts over from the new snapshot, at most five times."""
         started = time.monotonic()
+        for _ in range(5):
+            try:
+                replayed, torn, journal_from, segments = self._load_once()
+                break
+            except FileNotFoundError:  # a segment listed a moment ago is gone: compacted
+                self.entries.clear()
+                self._replayed_segments = 0
+        else:
+            raise JournalError(
+                f"{self.directory}: the journal's segments kept being compacted away while "
+                "this reader loaded them; try again"
+            )
+        for leftover in self.directory.glob("*.tmp"):
+            leftover.unlink(missing_ok=True)
+        self._segment = max([journal_from - 1, *(number for number, _ in segments)], default=0)
+        return Loaded(len(self.entries), replayed, torn, time.monotonic() - started)
+
+    def _load_once(self) -> tuple[int, bool, int, list[tuple[int, Path]]]:
         journal_from = self._load_snapshot()
         segments = sorted(
             (number, path)
@@ -142,10 +163,7 @@ class Journal:
             replayed += count
             torn = torn or torn_here
             self._replayed_segments += 1
-        for leftover in self.directory.glob("*.tmp"):
-            leftover.unlink(missing_ok=True)
-        self._segment = max([journal_from - 1, *(number for number, _ in segments)], default=0)
-        return Loaded(len(self.entries), replayed, torn, time.monotonic() - started)
+        return replayed, torn, journal_from, segments
 
     def _load_snapshot(self) -> int:
         path = self.directory / SNAPSHOT
