@@ -65,7 +65,7 @@ down: setup
 # make test-long: the long end-to-end runs (about 5 min)
 test: setup
 	$(BIN)/pytest -m "not e2e and not long" -n $${PYTEST_WORKERS:-2} --dist worksteal
-	$(BIN)/pytest -m "e2e and not long" -n $${PYTEST_E2E_WORKERS:-2} --dist loadfile
+	$(BIN)/pytest -m "e2e and not long" -n $${PYTEST_E2E_WORKERS:-1} --dist loadfile
 
 test-long: setup
 	$(BIN)/pytest -m long
