@@ -7,41 +7,15 @@ from __future__ import annotations
 import re
 
 import pytest
+from scripts.build_sizes import FUNCTION_ENV
 
 from leasehold.handlers.settings import Settings, SettingsError
 from leasehold.handlers.sweeper import SweepEventError, event_segment
 from leasehold.service.passes import PAGE_LIMIT, SAFETY_MARGIN_MS, Budget, Segment, Walk, run_budget
 from leasehold.store.passes import PassCursor
 
-BUILD_ENV = {
-    "LEASEHOLD_KINDS": "leasehold_apps.synthetic",
-    "TABLE_NAME": "t",
-    "QUEUE_URL": "q",
-    "HIGH_QUEUE_URL": "qh",
-    "LOW_QUEUE_URL": "ql",
-    "DLQ_URL": "d",
-    "LEASE_SECONDS": "60",
-    "MAX_ATTEMPTS": "3",
-    "BACKOFF_BASE_MS": "2000",
-    "BACKOFF_CAP_MS": "300000",
-    "USER_CONCURRENCY_LIMIT": "5",
-    "SLOT_WAIT_SECONDS": "10",
-    "SWEEP_ACTIVE_RATE": "10",
-    "SWEEP_DUE_RATE": "10",
-    "SWEEP_SCHEDULE_RATE": "10",
-    "SWEEP_SEGMENTS": "1",
-    "SWEEP_SCHEDULE": "rate(1 minute)",
-    "LOST_WAKEUP_GRACE_SECONDS": "120",
-    "WORKER_TIMEOUT_SECONDS": "120",
-    "MAX_STEP_SECONDS": "60",
-    "VISIBILITY_TIMEOUT_SECONDS": "720",
-    "HIGH_PRIORITY_TENANTS": "",
-    "SCHEDULES_PER_OWNER": "25",
-    "TENANT_SUBMIT_RATE": "0",
-    "POWERTOOLS_METRICS_NAMESPACE": "n",
-    "INDEX_SHARDS": "8",
-    "QUEUE_SHARD_URLS": "",
-}
+BUILD_ENV = dict(FUNCTION_ENV, INDEX_SHARDS="8")
+"""Every function's environment (template.yaml's Globals) as the build check holds it."""
 
 
 class ShardedIndex:
