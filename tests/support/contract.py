@@ -75,7 +75,8 @@ class Contract:
 def contract() -> Contract:
     """The document, its validator and the template's routes (built once per process)."""
     document = yaml.safe_load(OPENAPI.read_text())
-    envelope = copy.deepcopy(document["components"]["schemas"]["ErrorEnvelope"])
+    # Every error answer is one envelope; a 404's schema with any code is that envelope.
+    envelope = copy.deepcopy(document["components"]["schemas"]["NotFoundAnswer"])
     envelope["properties"]["error"]["properties"]["code"] = {"type": "string"}
     return Contract(
         api=OpenAPI.from_dict(document),

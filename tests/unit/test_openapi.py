@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from jsonschema import Draft202012Validator, FormatChecker
+from openapi_schema_validator import OAS31Validator, oas31_format_checker
 from openapi_spec_validator import validate
 
 from leasehold.domain.options import IDEMPOTENCY_KEY as _IDEMPOTENCY_KEY
@@ -39,10 +39,11 @@ def _operations() -> Iterator[tuple[str, str, dict[str, Any]]]:
                 yield method.upper(), path, operation
 
 
-def _validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """A validator for a schema of the document, its `#/components/...` references resolved."""
-    return Draft202012Validator(
-        {**schema, "components": DOCUMENT["components"]}, format_checker=FormatChecker()
+def _validator(schema: dict[str, Any]) -> OAS31Validator:
+    """A validator for a schema of the document (OpenAPI 3.1's dialect: JSON Schema 2020-12 and
+    the OpenAPI keywords), its `#/components/...` references resolved."""
+    return OAS31Validator(
+        {**schema, "components": DOCUMENT["components"]}, format_checker=oas31_format_checker
     )
 
 
@@ -82,21 +83,71 @@ def test_every_operation_has_a_request_and_a_response_example() -> None:
             assert body["content"]["application/json"].get("examples"), (method, path)
 
 
-def _examples() -> Iterator[tuple[str, dict[str, Any], Any]]:
-    for method, path, operation in _operations():
-        media = []
-        if "requestBody" in operation:
-            media.append(("request", operation["requestBody"]["content"]["application/json"]))
-        for code, response in operation["responses"].items():
-            content = _resolve(response).get("content") or {}
-            if "application/json" in content:
-                media.append((code, content["application/json"]))
-        for where, item in media:
-            for name, example in (item.get("examples") or {}).items():
-                yield f"{method} {path} {where} {name}", item["schema"], _resolve(example)["value"]
+def _pointer(where: str, key: object) -> str:
+    return f"{where}/{str(key).replace('~', '~0').replace('/', '~1')}"
 
 
-@pytest.mark.parametrize(("where", "schema", "value"), list(_examples()), ids=lambda v: str(v)[:60])
+def _schema_examples(schema: Any, where: str) -> Iterator[tuple[str, Any, Any]]:
+    """Every `examples` list of a schema and of each schema inside it, with the (sub)schema that
+    holds it."""
+    if isinstance(schema, dict):
+        if isinstance(schema.get("examples"), list):
+            for index, value in enumerate(schema["examples"]):
+                yield _pointer(_pointer(where, "examples"), index), schema, value
+        for key, value in schema.items():
+            if key != "examples":
+                yield from _schema_examples(value, _pointer(where, key))
+    elif isinstance(schema, list):
+        for index, value in enumerate(schema):
+            yield from _schema_examples(value, _pointer(where, index))
+
+
+def _examples(used: set[str]) -> Iterator[tuple[str, Any, Any]]:
+    """Every example in the document, as (where, schema, value): each `example` and `examples`
+    entry of a media type, parameter or header (a `$ref` to `#/components/examples` resolved, and
+    added to `used`), and each `examples` list of a schema, wherever the schema is."""
+
+    def walk(node: Any, where: str) -> Iterator[tuple[str, Any, Any]]:
+        if isinstance(node, list):
+            for index, value in enumerate(node):
+                yield from walk(value, _pointer(where, index))
+            return
+        if not isinstance(node, dict) or where == "#/components/examples":
+            return  # a component example is validated where it is used
+        if where == "#/components/schemas":
+            yield from _schema_examples(node, where)
+            return
+        schema = node.get("schema")
+        if isinstance(schema, dict):  # a media type, a parameter or a header
+            yield from _schema_examples(schema, _pointer(where, "schema"))
+            if "example" in node:
+                yield _pointer(where, "example"), schema, node["example"]
+            for name, example in (node.get("examples") or {}).items():
+                if "$ref" in example:
+                    used.add(example["$ref"])
+                yield _pointer(_pointer(where, "examples"), name), schema, _resolve(example)["value"]
+        for key, value in node.items():
+            if key not in {"schema", "examples", "example"}:
+                yield from walk(value, _pointer(where, key))
+
+    yield from walk(DOCUMENT, "#")
+
+
+REFERENCED_EXAMPLES: set[str] = set()
+EXAMPLES = [pytest.param(*site, id=site[0]) for site in _examples(REFERENCED_EXAMPLES)]
+
+
+def test_every_example_is_found_and_every_component_example_is_used() -> None:
+    # The walk reaches request and response bodies, parameters and schemas alike
+    sites = [str(site.values[0]) for site in EXAMPLES]
+    for kind in ("/requestBody/", "/responses/", "/parameters/", "/schemas/", "/properties/"):
+        assert any(kind in where for where in sites), kind
+    assert len(sites) == len(set(sites))
+    components = {f"#/components/examples/{name}" for name in DOCUMENT["components"]["examples"]}
+    assert components == REFERENCED_EXAMPLES  # none unused, so none unchecked
+
+
+@pytest.mark.parametrize(("where", "schema", "value"), EXAMPLES)
 def test_every_example_validates_against_its_schema(where: str, schema: Any, value: Any) -> None:
     errors = [
         f"{list(e.absolute_path)}: {e.message}" for e in _validator(schema).iter_errors(value)
@@ -137,7 +188,7 @@ def test_enums_and_limits_match_the_domain() -> None:
     described = SCHEMAS["JobRequest"]["properties"]["kind"]["description"]
     for name, kind in kinds.items():
         assert (f"`{name}`" in described) is kind.submittable, name
-    assert SCHEMAS["BookmarkCreate"]["properties"]["title_mode"]["enum"] == [*FIXTURE_MODES, None]
+    assert SCHEMAS["TitleMode"]["enum"] == [*FIXTURE_MODES]
     assert set(SCHEMAS["SyntheticStep"]["properties"]) == STEP_FIELDS
     key = DOCUMENT["components"]["parameters"]["IdempotencyKey"]["schema"]["pattern"]
     assert key == _IDEMPOTENCY_KEY.pattern
@@ -182,8 +233,8 @@ def _code_keyword(call: ast.Call) -> set[str]:
 
 
 def _documented_codes(response: str) -> set[str]:
-    schema = DOCUMENT["components"]["responses"][response]["content"]["application/json"]
-    code = schema["schema"]["allOf"][1]["properties"]["error"]["properties"]["code"]
+    schema = _resolve(DOCUMENT["components"]["responses"][response]["content"]["application/json"])
+    code = _resolve(schema["schema"])["properties"]["error"]["properties"]["code"]
     return set(code.get("enum") or [code["const"]])
 
 
