@@ -7,9 +7,9 @@ STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup tools browser demo up down test test-long test-unit test-integration test-e2e lint format docs validate build deploy delete bench bench-local bench-scale bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
+.PHONY: setup tools browser node redocly lint-openapi demo up down test test-long test-unit test-integration test-e2e lint format docs validate build deploy delete bench bench-local bench-scale bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 
-setup: $(STAMP) browser
+setup: $(STAMP) browser redocly
 
 # The operator console's browser tests (make test) and make console-shots drive Debian's own
 # chromium and chromium-driver through Selenium - never a browser or driver downloaded at run
@@ -29,6 +29,40 @@ browser:
 	   $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CHROMIUM_PACKAGES) >>"$$log" 2>&1; then \
 	  rm -f "$$log"; \
 	else echo "make setup: apt-get could not install $(CHROMIUM_PACKAGES) (log: $$log)" >&2; fi
+
+# docs/openapi.yaml's linter (tests/unit/test_openapi_tools.py, make lint-openapi): Redocly CLI,
+# pinned, from npm into .venv/node (it goes with .venv), run with redocly.yaml. Node.js and npm
+# come from Debian's nodejs and npm packages (apt-get, as for the browser) when missing; Redocly
+# CLI 1.34 is the newest that runs on Debian 12's Node 18 (2.x needs 20.19). Where it cannot
+# install, it says so and goes on: only the linter's test needs it (and fails naming what is missing).
+REDOCLY_VERSION := 1.34.20
+NODE_PREFIX := $(VENV)/node
+REDOCLY := $(NODE_PREFIX)/node_modules/.bin/redocly
+REDOCLY_STAMP := $(NODE_PREFIX)/.redocly-$(REDOCLY_VERSION)-stamp
+NODE_PACKAGES := nodejs npm
+# no usage report to Redocly and no look for a newer release on each run
+export REDOCLY_TELEMETRY := off
+export REDOCLY_SUPPRESS_UPDATE_NOTICE := true
+node:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "make setup: no apt-get here; install Node.js and npm for docs/openapi.yaml's linter" >&2; exit 0; fi; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; else \
+	  echo "make setup: not root and no password-less sudo; run: sudo apt-get install -y $(NODE_PACKAGES)" >&2; exit 0; fi; \
+	echo "make setup: installing $(NODE_PACKAGES) (apt-get, for docs/openapi.yaml's linter)"; \
+	log=$$(mktemp); \
+	if $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$$log" 2>&1 && \
+	   $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(NODE_PACKAGES) >>"$$log" 2>&1; then \
+	  rm -f "$$log"; \
+	else echo "make setup: apt-get could not install $(NODE_PACKAGES) (log: $$log)" >&2; fi
+
+redocly: $(REDOCLY_STAMP)
+
+$(REDOCLY_STAMP): | node
+	@if ! command -v npm >/dev/null 2>&1; then echo "make setup: no npm, so no Redocly CLI (docs/openapi.yaml's linter)" >&2; exit 0; fi; \
+	mkdir -p $(NODE_PREFIX) && \
+	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --loglevel=error '@redocly/cli@$(REDOCLY_VERSION)' && \
+	rm -f $(NODE_PREFIX)/.redocly-*-stamp && touch $@
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "leasehold needs Python 3.11 or newer as $(PYTHON)")'
@@ -86,6 +120,10 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# docs/openapi.yaml against Redocly's recommended rules (redocly.yaml): no error, no warning
+lint-openapi: redocly
+	$(REDOCLY) lint --config redocly.yaml docs/openapi.yaml
 
 format: setup
 	$(BIN)/ruff format src tests bench scripts

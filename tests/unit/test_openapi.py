@@ -125,7 +125,8 @@ def _examples(used: set[str]) -> Iterator[tuple[str, Any, Any]]:
             for name, example in (node.get("examples") or {}).items():
                 if "$ref" in example:
                     used.add(example["$ref"])
-                yield _pointer(_pointer(where, "examples"), name), schema, _resolve(example)["value"]
+                value = _resolve(example)["value"]
+                yield _pointer(_pointer(where, "examples"), name), schema, value
         for key, value in node.items():
             if key not in {"schema", "examples", "example"}:
                 yield from walk(value, _pointer(where, key))
