@@ -21,6 +21,7 @@ from leasehold.domain.ids import hash_source
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
+from leasehold.store.batch import NewJobEntry, Outcome, accept_many
 from leasehold.store.cursors import (
     cursor_partition,
     decode_cursor,  # noqa: F401 - its home before SH2
@@ -127,6 +128,13 @@ class JobStore:
             state = str(old.get("state", JobState.QUEUED.value))
             return AcceptResult(job_id=job.job_id, created=False, state=state)
         return AcceptResult(job_id=job.job_id, created=True)
+
+    def accept_many(
+        self, jobs: list[NewJobEntry], *, guard: RawItem | None = None
+    ) -> list[Outcome]:
+        """Many new jobs in as few transactions as DynamoDB allows, each answered on its own
+        (store/batch.py); `guard`: a ConditionCheck in every transaction (GuardFailedError)."""
+        return accept_many(self._table, jobs, guard=guard)
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
         """The current state of each job named (one BatchGetItem per hundred; an id with no job
