@@ -123,23 +123,37 @@ class _Planned:
     size: int
 
 
+def pack_sizes(
+    jobs: Sequence[tuple[int, int]],
+    *,
+    actions: int = MAX_ACTIONS,
+    budget: int = MAX_TRANSACTION_BYTES,
+) -> list[list[int]]:
+    """Jobs given as (actions, bytes), in order, packed into as few transactions of at most
+    `actions` actions and `budget` bytes as they fit in: the jobs' positions, a list each."""
+    chunks: list[list[int]] = []
+    count = size = 0
+    for index, (writes, bytes_) in enumerate(jobs):
+        if not chunks or count + writes > actions or size + bytes_ > budget:
+            chunks.append([])
+            count = size = 0
+        chunks[-1].append(index)
+        count += writes
+        size += bytes_
+    return chunks
+
+
 def pack(
     planned: Sequence[_Planned], *, guard: dict[str, Any] | None = None
 ) -> list[list[_Planned]]:
     """The jobs, in order, in as few transactions as the limits allow (a guard takes one action
     and its size in each)."""
-    actions = MAX_ACTIONS - (1 if guard else 0)
-    budget = MAX_TRANSACTION_BYTES - (write_size(guard) if guard else 0)
-    chunks: list[list[_Planned]] = []
-    count = size = 0
-    for job in planned:
-        if not chunks or count + len(job.writes) > actions or size + job.size > budget:
-            chunks.append([])
-            count = size = 0
-        chunks[-1].append(job)
-        count += len(job.writes)
-        size += job.size
-    return chunks
+    chunks = pack_sizes(
+        [(len(p.writes), p.size) for p in planned],
+        actions=MAX_ACTIONS - (1 if guard else 0),
+        budget=MAX_TRANSACTION_BYTES - (write_size(guard) if guard else 0),
+    )
+    return [[planned[i] for i in chunk] for chunk in chunks]
 
 
 def chunk_token(chunk: Sequence[_Planned]) -> str:
@@ -148,19 +162,6 @@ def chunk_token(chunk: Sequence[_Planned]) -> str:
     sent again without it)."""
     parts = "|".join(f"{p.entry.job.job_id}:{p.entry.fp_hash or ''}" for p in chunk)
     return hashlib.sha256(parts.encode()).hexdigest()[:36]
-
-
-def transactions_for(
-    jobs: Sequence[NewJobEntry], *, shards: int = 1, guard: RawItem | None = None
-) -> list[list[dict[str, Any]]]:
-    """The transactions `accept_many` would send for `jobs` (the guard in each), when none
-    fails: what `job_writes_many` hands an application, and what a test counts."""
-    check = _guard_action(guard)
-    planned = _plan(jobs, shards)
-    return [
-        [w for p in chunk for w in p.writes] + ([check] if check else [])
-        for chunk in pack(planned, guard=check)
-    ]
 
 
 def _guard_action(guard: RawItem | None) -> dict[str, Any] | None:
@@ -302,5 +303,6 @@ __all__ = [
     "NewJobEntry",
     "Outcome",
     "accept_many",
-    "transactions_for",
+    "pack_sizes",
+    "write_size",
 ]
