@@ -362,3 +362,28 @@ def test_a_batch_whose_answer_was_lost_sent_again_gives_the_same_jobs(
     assert all(isinstance(o, Accepted) for o in again)
     assert {o.job_id for o in again} == {i["pk"]["S"][4:] for i in _job_items(harness)}
     assert len(_job_items(harness)) == 10
+
+
+def test_a_batch_counts_each_of_its_jobs_against_the_tenants_submit_rate(
+    moto: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leasehold.domain.clock import SystemClock
+    from tests.support.api import call_fixture
+
+    now = [1_800_000_000_123]
+    monkeypatch.setattr(SystemClock, "now_ms", lambda self: now[0])
+    call = next(call_fixture(monkeypatch, TENANT_SUBMIT_RATE="5"))
+    batch = {"jobs": [_body(i) for i in range(3)]}
+    assert call("api-submit-batch.json", body=batch)[0] == 200
+    # 3 of 5 taken this second: 3 more do not fit, and none of them is written
+    status, answer, headers = call("api-submit-batch.json", body=batch)
+    assert (status, answer["error"]["code"]) == (429, "submit_rate_exceeded")
+    assert "a batch of 3 does not fit" in answer["error"]["message"]
+    assert headers.get("Retry-After") == "1"
+    assert len(_job_items(call)) == 3
+    two = {"jobs": [_body(i) for i in range(2)]}
+    assert call("api-submit-batch.json", body=two)[0] == 200  # exactly the 5
+    now[0] += 1000
+    status, _, _ = call("api-submit-batch.json", body={"jobs": [_body(i) for i in range(6)]})
+    assert status == 429  # more than the rate: never in one second
+    assert len(_job_items(call)) == 5
