@@ -103,12 +103,11 @@ class JobStore:
         self._table = table
 
     def accept(self, job: Job, *, idempotency: str | None, fingerprint: str) -> AcceptResult:
-        """Job + outbox wake-up in one transaction, each Put conditional on
-        `attribute_not_exists`. Returns only after the commit (docs/architecture.md rule 1).
-
-        With an idempotency key the job's id is derived from the key (decision C4), so the
-        key needs no item of its own: a repeat fails the job's own condition and finds the
-        first job in the failure — the same body answers it, another body is a conflict."""
+        """Job + outbox wake-up in one transaction, each Put on `attribute_not_exists`.
+        Returns only after the commit (docs/architecture.md rule 1). With an idempotency key
+        the job's id is derived from the key (decision C4), so the key needs no item of its
+        own: a repeat fails the job's own condition and finds the first job in the failure —
+        the same body answers it, another body is a conflict."""
         fp_hash = fingerprint_hash(fingerprint)
         keyed = idempotency is not None
         items = new_job_writes(job, fp_hash if keyed else None, shards=self._table.index_shards)
@@ -132,8 +131,7 @@ class JobStore:
     def accept_many(
         self, jobs: list[NewJobEntry], *, guard: RawItem | None = None
     ) -> list[Outcome]:
-        """Many new jobs in as few transactions as DynamoDB allows, each answered on its own
-        (store/batch.py); `guard`: a ConditionCheck in every transaction (GuardFailedError)."""
+        """Many new jobs, few transactions, each job answered on its own (store/batch.py)."""
         return accept_many(self._table, jobs, guard=guard)
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
