@@ -32,8 +32,9 @@ class Scenario:
     limit: int | None = None
     """Per-user concurrency limit; None = the template's default, 0 = off."""
     shape: str = "plain"
-    """plain, retry-once, approval, title, busy-user, delayed or direct (`submit_direct`: no
-    API Gateway request, no API function invocation)."""
+    """plain, retry-once, approval, title, busy-user, delayed, direct (`submit_direct`: no
+    API Gateway request, no API function invocation) or batch (`POST /jobs/batch`, 100 jobs a
+    request)."""
     delay_seconds: int | None = None
     """`delay_seconds` on every job (shape `delayed`)."""
     kind: str = "synthetic"
@@ -179,6 +180,30 @@ class Runner:
             raise RuntimeError(f"{scenario.name}: submit_direct answered {made}")
         return made.job_id
 
+    def _submit_batches(self, scenario: Scenario) -> list[str]:
+        """The jobs in `POST /jobs/batch` requests of up to 100 (each item with its own
+        `idempotency_key` when the scenario has keys): one API Gateway request and one API
+        invocation for up to 100 jobs, committed in as few transactions as DynamoDB allows."""
+        from leasehold.domain.batch import MAX_BATCH_JOBS
+
+        user = user_of(scenario)
+        ids: list[str] = []
+        for start in range(0, scenario.jobs, MAX_BATCH_JOBS):
+            items = []
+            for index in range(start, min(start + MAX_BATCH_JOBS, scenario.jobs)):
+                item = job_body(scenario)
+                if scenario.key:
+                    item["idempotency_key"] = idempotency_key(user, "accept", index)
+                items.append(item)
+            status, body = self.stack.api(
+                "api-submit-batch.json", body={"jobs": items}, user=user, tenant=TENANT
+            )
+            results = body.get("results") or []
+            if status != 200 or not all("job_id" in r for r in results):
+                raise RuntimeError(f"{scenario.name}: POST /jobs/batch answered {status}: {body}")
+            ids += [str(r["job_id"]) for r in results]
+        return ids
+
     def _measured(self, scenario: Scenario, ids: list[str], limit: int, **extra: Any) -> Measured:
         meter, stack = self.stack.meter, self.stack
         states = Counter((stack.job(j) or {}).get("state", "missing") for j in ids)
@@ -231,6 +256,8 @@ class Runner:
                 ids.append(self.submit(scenario, index))
                 wanted = "waiting_approval" if scenario.shape == "approval" else SUCCEEDED
                 self.stack.drain(ids[-1:], self._done(wanted))
+        elif scenario.shape == "batch":
+            ids = self._submit_batches(scenario)
         else:
             ids = [self.submit(scenario, index) for index in range(scenario.jobs)]
         if scenario.shape == "approval":
@@ -481,10 +508,13 @@ SCENARIOS = [
     ),  # fmt: skip
     Scenario("1-step burst, ~200 B, key, one concurrency key", 100, kind="keyed"),
     Scenario("1-step burst, ~200 B, key, one rate limit", 100, kind="rated"),
+    Scenario("1-step burst, ~200 B, key, batched (POST /jobs/batch of 100)", 100, shape="batch"),
 ]
 HEADLINE = SCENARIOS[0].name
 NO_LIMIT = SCENARIOS[4].name
 THREE_STEP = SCENARIOS[6].name
 DIRECT = SCENARIOS[11].name
 """The headline job enqueued directly: compared with HEADLINE (the same job over HTTP)."""
+BATCHED = "1-step burst, ~200 B, key, batched (POST /jobs/batch of 100)"
+"""The headline job submitted 100 a request: compared with HEADLINE (one a request)."""
 KEYED = "1-step burst, ~200 B, key, one concurrency key"

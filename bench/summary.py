@@ -17,6 +17,7 @@ from bench.pricing import (
     usd_per_job,
 )
 from bench.scenarios import (
+    BATCHED,
     DIRECT,
     HEADLINE,
     KEYED,
@@ -231,15 +232,26 @@ def enqueue_paths(scenarios: dict[str, Any]) -> dict[str, Any]:
     directly (`submit_direct` from code already running in AWS), both measured by the meter."""
     http, direct = scenarios[HEADLINE], scenarios[DIRECT]
     a, b = http["usd_per_million_jobs"], direct["usd_per_million_jobs"]
+    batched = scenarios.get(BATCHED)
+    batch: dict[str, Any] = {}
+    if batched is not None:
+        c = batched["usd_per_million_jobs"]
+        batch = {
+            "batch": BATCHED,
+            "batch_usd_per_million": c["total"],
+            "batch_saved_usd_per_million": {name: round(a[name] - c[name], 3) for name in a},
+        }
     return {
         "http": HEADLINE,
         "direct": DIRECT,
         "http_usd_per_million": a["total"],
         "direct_usd_per_million": b["total"],
         "saved_usd_per_million": {name: round(a[name] - b[name], 3) for name in a},
+        **batch,
         "accept_phase": {
             "http": http["phases"].get("accept", {}),
             "direct": direct["phases"].get("accept", {}),
+            **({"batch": batched["phases"].get("accept", {})} if batched else {}),
         },
         "note": "direct = the user's code calls submit_direct inside AWS: no API Gateway request "
         "and no API function invocation (the caller's own invocation is not the job's); the same "

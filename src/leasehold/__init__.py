@@ -34,7 +34,7 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.job import Budget, Owner
 from leasehold.domain.limits import Limit, Rate
-from leasehold.domain.options import JobOptions
+from leasehold.domain.options import JobOptions, Submission
 from leasehold.sdk.config import SettingError, at_cold_start, int_setting, setting
 from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
 from leasehold.sdk.errors import FatalError, RetryableError
@@ -82,6 +82,7 @@ __all__ = [
     "StepInterruptedError",
     "StepLogger",
     "StopJobError",
+    "Submission",
     "ValidationError",
     "at_cold_start",
     "int_setting",

@@ -1,6 +1,7 @@
-"""`make bench`'s two enqueue paths for the same 1-step job, on moto through the real functions
+"""`make bench`'s enqueue paths for the same 1-step job, on moto through the real functions
 and the same meter: directly (`submit_direct`) there is no API Gateway request and no API
-function invocation, and the job's own writes are the same as over HTTP."""
+function invocation, and the job's own writes are the same as over HTTP; batched (`POST
+/jobs/batch`) one request and one invocation carry every job, with the same writes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from bench.scenarios import DIRECT, HEADLINE, SCENARIOS, Runner
+from bench.scenarios import BATCHED, DIRECT, HEADLINE, SCENARIOS, Runner
 from bench.stack import Stack, quiet_warnings, set_credentials
 from bench.summary import enqueue_paths, summarise
 from moto import mock_aws
@@ -37,7 +38,7 @@ def measured() -> Iterator[dict[str, Any]]:
             runner = Runner(stack)
             out = {}
             for scenario in SCENARIOS:
-                if scenario.name in (HEADLINE, DIRECT):
+                if scenario.name in (HEADLINE, DIRECT, BATCHED):
                     out[scenario.name] = summarise(
                         runner.run(replace(scenario, jobs=6)), stack.spec, 200
                     )
@@ -70,3 +71,18 @@ def test_the_direct_path_writes_what_post_jobs_writes(measured: dict[str, Any]) 
     assert saved["dynamodb"] == 0 and saved["api_gateway"] == 1.0
     assert saved["lambda"] > 0 and saved["logs"] > 0
     assert paths["direct_usd_per_million"] < paths["http_usd_per_million"]
+
+
+def test_a_batch_carries_every_job_in_one_request_with_the_same_writes(
+    measured: dict[str, Any],
+) -> None:
+    http, batched = measured[HEADLINE], measured[BATCHED]
+    assert batched["final_states"] == {"succeeded": 6}
+    assert batched["per_job"]["api_requests"] == pytest.approx(1 / 6, abs=0.001)
+    assert batched["per_job"]["lambda_invocations"]["api"] == pytest.approx(1 / 6, abs=0.001)
+    accept = batched["phases"]["accept"]
+    assert accept["wcu"] == http["phases"]["accept"]["wcu"]
+    assert accept["requests"] == {"dynamodb.TransactWriteItems": pytest.approx(1 / 6, abs=0.001)}
+    paths = enqueue_paths(measured)
+    assert paths["batch_saved_usd_per_million"]["dynamodb"] == 0
+    assert paths["batch_usd_per_million"] < paths["http_usd_per_million"]

@@ -214,6 +214,7 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
     assert routes == {
         ("GET", "/health"),
         ("POST", "/jobs"),
+        ("POST", "/jobs/batch"),
         ("GET", "/jobs"),
         ("GET", "/jobs/{job_id}"),
         ("POST", "/jobs/{job_id}/cancel"),

@@ -48,6 +48,7 @@ PUBLIC_NAMES = {
         "StepInterruptedError",
         "StepLogger",
         "StopJobError",
+        "Submission",
         "ValidationError",
         "at_cold_start",
         "int_setting",
@@ -67,6 +68,7 @@ PUBLIC_NAMES = {
         "ConflictError",
         "Engine",
         "NewJob",
+        "NewJobs",
         "NotFoundError",
         "Routes",
         "StoreUnavailableError",
@@ -77,10 +79,12 @@ PUBLIC_NAMES = {
         "items",
         "job_states",
         "job_writes",
+        "job_writes_many",
         "pages",
         "respond",
         "step_operation",
         "submit_direct",
+        "submit_direct_many",
         "transact_closing_job",
     ],
     "leasehold.testing": [
@@ -227,7 +231,8 @@ def test_every_name_leasehold_exported_before_still_resolves() -> None:
         "transact_closing_job",
     }
     assert len(before) == 53
-    added = {"Budget", "JobOptions"}  # new in this release (the one options type, decision OW1)
+    # new in this release: the one options type (decision OW1), a job request for the batches
+    added = {"Budget", "JobOptions", "Submission"}
     assert before | added == set(leasehold.__all__) | set(leasehold.MOVED)
 
 

@@ -8,7 +8,8 @@ list's bookmarks) and mounts routes of its own on the API function.
   retries, its error translation, `ConditionFailed`), the clock, the metrics;
 - `job_writes` (a new job's transaction entries, to commit with items of one's own),
   `transact_closing_job`, `job_states`, and `submit_direct` (a job committed alone, from code
-  that runs inside AWS) with what it answers, `Submitted`;
+  that runs inside AWS) with what it answers, `Submitted`; `job_writes_many` (`NewJobs`) and
+  `submit_direct_many` for many jobs at once;
 - `Routes` and `respond`: HTTP routes with the engine's rules for identity and input;
 - `idempotency`, `pages`, `items`, `iso_time`, `step_operation`: the engine's own rules for
   keys, cursors, item values, times and ledger entries;
@@ -37,6 +38,7 @@ from leasehold.sdk.apps import (
 )
 from leasehold.sdk.direct import Submitted, submit_direct
 from leasehold.sdk.errors import ConflictError, NotFoundError, StoreUnavailableError
+from leasehold.sdk.many import NewJobs, job_writes_many, submit_direct_many
 from leasehold.sdk.routes import Routes, respond
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "ConflictError",
     "Engine",
     "NewJob",
+    "NewJobs",
     "NotFoundError",
     "Routes",
     "StoreUnavailableError",
@@ -54,9 +57,11 @@ __all__ = [
     "items",
     "job_states",
     "job_writes",
+    "job_writes_many",
     "pages",
     "respond",
     "step_operation",
     "submit_direct",
+    "submit_direct_many",
     "transact_closing_job",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Unpack
@@ -20,8 +20,9 @@ from leasehold.client.transport import (
     pages,
     segment,
 )
+from leasehold.domain.batch import MAX_BATCH_JOBS
 from leasehold.domain.errors import ValidationError
-from leasehold.domain.options import JobOptions, OptionKeywords
+from leasehold.domain.options import JobOptions, OptionKeywords, Submission
 from leasehold.domain.types import JsonObject
 
 if TYPE_CHECKING:
@@ -139,6 +140,47 @@ class Client(Transport):
         if not isinstance(accepted.get("job_id"), str):
             raise invalid_answer(202, json.dumps(accepted).encode(), "names no job_id")
         return JobHandle(self, str(accepted["job_id"]), str(accepted.get("state", "queued")))
+
+    def submit_many(self, jobs: Iterable[Submission]) -> list[JobHandle | ApiError]:
+        """Submit many jobs (`POST /jobs/batch`, 100 a request, decisions BA1-BA6): one answer
+        a job, in order — its handle, or the `ApiError` `POST /jobs` would have raised for it
+        (`InvalidInput`, `Forbidden`, `Conflict` for a key reused with another request,
+        `Unavailable` for a job not committed when the store stopped answering).
+
+            client.submit_many([Submission("shout", {"text": t}, JobOptions(idempotency_key=t))
+                                for t in texts])
+
+        Each `Submission` carries its kind, payload and `JobOptions` (its own idempotency key
+        among them). A request refused as a whole (401, 429, or a 503 with nothing committed)
+        raises when it is the first; after a request whose jobs went in, it becomes the answer
+        of each job it and the later ones carried, and nothing more is sent. A request is
+        repeated after a 503 or a lost answer only when every job in it has a key."""
+        items = list(jobs)
+        answers: list[JobHandle | ApiError] = []
+        for start in range(0, len(items), MAX_BATCH_JOBS):
+            chunk = items[start : start + MAX_BATCH_JOBS]
+            body = {"jobs": [_batch_item(item) for item in chunk]}
+            keyed = all(item.options.idempotency_key is not None for item in chunk)
+            try:
+                answer = self._object("POST", "/jobs/batch", body, repeat_safe=keyed)
+                results = answer.get("results")
+                if not isinstance(results, list) or len(results) != len(chunk):
+                    raise invalid_answer(200, json.dumps(answer).encode(), "is not one per job")
+            except ApiError as refused:
+                if not answers:
+                    raise
+                answers += [refused] * (len(items) - len(answers))
+                return answers
+            answers += [self._batch_answer(result) for result in results]
+        return answers
+
+    def _batch_answer(self, result: Any) -> JobHandle | ApiError:
+        if isinstance(result, dict) and isinstance(result.get("job_id"), str):
+            return JobHandle(self, result["job_id"], str(result.get("state", "queued")))
+        error = result.get("error") if isinstance(result, dict) else None
+        code = str(error.get("code", "")) if isinstance(error, dict) else ""
+        status = ITEM_STATUS_BY_CODE.get(code, 400)
+        return error_for(status, result, json.dumps(result).encode(), {})
 
     def get(self, job_id: str) -> JsonObject:
         """One of the caller's jobs (`GET /jobs/{job_id}`); `ApiError.NotFound` when it is
@@ -350,6 +392,27 @@ class Schedules:
         deleted; `ApiError.NotFound` when it is unknown, not the caller's or already deleted
         (so after a lost answer, a `NotFound` on a retry means the first delete committed)."""
         return dict(self._client.call("DELETE", f"/schedules/{segment(schedule_id)}"))
+
+
+ITEM_STATUS_BY_CODE = {
+    "idempotency_key_reused": 409,
+    "conflict": 409,
+    "priority_not_allowed": 403,
+    "forbidden": 403,
+    "store_unavailable": 503,
+}
+"""The status `POST /jobs` answers an item's error code with (any other code: 400), so a batch
+item's error is the same `ApiError` subclass the single request raises."""
+
+
+def _batch_item(item: Submission) -> JsonObject:
+    """One `POST /jobs/batch` item: a `POST /jobs` body with the key in it."""
+    if not isinstance(item, Submission):
+        raise TypeError("submit_many takes Submission(kind, payload, options) values")
+    body: JsonObject = {"kind": item.kind, "payload": item.payload, **item.options.body_fields()}
+    if item.options.idempotency_key is not None:
+        body["idempotency_key"] = item.options.idempotency_key
+    return body
 
 
 def _options(options: JobOptions | None, **keywords: Any) -> JobOptions:

@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from leasehold import console
+from leasehold.domain.batch import MAX_BATCH_BODY_BYTES, submissions_of
 from leasehold.domain.errors import (
     ConflictError,
     ForbiddenError,
@@ -30,7 +31,7 @@ from leasehold.domain.options import Submission
 from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import metrics, runtime, trim_log_context
 from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of, require_text
-from leasehold.service.jobs import JobService
+from leasehold.service.jobs import JobService, batch_results
 from leasehold.service.ops import OpsService
 from leasehold.service.schedules import ScheduleService
 
@@ -175,6 +176,25 @@ def submit_job() -> Response:
         {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
         headers={"Location": location},
     )
+
+
+@app.post("/jobs/batch")
+def submit_batch() -> Response:
+    """Up to 100 jobs, each accepted or refused on its own: 200 with a result per item, in
+    order (decisions BA1-BA6); a key travels in each item, not in a header."""
+    owner = caller()
+    service = jobs()
+    if _header("Idempotency-Key") is not None:
+        raise ValidationError(
+            "POST /jobs/batch takes an 'idempotency_key' in each job request, not the "
+            "Idempotency-Key header",
+            code="invalid_idempotency_key",
+        )
+    body = body_of(app.current_event.raw_event, max_bytes=MAX_BATCH_BODY_BYTES)
+    items = submissions_of(body, known_kinds=service.intake.submittable())
+    outcomes = service.accept_many(owner, items)
+    logger.info("batch", extra={"jobs": len(outcomes)})
+    return _json(200, batch_results(outcomes))
 
 
 @app.get("/jobs")

@@ -37,7 +37,9 @@ def caller_of(event: Mapping[str, Any]) -> Owner:
     return Owner(tenant=str(tenant), user_id=str(user), is_operator=OPERATORS_GROUP in groups)
 
 
-def body_of(event: Mapping[str, Any], *, required: bool = True) -> Any:
+def body_of(
+    event: Mapping[str, Any], *, required: bool = True, max_bytes: int = MAX_BODY_BYTES
+) -> Any:
     """The request's JSON body: 400 when it is missing (if required), too large, not JSON (an
     RFC 8259 document: no `NaN`, no `Infinity`, no number past a double's range), nested too
     deeply to parse, or when a string in it (a value or a key) is not text DynamoDB can store
@@ -61,8 +63,8 @@ def body_of(event: Mapping[str, Any], *, required: bool = True) -> Any:
         if _lone_surrogate(text) is not None:
             raise ValidationError("the body is not UTF-8 text", code="malformed_json")
         data = text.encode()
-    if len(data) > MAX_BODY_BYTES:
-        raise ValidationError(f"the body is larger than {MAX_BODY_BYTES} bytes", code="too_large")
+    if len(data) > max_bytes:
+        raise ValidationError(f"the body is larger than {max_bytes} bytes", code="too_large")
     try:
         value = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from leasehold.domain.clock import Clock
 from leasehold.domain.errors import (
+    LeaseholdError,
     StoreUnavailableError,
     SubmitRateExceededError,
     ValidationError,
@@ -20,11 +21,12 @@ from leasehold.domain.options import Submission, check_kind_known
 from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
-from leasehold.domain.types import JsonObject
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.telemetry import CountingTelemetry, Telemetry
 from leasehold.service.view import job_view
 from leasehold.store import Stores
+from leasehold.store.batch import Accepted, NewJobEntry
 from leasehold.store.jobs import JobStore, derived_id, fingerprint_hash, request_token
 from leasehold.store.rates import SubmitCounter
 from leasehold.store.table import Table
@@ -33,13 +35,6 @@ _LIMIT = re.compile(r"^[0-9]{1,3}$")
 MAX_LIST_LIMIT = 100
 MAX_VERSION = 2**53
 """Versions are counters; anything larger than a JSON-safe integer is not one of ours."""
-
-
-@dataclass(frozen=True)
-class Accepted:
-    job_id: str
-    created: bool
-    state: str
 
 
 @dataclass(frozen=True)
@@ -145,15 +140,65 @@ class Intake:
         # A repeat answers with what the job is now (it may have run, or been cancelled).
         return Accepted(job_id=outcome.job_id, created=outcome.created, state=outcome.state)
 
-    def _take_submission(self, table: Table, owner: Owner, now: int) -> None:
-        """Count the submission against its tenant's rate (decision Q3), when the deployment
-        sets one: a tenant past it is refused (429) before anything is written for the job."""
+    def accept_many(
+        self,
+        table: Table,
+        owner: Owner,
+        items: Sequence[Submission | LeaseholdError],
+        *,
+        guard: RawItem | None = None,
+    ) -> list[Accepted | LeaseholdError]:
+        """Many jobs through the one accept path (`POST /jobs/batch`, `submit_many`, decisions
+        BA1–BA6): each item validated as `accept` validates one (an item that fails is its own
+        error, in its place; an item given as an error stays one), the valid ones counted
+        against the tenant's rate together and committed in as few transactions as DynamoDB
+        allows (`JobStore.accept_many`), each answered on its own. StoreUnavailableError only
+        when nothing of the batch was committed; `guard`: see `JobStore.accept_many`."""
+        outcomes: list[Accepted | LeaseholdError | None] = [None] * len(items)
+        ready: list[tuple[int, Prepared]] = []
+        for index, item in enumerate(items):
+            if isinstance(item, LeaseholdError):
+                outcomes[index] = item
+                continue
+            try:
+                ready.append((index, self.prepare(owner, item)))
+            except StoreUnavailableError:
+                raise
+            except LeaseholdError as refused:
+                outcomes[index] = refused
+        if ready:
+            self._take_submission(table, owner, ready[0][1].job.created_at, len(ready))
+            entries = [NewJobEntry(p.job, p.fp_hash) for _, p in ready]
+            try:
+                committed = JobStore(table).accept_many(entries, guard=guard)
+            except StoreUnavailableError as unavailable:
+                raise StoreUnavailableError(
+                    f"{unavailable} — no job of the batch was accepted, or some were with "
+                    "their answer lost; retry with the same idempotency_key on each item to "
+                    "get the same jobs (an item without a key may be created twice)"
+                ) from unavailable
+            for (index, _), outcome in zip(ready, committed, strict=True):
+                outcomes[index] = outcome
+        done = [o if o is not None else LeaseholdError("not attempted") for o in outcomes]
+        created = sum(1 for o in done if isinstance(o, Accepted) and o.created)
+        repeats = sum(1 for o in done if isinstance(o, Accepted) and not o.created)
+        if created:
+            self._telemetry.count("JobsAccepted", created)
+        if repeats:
+            self._telemetry.count("IdempotentReplays", repeats)
+        return done
+
+    def _take_submission(self, table: Table, owner: Owner, now: int, jobs: int = 1) -> None:
+        """Count the submission (a batch's `jobs`, decision BA5) against its tenant's rate
+        (decision Q3), when the deployment sets one: a tenant past it is refused (429) before
+        anything is written for the job."""
         rate = self._tenancy.submit_rate
-        if rate and not SubmitCounter(table).take(owner.tenant, rate, now):
+        if rate and not SubmitCounter(table).take(owner.tenant, rate, now, jobs):
             raise SubmitRateExceededError(
                 f"tenant {owner.tenant[:80]!r} has submitted {rate} jobs this second, the most "
-                "this deployment allows a tenant (TenantSubmitRate); nothing was accepted - "
-                "retry after a second",
+                "this deployment allows a tenant (TenantSubmitRate)"
+                + (f", and a batch of {jobs} does not fit" if jobs > 1 else "")
+                + "; nothing was accepted - retry after a second",
                 retry_after_seconds=1,
             )
 
@@ -188,6 +233,12 @@ class JobService:
     def accept(self, owner: Owner, submission: Submission) -> Accepted:
         """Validate, then commit job + outbox (+ key) together; only a commit returns."""
         return self.intake.accept(self._stores.table, owner, submission)
+
+    def accept_many(
+        self, owner: Owner, items: Sequence[Submission | LeaseholdError]
+    ) -> list[Accepted | LeaseholdError]:
+        """`POST /jobs/batch`: each item accepted or refused on its own (`Intake.accept_many`)."""
+        return self.intake.accept_many(self._stores.table, owner, items)
 
     def view(self, owner: Owner, job_id: str) -> JsonObject:
         job = self._stores.jobs.get_owned(owner, job_id)
@@ -232,6 +283,24 @@ class JobService:
         )
         self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
         return job_view(job, self._kinds)
+
+
+def batch_results(outcomes: Sequence[Accepted | LeaseholdError]) -> JsonObject:
+    """`POST /jobs/batch`'s answer: a result for each item, in order — the job as `POST /jobs`
+    answers it, or the error envelope's `error` as `POST /jobs` would have refused it."""
+    results: list[JsonObject] = []
+    for outcome in outcomes:
+        if isinstance(outcome, LeaseholdError):
+            results.append({"error": {"code": outcome.code, "message": str(outcome)}})
+        else:
+            results.append(
+                {
+                    "job_id": outcome.job_id,
+                    "state": outcome.state,
+                    "status_url": f"/jobs/{outcome.job_id}",
+                }
+            )
+    return {"results": results}
 
 
 def resolve_spec(kind: JobKind, submission: Submission, default_max_attempts: int) -> JobSpec:

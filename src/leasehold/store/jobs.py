@@ -21,6 +21,7 @@ from leasehold.domain.ids import hash_source
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
+from leasehold.store.batch import NewJobEntry, Outcome, accept_many
 from leasehold.store.cursors import (
     cursor_partition,
     decode_cursor,  # noqa: F401 - its home before SH2
@@ -102,12 +103,11 @@ class JobStore:
         self._table = table
 
     def accept(self, job: Job, *, idempotency: str | None, fingerprint: str) -> AcceptResult:
-        """Job + outbox wake-up in one transaction, each Put conditional on
-        `attribute_not_exists`. Returns only after the commit (docs/architecture.md rule 1).
-
-        With an idempotency key the job's id is derived from the key (decision C4), so the
-        key needs no item of its own: a repeat fails the job's own condition and finds the
-        first job in the failure — the same body answers it, another body is a conflict."""
+        """Job + outbox wake-up in one transaction, each Put on `attribute_not_exists`.
+        Returns only after the commit (docs/architecture.md rule 1). With an idempotency key
+        the job's id is derived from the key (decision C4), so the key needs no item of its
+        own: a repeat fails the job's own condition and finds the first job in the failure —
+        the same body answers it, another body is a conflict."""
         fp_hash = fingerprint_hash(fingerprint)
         keyed = idempotency is not None
         items = new_job_writes(job, fp_hash if keyed else None, shards=self._table.index_shards)
@@ -127,6 +127,12 @@ class JobStore:
             state = str(old.get("state", JobState.QUEUED.value))
             return AcceptResult(job_id=job.job_id, created=False, state=state)
         return AcceptResult(job_id=job.job_id, created=True)
+
+    def accept_many(
+        self, jobs: list[NewJobEntry], *, guard: RawItem | None = None
+    ) -> list[Outcome]:
+        """Many new jobs, few transactions, each job answered on its own (store/batch.py)."""
+        return accept_many(self._table, jobs, guard=guard)
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
         """The current state of each job named (one BatchGetItem per hundred; an id with no job

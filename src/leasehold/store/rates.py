@@ -53,14 +53,16 @@ class SubmitCounter:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def take(self, tenant: str, limit: int, now_ms: int) -> bool:
-        """Count one submission of `tenant` in the second of `now_ms`; False when that second
-        has had `limit` already (nothing counted)."""
+    def take(self, tenant: str, limit: int, now_ms: int, jobs: int = 1) -> bool:
+        """Count `jobs` submissions of `tenant` (a batch's, decision BA5) in the second of
+        `now_ms`; False when that second cannot hold them all within `limit` (nothing counted)."""
         second = now_ms // 1000
+        if jobs > limit:
+            return False
         expr = Expression()
         count = expr.name("n")
-        expr.condition(f"attribute_not_exists({count}) OR {count} < {expr.value(limit)}")
-        expr.set_raw("n", "if_not_exists({x}, " + expr.value(0) + ") + " + expr.value(1))
+        expr.condition(f"attribute_not_exists({count}) OR {count} <= {expr.value(limit - jobs)}")
+        expr.set_raw("n", "if_not_exists({x}, " + expr.value(0) + ") + " + expr.value(jobs))
         expr.set("expires_at", second + SUBMIT_COUNTER_TTL_SECONDS)
         try:
             self._table.update(

@@ -5,14 +5,14 @@ that moves only when the test says so."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Unpack, cast
 
 from leasehold.client.replay import Replays
 from leasehold.domain.clock import ManualClock
-from leasehold.domain.errors import JobNotFoundError
+from leasehold.domain.errors import JobNotFoundError, LeaseholdError
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.options import JobOptions, OptionKeywords, Submission
 from leasehold.domain.types import JsonObject
@@ -320,6 +320,18 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         chosen = JobOptions.of(options, **keywords)
         submission = Submission(kind, dict(payload), chosen)
         return self._api.accept(owner or self.owner, submission).job_id
+
+    def submit_many(
+        self, jobs: Iterable[Submission], *, owner: Owner | None = None
+    ) -> list[str | LeaseholdError]:
+        """`POST /jobs/batch` through the API's own accept path for many: one answer a job, in
+        order — its id, or the error `submit` would have raised for it alone (a key reused with
+        another request, an invalid option, …); the accepted jobs are committed in as few
+        transactions as DynamoDB allows. `jobs`: a `Submission(kind, payload, JobOptions(…))`
+        each."""
+        self._ready()
+        outcomes = self._api.accept_many(owner or self.owner, list(jobs))
+        return [o if isinstance(o, LeaseholdError) else o.job_id for o in outcomes]
 
     def approve(self, job_id: str) -> JsonObject:
         """`POST /jobs/{id}/approval` with `approve`, at the job's current version, as its
