@@ -186,7 +186,7 @@ def test_enums_and_limits_match_the_domain() -> None:
     # gives the rule every kind name follows (leasehold.Kind refuses any other name).
     assert all(re.fullmatch(SCHEMAS["Kind"]["pattern"], name) for name in kinds)
     assert all(f"`{name}`" in SCHEMAS["Kind"]["description"] for name in kinds)
-    described = SCHEMAS["JobRequest"]["properties"]["kind"]["description"]
+    described = SCHEMAS["JobKindName"]["description"]  # JobRequest's and BatchJobRequest's kind
     for name, kind in kinds.items():
         assert (f"`{name}`" in described) is kind.submittable, name
     assert SCHEMAS["TitleMode"]["enum"] == [*FIXTURE_MODES]
