@@ -70,10 +70,10 @@ def test_an_operator_replays_a_dead_job_and_resolves_an_unknown_one(
     # When the operator opens the overview
     sign_in(browser, stack.url, "ops")
     wait_until(lambda: text_of(browser, "[data-state=dead] .value") == "1", what="1 dead job")
-    # And the last hour is drawn: twelve five-minute buckets, the dead job's end among them
+    # And the last hour is drawn: sixty one-minute buckets, the dead job's end among them
     from selenium.webdriver.common.by import By
 
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#chart svg g[data-bucket]")) == 12
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#chart svg g[data-bucket]")) == 60
     assert browser.find_elements(By.CSS_SELECTOR, "#chart svg rect.s-dead")
     # Then the dead card leads to the dead jobs, and the row to the job
     _by_css(browser, "[data-state=dead] a.value").click()
