@@ -14,6 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from leasehold import console
 from leasehold.domain.job import Owner
 from leasehold.handlers import api, wiring
@@ -293,3 +295,44 @@ def test_the_operators_token_reaches_no_log_line(call: Call) -> None:
     # Then the API logged what it did, and never the token
     assert any('"operator cancel"' in line for line in lines), lines
     assert not [line for line in lines if "console-secret-claims" in line]
+
+
+def test_a_worker_batch_counts_its_outcomes_in_one_write(
+    call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leasehold.handlers import worker as worker_handler
+    from leasehold.store.counters import OutcomeCounters
+    from tests.support.api import acting_as_function
+
+    # Given three queued jobs, their wake-ups delivered to the worker function in one batch
+    ids = [call("api-submit-job.json", body=QUEUED)[1]["job_id"] for _ in range(3)]
+    event = copy.deepcopy(load_event("worker-wakeup.json"))
+    (record,) = event["Records"]
+    event["Records"] = [
+        {
+            **record,
+            "messageId": f"m-{job_id}",
+            "body": json.dumps(
+                {"job_id": job_id, "tenant": "study-group", "user_id": "alice", "dispatch_id": "t"}
+            ),
+        }
+        for job_id in ids
+    ]
+    writes: list[dict[str, int]] = []
+    add_many = OutcomeCounters.add_many
+
+    def counted(self: OutcomeCounters, at_ms: int, counts: dict[str, int]) -> None:
+        writes.append(dict(counts))
+        add_many(self, at_ms, counts)
+
+    monkeypatch.setattr(OutcomeCounters, "add_many", counted)
+    worker_handler.worker.cache_clear()
+    # When the worker function runs the batch
+    with acting_as_function(call, "WorkerFunction"):
+        answer = worker_handler.handler(event, LocalContext("worker", timeout_ms=120_000))
+    worker_handler.worker.cache_clear()
+    # Then the three succeeded and their counts went out in one write, at the batch's end
+    assert answer == {"batchItemFailures": []}
+    assert writes == [{"succeeded": 3}]
+    status, summary, _ = call("api-ops-summary.json", user="ops")
+    assert status == 200 and summary["outcomes_last_hour"]["succeeded"] == 3

@@ -114,8 +114,8 @@ def test_a_lost_counter_write_loses_no_outcome(tb: LeaseholdTestbed) -> None:
 
         raise StoreUnavailableError("the table does not answer")
 
-    original = OutcomeCounters.add
-    OutcomeCounters.add = refuse  # type: ignore[method-assign]
+    original = OutcomeCounters.add_many
+    OutcomeCounters.add_many = refuse  # type: ignore[method-assign]
     try:
         # When a job runs, and an outcome is counted
         job_id = tb.submit("flaky", {})
@@ -124,9 +124,39 @@ def test_a_lost_counter_write_loses_no_outcome(tb: LeaseholdTestbed) -> None:
         counted = CountedOutcomes(inner, OutcomeCounters(tb.runtime.stores.table), tb.clock)
         counted.count("JobsDead")  # raises nothing: the outcome's caller carries on
     finally:
-        OutcomeCounters.add = original  # type: ignore[method-assign]
+        OutcomeCounters.add_many = original  # type: ignore[method-assign]
     # Then the job succeeded at its first delivery and its metric was counted; the chart is
     # one short
     assert report.outcomes(job_id) == ["succeeded"]
     assert tb.telemetry.counts["JobsSucceeded"] == 1 and inner.counts["JobsDead"] == 1
     assert tb.runtime.ops().summary()["outcomes_last_hour"]["succeeded"] == 0
+
+
+class _Writes(OutcomeCounters):
+    """The outcome counters, counting their writes."""
+
+    writes = 0
+
+    def add_many(self, at_ms: int, counts: dict[str, int]) -> None:
+        self.writes += 1
+        super().add_many(at_ms, counts)
+
+
+def test_a_worker_batch_writes_its_outcomes_in_one_write_at_its_end(tb: LeaseholdTestbed) -> None:
+    # Given the outcome counts of one worker batch: ten successes and a retry in one minute
+    counters = _Writes(tb.runtime.stores.table)
+    counted = CountedOutcomes(CountingTelemetry(), counters, tb.clock)
+    with counted.batched():
+        for _ in range(10):
+            counted.count("JobsSucceeded")
+        counted.count("JobsRetried")
+        counted.count("JobsClaimed")  # not an outcome
+        # Then nothing is written while the batch runs
+        assert counters.writes == 0
+    # And one write at its end holds them all, and the summary counts them
+    assert counters.writes == 1
+    outcomes = tb.runtime.ops().summary()["outcomes_last_hour"]
+    assert (outcomes["succeeded"], outcomes["retried"]) == (10, 1)
+    # And outside a batch each outcome is written as it comes
+    counted.count("JobsDead")
+    assert counters.writes == 2

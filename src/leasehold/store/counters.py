@@ -4,12 +4,12 @@ reading a job.
 
 One item per minute and shard: `pk` `COUNT#outcomes` in shard k of the table's index shards
 (`COUNT#outcomes#k`, the bare key for shard 0; k chosen at random per increment, so each shard
-takes an even share and no key is hot: decision SH1's count), `sk` the minute's start in ms
-(13 digits), one number attribute per outcome. An increment is an `ADD` of its own, after the
-outcome was written — best effort (a lost one is a chart a job short, never a job lost) —
-and the item expires (`expires_at`, the table's TTL) a day after its minute. Reading the last
-hour is one Query per shard of the minutes after the hour's start (about 60 items of ~100 B:
-the minimum read unit), eventually consistent."""
+takes an even share and no key is hot: decision SH1's count), `sk` the minute's start in ms (13
+digits), one number attribute per outcome. A write is an `ADD` of its own after the outcome was
+written (a worker batch's outcomes in one, at its end) — best effort (a lost one is a chart a
+job short, never a job lost) — and the item expires (`expires_at`, the table's TTL) a day after
+its minute. Reading the last hour is one Query per shard of the minutes after the hour's start
+(about 60 items of ~100 B: the minimum read unit), eventually consistent."""
 
 from __future__ import annotations
 
@@ -50,19 +50,26 @@ class OutcomeCounters:
     def shards(self) -> int:
         return max(self._table.index_shards, 1)
 
-    def add(self, outcome: str, at_ms: int, value: int = 1) -> None:
-        """Count `value` outcomes at `at_ms`: one UpdateItem (`ADD`) of a ~100-byte item, one
-        write unit. Raises StoreUnavailableError like any write; the caller decides to let go."""
-        if outcome not in OUTCOMES:
-            raise ValueError(f"{outcome} is not an outcome the counters keep")
+    def add_many(self, at_ms: int, counts: dict[str, int]) -> None:
+        """Count outcomes of one minute (`{"succeeded": 3, "retried": 1}`) in one UpdateItem
+        (`ADD`) of a ~100-byte item: one write unit, one outcome or a worker batch's. Raises
+        StoreUnavailableError like any write; the caller decides to let go."""
+        chosen = {name: n for name, n in counts.items() if n > 0}
+        if set(chosen) - set(OUTCOMES):
+            raise ValueError(f"{sorted(set(chosen) - set(OUTCOMES))} are not outcomes kept here")
+        if not chosen:
+            return
         minute = minute_of(at_ms)
+        names = {f"#o{i}": name for i, name in enumerate(sorted(chosen))}
+        values = {f":n{i}": {"N": str(chosen[name])} for i, name in enumerate(sorted(chosen))}
+        adds = ", ".join(f"#o{i} :n{i}" for i in range(len(names)))
         self._table.update(
             {
                 "Key": counter_key(self._pick(self.shards), minute),
-                "UpdateExpression": "ADD #o :n SET #e = :e",
-                "ExpressionAttributeNames": {"#o": outcome, "#e": "expires_at"},
+                "UpdateExpression": f"ADD {adds} SET #e = :e",
+                "ExpressionAttributeNames": {**names, "#e": "expires_at"},
                 "ExpressionAttributeValues": {
-                    ":n": {"N": str(value)},
+                    **values,
                     ":e": {"N": str(minute // 1000 + COUNTER_TTL_SECONDS)},
                 },
             },
