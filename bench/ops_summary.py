@@ -6,6 +6,13 @@ an index), a BatchGetItem by each item read — and counts the requests and the 
 
     .venv/bin/python -m bench.ops_summary            # 100 and 2,000 active jobs
     .venv/bin/python -m bench.ops_summary 100 1000 2000 --out bench/ops_summary.json
+    .venv/bin/python -m bench.ops_summary 1000 --shards 64 --rtt-ms 5   # latency, modelled
+
+`--shards N` reads the table over N index shards (the template's default is 64: a count costs a
+Query per shard). `--rtt-ms R` adds R ms to every DynamoDB request (a sleep in the client, which
+releases the GIL as a network wait would): moto answers in-process, so its own seconds say
+nothing about a round trip; with R the seconds are a model of the summary's latency — requests
+made one after another add up, concurrent ones overlap. Not an AWS measurement.
 
 The price is bench/pricing.py's on-demand read request unit (us-east-1 list price recorded there);
 a month is 30 days. Counts come from moto: its items are the engine's own (new_job_item)."""
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -75,14 +83,33 @@ def _seed(raw: Any, table: str, active: int, now_ms: int) -> None:
         raw.batch_write_item(RequestItems={table: items[start : start + 25]})
 
 
-def measure(active: int) -> dict[str, Any]:
-    """One summary over a table of `active` queued/running jobs (and the others above)."""
-    meter, summary, seconds = metered_summary(active)
-    return _report(active, meter, summary, seconds)
+def measure(active: int, shards: int = 1, rtt_ms: float = 0.0) -> dict[str, Any]:
+    """One summary over a table of `active` queued/running jobs (and the others above), read
+    over `shards` index shards, each DynamoDB request `rtt_ms` longer."""
+    meter, summary, seconds = metered_summary(active, shards, rtt_ms=rtt_ms)
+    report = _report(active, meter, summary, seconds)
+    return {"index_shards": shards, "rtt_ms": rtt_ms, **report}
+
+
+class _RoundTrip:
+    """A modelled network round trip: every request of the client waits `ms` before it is
+    sent (time.sleep releases the GIL, so concurrent requests overlap as on a network)."""
+
+    def __init__(self, client: Any, ms: float) -> None:
+        self._seconds = ms / 1000
+        self._lock = threading.Lock()
+        self.requests = 0
+        client.meta.events.register("before-send.dynamodb", self._wait)
+
+    def _wait(self, **_: Any) -> None:
+        with self._lock:
+            self.requests += 1
+        if self._seconds:
+            time.sleep(self._seconds)
 
 
 def metered_summary(
-    active: int, index_shards: int = 1
+    active: int, index_shards: int = 1, *, rtt_ms: float = 0.0
 ) -> tuple[CapacityMeter, dict[str, Any], float]:
     """The meter of one summary over a table of `active` queued/running jobs, the summary, and
     the seconds it took on moto (bench/scale.py reads the meter's reads, key by key), read over
@@ -106,6 +133,7 @@ def metered_summary(
             TableSpec.from_definition(name, definition), moto_peek(), client_requery(raw)
         )
         meter.attach(metered)
+        trips = _RoundTrip(metered, rtt_ms)
         ops = OpsService(
             Stores.over(Table(metered, name, index_shards=index_shards), 0),
             WakeupQueue(sqs, queues["work"], queues["dlq"]),
@@ -115,6 +143,7 @@ def metered_summary(
         started = time.perf_counter()
         summary = ops.summary()
         seconds = time.perf_counter() - started
+    summary["_dynamodb_requests_sent"] = trips.requests
     return meter, summary, seconds
 
 
@@ -128,6 +157,7 @@ def _report(
         by_operation[read.operation] += read.units
         items_read += read.operation in {"GetItem", "BatchGetItem"}
     requests = sum(meter.requests["unassigned"].values())
+    sent = summary.pop("_dynamodb_requests_sent", None)
     dynamodb = {k: v for k, v in meter.requests["unassigned"].items() if k.startswith("dynamodb")}
     price = PRICES["dynamodb_read_request_unit"]
     return {
@@ -137,24 +167,30 @@ def _report(
         "job_items_read": items_read,
         "requests": dict(sorted(dynamodb.items())),
         "all_requests": requests,
+        "dynamodb_requests_sent": sent,
         "counts": summary.get("counts"),
         "month_per_tab_usd": {
             f"every_{period}_s": round(units * MONTH_SECONDS / period * price, 2)
             for period in POLL_SECONDS
         },
-        "seconds_on_moto": round(seconds, 2),
+        "seconds": round(seconds, 3),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("active", nargs="*", type=int, default=[100, 2000])
+    parser.add_argument("--shards", type=int, nargs="*", default=[1])
+    parser.add_argument("--rtt-ms", type=float, default=0.0)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    runs = [measure(active) for active in args.active]
+    runs = [
+        measure(active, shards, args.rtt_ms) for active in args.active for shards in args.shards
+    ]
     result = {
         "what": "DynamoDB read units of one GET /ops/summary (moto, capacity meter), and a "
-        "console tab polling it for 30 days",
+        "console tab polling it for 30 days; `seconds`: on moto, each request made "
+        f"{args.rtt_ms} ms longer (a modelled round trip, not AWS)",
         "price_per_read_unit_usd": PRICES["dynamodb_read_request_unit"],
         "price_source": f"bench/pricing.py ({PRICES['source']}; {PRICES['date']})",
         "other_jobs": OTHER_STATES,

@@ -70,10 +70,10 @@ def test_an_operator_replays_a_dead_job_and_resolves_an_unknown_one(
     # When the operator opens the overview
     sign_in(browser, stack.url, "ops")
     wait_until(lambda: text_of(browser, "[data-state=dead] .value") == "1", what="1 dead job")
-    # And the last hour is drawn: twelve five-minute buckets, the dead job's end among them
+    # And the last hour is drawn: sixty one-minute buckets, the dead job's end among them
     from selenium.webdriver.common.by import By
 
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#chart svg g[data-bucket]")) == 12
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#chart svg g[data-bucket]")) == 60
     assert browser.find_elements(By.CSS_SELECTOR, "#chart svg rect.s-dead")
     # Then the dead card leads to the dead jobs, and the row to the job
     _by_css(browser, "[data-state=dead] a.value").click()
@@ -198,3 +198,57 @@ def test_a_refused_token_goes_back_to_sign_in_and_never_into_the_url(
     assert token not in browser.current_url
     history = browser.execute_script("return performance.getEntries().map(e => e.name)")
     assert history and not [name for name in history if token in name]
+
+
+def test_the_overview_counts_every_outcome_shows_delayed_jobs_and_what_a_job_waits_for(
+    stack: LocalStackProcess, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    # Given two jobs that succeed, one that succeeds after a retry, and one delayed an hour
+    jobs.ensure_worker(stack, "w2")
+    ran = [jobs.submit(stack, jobs.synthetic([{"name": "ok"}])) for _ in range(2)]
+    ran.append(jobs.submit(stack, jobs.synthetic([{"name": "flaky", "fail_times": 1}])))
+    delayed = jobs.submit(stack, jobs.synthetic([{"name": "later"}], delay_seconds=3600))
+    for job_id in ran:
+        stack.wait_for(job_id, {"succeeded"}, timeout=60)
+
+    def counted() -> dict[str, Any] | None:
+        # an outcome's counter is written just after the outcome: a moment after its state
+        status, summary = stack.request("GET", "/ops/summary", user="ops")
+        assert status == 200, summary
+        outcomes = summary["outcomes_last_hour"]
+        return summary if outcomes["succeeded"] >= 3 and outcomes["retried"] >= 1 else None
+
+    summary = wait_until(counted, timeout=15, what="3 successes and a retry counted")
+    assert summary["delayed"] == 1
+    # When the operator opens the overview
+    sign_in(browser, stack.url, "ops")
+    wait_until(lambda: text_of(browser, "#counts"), what="the overview")
+    # Then succeeded is an exact count (the API's), not n/a, and so is cancelled
+    succeeded = text_of(browser, "[data-state=succeeded] .value")
+    assert succeeded == str(summary["counts"]["succeeded"]), succeeded
+    assert text_of(browser, "[data-state=cancelled] .value") != "n/a"
+    assert "last hour" in text_of(browser, "[data-state=succeeded] .label")
+    # And the delayed job is shown as delayed, not as queued, and never beside "Nothing is queued"
+    assert text_of(browser, "[data-state=delayed] .value") == "1"
+    assert text_of(browser, "[data-state=queued] .value") == "0"
+    none = text_of(browser, "#oldest-none")
+    assert "Nothing is queued" not in none and "1 delayed job waits" in none, none
+    # And the chart is the last hour per minute, with the successes in it
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#chart svg g[data-bucket]")) == 60
+    assert browser.find_elements(By.CSS_SELECTOR, "#chart svg rect.s-succeeded")
+    legend = text_of(browser, "#chart [data-series=succeeded]")
+    assert legend == f"succeeded {summary['outcomes_last_hour']['succeeded']}", legend
+    assert "every 5 min" in text_of(browser, "#refreshed")
+    # And the delayed job's page says what it waits for
+    browser.get(f"{stack.url}/console#/job/{delayed}")
+    wait_until(lambda: _state_shown(browser) == "queued", what="the delayed job's page")
+    waits = text_of(browser, "[data-fact='waiting for']")
+    due = jobs.ops_view(stack, delayed)["waiting_for"]["time"]
+    assert waits.startswith("time ") and due[:16].replace("T", " ") in waits, (waits, due)
+    # And the list of queued jobs says it too, row by row
+    browser.get(f"{stack.url}/console#/jobs?state=queued")
+    cell = f"tr[data-job-id='{delayed}'] .waiting-for"
+    wait_until(lambda: text_of(browser, cell), what="the delayed job's row")
+    assert text_of(browser, cell) == waits, (text_of(browser, cell), waits)

@@ -14,6 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from leasehold import console
 from leasehold.domain.job import Owner
 from leasehold.handlers import api, wiring
@@ -198,13 +200,15 @@ def test_the_summary_counts_the_last_hours_retries_and_outcomes(call: Call) -> N
     _run_worker(fatal_id)
     # When the operator reads the summary
     status, summary, _ = call("api-ops-summary.json", user="ops")
-    # Then the last hour shows one retry and one failure, in the newest bucket
+    # Then the last hour shows one retry and one failure, in the newest minute
     assert status == 200
     hour = summary["last_hour"]
-    assert hour["bucket_seconds"] == 300 and len(hour["buckets"]) == 12
+    assert hour["bucket_seconds"] == 60 and len(hour["buckets"]) == 60
     totals = {name: sum(b[name] for b in hour["buckets"]) for name in hour["series"]}
-    assert totals["retries"] == 1 and totals["failed"] == 1 and totals["dead"] == 0
-    assert hour["buckets"][-1]["retries"] == 1 and hour["buckets"][-1]["failed"] == 1
+    assert totals["retried"] == 1 and totals["failed"] == 1 and totals["dead"] == 0
+    newest = hour["buckets"][-2:]  # this minute, or the one before if a minute turned meanwhile
+    assert sum(b["retried"] for b in newest) == 1 and sum(b["failed"] for b in newest) == 1
+    assert summary["totals"]["retries"] == 1
     # And each attempt on the timeline says when it started as well as when it ended
     (entry,) = call("api-ops-show-job.json", path_id=fatal_id, user="ops")[1]["history"]
     assert entry["started"].endswith("Z") and entry["started"] <= entry["at"]
@@ -291,3 +295,44 @@ def test_the_operators_token_reaches_no_log_line(call: Call) -> None:
     # Then the API logged what it did, and never the token
     assert any('"operator cancel"' in line for line in lines), lines
     assert not [line for line in lines if "console-secret-claims" in line]
+
+
+def test_a_worker_batch_counts_its_outcomes_in_one_write(
+    call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leasehold.handlers import worker as worker_handler
+    from leasehold.store.counters import OutcomeCounters
+    from tests.support.api import acting_as_function
+
+    # Given three queued jobs, their wake-ups delivered to the worker function in one batch
+    ids = [call("api-submit-job.json", body=QUEUED)[1]["job_id"] for _ in range(3)]
+    event = copy.deepcopy(load_event("worker-wakeup.json"))
+    (record,) = event["Records"]
+    event["Records"] = [
+        {
+            **record,
+            "messageId": f"m-{job_id}",
+            "body": json.dumps(
+                {"job_id": job_id, "tenant": "study-group", "user_id": "alice", "dispatch_id": "t"}
+            ),
+        }
+        for job_id in ids
+    ]
+    writes: list[dict[str, int]] = []
+    add_many = OutcomeCounters.add_many
+
+    def counted(self: OutcomeCounters, at_ms: int, counts: dict[str, int]) -> None:
+        writes.append(dict(counts))
+        add_many(self, at_ms, counts)
+
+    monkeypatch.setattr(OutcomeCounters, "add_many", counted)
+    worker_handler.worker.cache_clear()
+    # When the worker function runs the batch
+    with acting_as_function(call, "WorkerFunction"):
+        answer = worker_handler.handler(event, LocalContext("worker", timeout_ms=120_000))
+    worker_handler.worker.cache_clear()
+    # Then the three succeeded and their counts went out in one write, at the batch's end
+    assert answer == {"batchItemFailures": []}
+    assert writes == [{"succeeded": 3}]
+    status, summary, _ = call("api-ops-summary.json", user="ops")
+    assert status == 200 and summary["outcomes_last_hour"]["succeeded"] == 3

@@ -27,11 +27,13 @@ from leasehold.sdk.loading import Loaded, load_kinds
 from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
 from leasehold.service.ops import OpsService
+from leasehold.service.outcome_counts import CountedOutcomes
 from leasehold.service.schedules import ScheduleService
 from leasehold.service.sweeper import SweepSettings
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.worker import WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
+from leasehold.store.counters import OutcomeCounters
 from leasehold.store.queue import WakeupQueue
 from leasehold.store.table import CLIENT_CONFIG as TABLE_CLIENT_CONFIG
 from leasehold.store.table import TransactionRetry
@@ -205,7 +207,8 @@ def build_engine(
             shard_urls=settings.queue_shard_urls,
         ),
         clock=clock,
-        telemetry=telemetry,
+        # the outcome metrics are counted in the table as well, for the summary (OS1)
+        telemetry=CountedOutcomes(telemetry, OutcomeCounters(table), clock),
         kinds=kinds,  # shared, not copied: a testbed's deploy replaces kinds in it
         new_id=new_id or time_ordered_ids(clock),
         loaded=loaded,

@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime, worker_identity
+from leasehold.service.outcome_counts import batched
 from leasehold.service.worker import Disposition, WorkerService
 from leasehold.store.queue import Wakeup
 
@@ -58,9 +59,11 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 
 @function_handler(logger)
 def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
-    return process_partial_response(  # type: ignore[return-value]
-        event=event,
-        record_handler=record_handler,
-        processor=_processor(),
-        context=context,
-    )
+    # the batch's outcomes are counted for the summary in one write at its end (decision OS1)
+    with batched(runtime().telemetry):
+        return process_partial_response(  # type: ignore[return-value]
+            event=event,
+            record_handler=record_handler,
+            processor=_processor(),
+            context=context,
+        )

@@ -177,6 +177,7 @@ def ops_row(job: Job, now: int, kinds: Kinds = None) -> JsonObject:
         "last_error": job.error,
         "stop_reason": job.stop_reason,
         "next_attempt_at": iso(job.next_attempt_at) if job.state is JobState.QUEUED else None,
+        "waiting_for": waiting_for(job, now),
         "lease_owner": job.lease_owner,
         "lease_expires_at": iso(job.lease_expires_at),
         "effect": effect_view(job),

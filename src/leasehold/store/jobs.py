@@ -42,7 +42,7 @@ from leasehold.store.items import (
     owner_partition,
     state_partition,
 )
-from leasehold.store.sharded import IndexRange, ShardedRange, count_entries, merged_cursor
+from leasehold.store.sharded import Fan, IndexRange, ShardedRange, count_entries, merged_cursor
 from leasehold.store.shards import base_of, shard_keys
 from leasehold.store.table import ConditionFailed, QueryParams, Table
 
@@ -373,22 +373,26 @@ class JobStore:
             return DUE_PARTITION
         return state_partition(JobState(which))
 
-    def count_indexed(self, which: JobState | str, *, cap: int) -> tuple[int, bool]:
+    def count_indexed(
+        self, which: JobState | str, *, cap: int, fan: Fan | None = None
+    ) -> tuple[int, bool]:
         """How many index entries a `by_state` key holds over its shards, counted up to `cap`:
         (count, whether it reached the cap — then there are at least that many). `which` is a
         state the index holds apart (waiting_approval, failed, dead, unknown), `"active"` (queued
         and running: one key) or `"delayed"` (the due index, decision F1).
 
-        A Query per shard, `Select=COUNT`, `Limit` what the cap leaves: it reads no job item;
+        A Query per shard (run by `fan`), `Select=COUNT`, `Limit`ed by the cap: no job item read;
         the keys-only index costs by its entries (~100 B each, so ≤ 1,000 entries ≈ 13 read
         units), eventually consistent — a count may lag a write by a second, which an overview
         can afford."""
         base = self._base(which)
         if base is None or (base == ACTIVE_PARTITION and which != "active"):
             raise ValueError(f"{which} is not counted apart in the state index")
-        return count_entries(self._table, base, self.shard_count, cap=cap)
+        return count_entries(self._table, base, self.shard_count, cap=cap, fan=fan)
 
-    def sample(self, which: JobState | str, *, limit: int, newest: bool = False) -> list[Job]:
+    def sample(
+        self, which: JobState | str, *, limit: int, newest: bool = False, fan: Fan | None = None
+    ) -> list[Job]:
         """Up to `limit` jobs of a `by_state` key (as `count_indexed` names them), oldest
         first (or newest first): a Query of `limit` index keys per shard, merged, and one
         BatchGetItem of their items, read eventually consistent — what an overview shows, at a
@@ -399,7 +403,8 @@ class JobStore:
         index = ShardedRange(base, self.shard_count)
         entries = list(
             itertools.islice(
-                index.merged(self._table, after=None, chunk=limit, forward=not newest), limit
+                index.merged(self._table, after=None, chunk=limit, forward=not newest, fan=fan),
+                limit,
             )
         )
         keys = [{"pk": item["pk"], "sk": item["sk"]} for item in entries]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from leasehold.domain.errors import LeaseholdError
 from leasehold.domain.types import RawItem
@@ -22,6 +23,21 @@ from leasehold.store.shards import base_of, shard_key, shard_keys
 from leasehold.store.table import ConditionFailed, QueryParams, Table
 
 PK, SK = "gsi1pk", "gsi1sk"
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
+
+
+class Fan(Protocol):
+    """How a reader runs one request per shard: `serial` (one after another; None means it) or
+    a thread pool's `map` (the summary's: decision OS3), results in the order of `items`."""
+
+    def __call__(self, fn: Callable[[_A], _R], items: Iterable[_A], /) -> Iterator[_R]: ...
+
+
+def serial(fn: Callable[[_A], _R], items: Iterable[_A], /) -> Iterator[_R]:
+    """One request after another."""
+    return (fn(item) for item in items)
 
 
 @dataclass(frozen=True)
@@ -149,39 +165,76 @@ class ShardedRange:
             after = last
 
     def merged(
-        self, table: Table, *, after: str | None, chunk: int, forward: bool = True
+        self,
+        table: Table,
+        *,
+        after: str | None,
+        chunk: int,
+        forward: bool = True,
+        fan: Fan | None = None,
     ) -> Iterator[RawItem]:
         """Every shard's entries after `after`, merged in sort order (oldest first when
-        `forward`), read lazily: the first entry costs a Query per shard. `chunk` is what the
-        caller means to take; each shard is read a share of it at a time (twice an even share,
-        at least 10), and again only if the merge reaches its end."""
+        `forward`), read lazily: the first entry costs a Query per shard (with a `fan`, the
+        first page of every shard read by it: at once with a thread pool's). `chunk` is what
+        the caller means to take; each shard is read a share of it at a time (twice an even
+        share, at least 10), and again only if the merge reaches its end."""
         count = max(self.count, 1)
         per_shard = min(chunk, max(10, -(-2 * chunk // count)))
+
+        def first(shard: int) -> tuple[list[RawItem], str | None]:
+            return self.page(table, shard, after=after, limit=per_shard, forward=forward)
+
+        def entries(shard: int, page: list[RawItem], last: str | None) -> Iterator[RawItem]:
+            yield from page
+            if last is not None:
+                yield from self.shard_entries(
+                    table, shard, after=last, chunk=per_shard, forward=forward
+                )
+
+        pages = list(fan(first, range(count))) if fan is not None else None
         shards = [
-            self.shard_entries(table, shard, after=after, chunk=per_shard, forward=forward)
+            entries(shard, *pages[shard])
+            if pages is not None
+            else self.shard_entries(table, shard, after=after, chunk=per_shard, forward=forward)
             for shard in range(count)
         ]
         return heapq.merge(*shards, key=sort_of, reverse=not forward)
 
 
-def count_entries(table: Table, base: str, shards: int, *, cap: int) -> tuple[int, bool]:
+def count_entries(
+    table: Table, base: str, shards: int, *, cap: int, fan: Fan | None = None
+) -> tuple[int, bool]:
     """How many entries `base`'s shards hold, up to `cap` in all: (count, whether the count
     stopped at the cap — then there are at least that many). One `Select=COUNT` Query per shard
-    (fewer once the cap is reached), each Limit'ed to what the cap leaves."""
-    total = 0
+    (run by `fan`), each Limit'ed to an even share of the cap (at least 1) so that all may run
+    at once; a shard that fills its share is read on, one after another, Limit'ed to what the
+    cap leaves — the cap bounds the entries read, however the shards' counts lean."""
     keys = shard_keys(base, shards)
-    for number, key in enumerate(keys):
-        page = table.query(
-            IndexName=STATE_INDEX,
-            KeyConditionExpression=f"{PK} = :p",
-            ExpressionAttributeValues={":p": {"S": key}},
-            Select="COUNT",
-            Limit=cap - total,
-        )
-        total += int(page["Count"])
-        if total >= cap:
-            return total, number < len(keys) - 1 or "LastEvaluatedKey" in page
-    return total, False
+    share = max(1, -(-cap // len(keys)))
+
+    def count(key: str, *, limit: int, start: Any = None) -> tuple[int, Any]:
+        params: dict[str, Any] = {
+            "IndexName": STATE_INDEX,
+            "KeyConditionExpression": f"{PK} = :p",
+            "ExpressionAttributeValues": {":p": {"S": key}},
+            "Select": "COUNT",
+            "Limit": limit,
+        }
+        if start is not None:
+            params["ExclusiveStartKey"] = start
+        page = table.query(**params)
+        return int(page["Count"]), page.get("LastEvaluatedKey")
+
+    counted = list((fan or serial)(lambda key: count(key, limit=share), keys))
+    total = sum(n for n, _ in counted)
+    unread = [(key, last) for key, (_, last) in zip(keys, counted, strict=True) if last]
+    while unread and total < cap:
+        key, start = unread.pop(0)
+        n, last = count(key, limit=cap - total, start=start)
+        total += n
+        if last:
+            unread.insert(0, (key, last))
+    return min(total, cap), total >= cap and (total > cap or bool(unread))
 
 
 SHARDS_KEY: RawItem = {"pk": {"S": "META#index_shards"}, "sk": {"S": "META"}}

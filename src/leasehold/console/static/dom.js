@@ -79,3 +79,11 @@ export function safeHref(url) {
   // Only a web address becomes a link (never javascript: or data:)
   return typeof url === "string" && /^https?:\/\//i.test(url) ? url : null;
 }
+
+// What a queued job waits for (`waiting_for`), whatever its keys: `time 2026-…`,
+// `concurrency tenant:acme`, `rate …`, and kinds of wait this console does not know yet.
+export function waits(waitingFor) {
+  if (!waitingFor || typeof waitingFor !== "object" || !Object.keys(waitingFor).length) return "—";
+  return Object.entries(waitingFor).map(([why, what]) =>
+    `${why} ${typeof what === "string" ? (why === "time" ? when(what) : what) : JSON.stringify(what)}`).join(" · ");
+}

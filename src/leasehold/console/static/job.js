@@ -3,7 +3,7 @@
 
 import { api, failure } from "./api.js";
 import { cancelDialog, replayDialog, resolveDialog } from "./dialogs.js";
-import { clear, el, pretty, safeHref, text, when } from "./dom.js";
+import { clear, el, pretty, safeHref, text, waits, when } from "./dom.js";
 import { countdown, current, handledAway, later, main, stopCountdown } from "./shell.js";
 
 export const REPLAYABLE = new Set(["dead", "failed", "unknown"]);
@@ -80,6 +80,8 @@ export function facts(job) {
     ["updated", when(job.updated_at)],
     ["deadline", when(job.deadline_at)],
     ["next attempt", when(job.next_attempt_at)],
+    // why a queued (or waiting) job is not running: any kind of wait the API names
+    ["waiting for", waits(job.waiting_for)],
     ["stop reason", job.stop_reason || "—"],
     ["error", job.error ? `${job.error.code}: ${job.error.message}` : "—"],
   ];

@@ -1,7 +1,7 @@
 // The jobs list: filtered by state, kind and tenant, a page at a time.
 
 import { api, failure } from "./api.js";
-import { LISTED_STATES, age, clear, el, jobLink, stateBadge, when } from "./dom.js";
+import { LISTED_STATES, age, clear, el, jobLink, stateBadge, waits, when } from "./dom.js";
 import { current, handledAway, main } from "./shell.js";
 
 export async function renderJobs(params, gen, cursors) {
@@ -43,7 +43,7 @@ export async function renderJobs(params, gen, cursors) {
   const jobs = answer.body.jobs || [];
   const table = el("table", { id: "jobs-table" },
     el("thead", {}, el("tr", {}, ["job", "state", "kind", "tenant · user", "age", "attempts",
-      "last error", "next attempt"].map((h) => el("th", { text: h })))),
+      "last error", "next attempt", "waiting for"].map((h) => el("th", { text: h })))),
     el("tbody", {}, jobs.map((job) => el("tr", { "data-job-id": job.job_id },
       el("td", {}, jobLink(job.job_id)),
       el("td", {}, stateBadge(job.state)),
@@ -52,7 +52,8 @@ export async function renderJobs(params, gen, cursors) {
       el("td", { text: age(job.age_seconds) }),
       el("td", { text: `${job.attempts}/${job.max_attempts}` }),
       el("td", { class: "last-error", text: job.last_error ? `${job.last_error.code}: ${job.last_error.message}` : "—" }),
-      el("td", { text: when(job.next_attempt_at) })))));
+      el("td", { text: when(job.next_attempt_at) }),
+      el("td", { class: "waiting-for", text: waits(job.waiting_for) })))));
   view.appendChild(table);
   if (!jobs.length) view.appendChild(el("p", { class: "muted", id: "jobs-empty", text: `No ${state} jobs on this page.` }));
   const pager = el("div", { class: "pager" },
