@@ -26,7 +26,8 @@ def _required(env: Mapping[str, object], name: str) -> str:
 
 
 def _optional(env: Mapping[str, object], name: str) -> str:
-    """A variable that is off when unset (only LEASEHOLD_FAULTS, a test and local switch)."""
+    """A variable that is off when unset (LEASEHOLD_FAULTS and LEASEHOLD_TRACES: test and local
+    switches)."""
     value = env.get(name)
     return "" if value is None else str(value)
 
@@ -96,6 +97,9 @@ class Settings(Tunings):
     """LEASEHOLD_KINDS: the modules whose kinds (and routes) this function loads."""
     faults: str = ""
     """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
+    traces: str = ""
+    """LEASEHOLD_TRACES: a file every span of this function is appended to, as OTLP JSON lines
+    (`local up --traces FILE`, handlers/trace_file.py); empty = off."""
     high_queue_url: str = ""
     """HIGH_QUEUE_URL: the high-priority work queue (decision F4); empty: high jobs go to
     QUEUE_URL."""
@@ -186,6 +190,7 @@ class Settings(Tunings):
             metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
             kinds=_required(env, "LEASEHOLD_KINDS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
+            traces=_optional(env, "LEASEHOLD_TRACES"),
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),
