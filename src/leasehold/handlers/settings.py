@@ -253,6 +253,15 @@ def sweep_interval_seconds(schedule: str) -> int:
     return int(match.group(1)) * _RATE_UNITS[match.group(2)]
 
 
+def xray_tracing(env: Mapping[str, object] | None = None) -> bool:
+    """Whether Powertools' Tracer records this function on X-Ray: in Lambda (which sets
+    LAMBDA_TASK_ROOT) with POWERTOOLS_TRACE_DISABLED false (template `Tracing: Active`, decision
+    TR6). Elsewhere the Tracer would disable itself, after ~150 ms of the X-Ray SDK's import."""
+    env = os.environ if env is None else env
+    disabled = _optional(env, "POWERTOOLS_TRACE_DISABLED").lower() in ("1", "true", "yes", "on")
+    return bool(_optional(env, "LAMBDA_TASK_ROOT")) and not disabled
+
+
 def safety_margin_seconds(lease_seconds: int) -> int:
     """How much of a lease (or an invocation) is kept back: no step starts inside it."""
     return max(1, lease_seconds // 10)
@@ -286,11 +295,13 @@ ENV_VARIABLES = (
     "SCHEDULES_PER_OWNER",
     "TENANT_SUBMIT_RATE",
     "INDEX_SHARDS",
+    "POWERTOOLS_TRACE_DISABLED",
 )
-"""What `Settings.from_env` requires: a test checks the template sets each for every function
+"""What `Settings.from_env` requires (and `xray_tracing` reads): a test checks the template sets
+each for every function
 (and every variable a module of `LEASEHOLD_KINDS` reads: the reading list's are in
 `leasehold_apps/reading_list/settings.py`, the document agent's in
 `leasehold_apps/doc_agent/settings.py`)."""
 
-OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS",)
+OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS", "LEASEHOLD_TRACES")
 """Read when set, never set by the template: switches for tests and the local stack."""

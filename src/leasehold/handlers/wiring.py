@@ -22,7 +22,7 @@ from leasehold.domain.clock import Clock, SystemClock
 from leasehold.domain.ids import IdFactory, time_ordered_ids
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.types import JsonObject
-from leasehold.handlers.settings import Settings, safety_margin_seconds
+from leasehold.handlers.settings import Settings, safety_margin_seconds, xray_tracing
 from leasehold.sdk.apps import Engine, start_engine
 from leasehold.sdk.loading import Loaded, load_kinds
 from leasehold.service.jobs import JobService
@@ -262,8 +262,7 @@ def xray_tracer() -> Tracer | None:
     """Powertools' Tracer where X-Ray records this function (template `Tracing: Active` sets
     POWERTOOLS_TRACE_DISABLED=false); None elsewhere — outside Lambda, or tracing off — so the
     X-Ray SDK's import (~150 ms measured, decision TR5) is paid only where it traces."""
-    disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").lower()
-    if disabled in ("1", "true", "yes", "on") or not os.environ.get("LAMBDA_TASK_ROOT"):
+    if not xray_tracing():
         return None
     from aws_lambda_powertools import Tracer
 
