@@ -1,7 +1,6 @@
 """One trace per job on the embedded local stack: `local up --traces FILE` writes every span of
 every function as OTLP JSON lines, and one job — across a retry — is one trace from its
-`POST /jobs` to its outcome (docs/architecture.md "One trace from request to outcome",
-decisions TR1–TR5)."""
+`POST /jobs` to its outcome (docs/trace-walkthrough.md, decisions TR1–TR5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One trace per job (docs/architecture.md "One trace from request to outcome", decisions TR1+).
+"""One trace per job (docs/trace-walkthrough.md, decisions TR1–TR6).
 
 A job keeps a W3C `traceparent` (`00-<trace id>-<parent span id>-<flags>`, 55 characters) from
 accept to its end: the outbox item and the SQS message carry it, and every attempt and step is
