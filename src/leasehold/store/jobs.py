@@ -128,12 +128,8 @@ class JobStore:
             # The job as the condition found it: a repeat needs no second read.
             old = deserialize_item(failed.old_item(0) or {})
             state = str(old.get("state", JobState.QUEUED.value))
-            return AcceptResult(
-                job_id=job.job_id,
-                created=False,
-                state=state,
-                traceparent=unpacked_traceparent(old.get("tp")),
-            )
+            traceparent = unpacked_traceparent(old.get("tp"))
+            return AcceptResult(job.job_id, created=False, state=state, traceparent=traceparent)
         return AcceptResult(job_id=job.job_id, created=True)
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
