@@ -343,6 +343,7 @@ def _header_traceparent(event: JsonObject) -> str | None:
 @xray_traced
 def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     trim_log_context(logger)
+    resolver = mounted()  # the engine first: a trace file's provider is installed with it
     # The request's span: a child of its `traceparent` header when that is valid, else the
     # root of a new trace (decision TR1); a job it accepts joins this trace.
     with span_under(
@@ -352,4 +353,4 @@ def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
         attributes={"leasehold.function": "api"},
         new_trace=True,
     ):
-        return mounted().resolve(event, context)
+        return resolver.resolve(event, context)

@@ -49,6 +49,7 @@ def event_segment(event: JsonObject, segments: int) -> Segment | None:
 
 @function_handler(logger)
 def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
+    runtime()  # the engine first: a trace file's provider is installed with it
     # One span a run, the root of a trace of its own; a tick's job links to it (decision TR1).
     with span_under(
         "leasehold.sweep", None, new_trace=True, attributes={"leasehold.function": "sweeper"}
