@@ -14,6 +14,7 @@ import pytest
 
 from leasehold.client import ApiError, Client, JobHandle, WaitTimeout
 from leasehold.client.http import MAX_ANSWER_BYTES
+from leasehold.service.tracing import span_under
 from tests.support.local_http import Connection, LocalServer
 from tests.support.scripted_api import DROP, Answer, Script, ScriptedApi, Seen, envelope
 
@@ -231,6 +232,26 @@ def test_submit_sends_a_delay_as_the_api_takes_it(api: ScriptedApi) -> None:
     assert api.seen[0].body["delay_seconds"] == 3600 and "run_at" not in api.seen[0].body
     assert api.seen[1].body["run_at"] == "2026-12-24T09:00:00+01:00"
     assert "delay_seconds" not in api.seen[1].body
+
+
+def test_submit_sends_the_trace_given_else_the_current_spans_as_traceparent(
+    api: ScriptedApi,
+) -> None:
+    # Given a caller with a trace of its own, and one inside an OpenTelemetry span
+    accepted = {"job_id": "j_9", "state": "queued", "status_url": "/jobs/j_9"}
+    api.answers = [(202, {}, accepted)] * 3
+    client, _ = _client(api)
+    given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    current = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    # When each submits (and one submits outside any span)
+    client.submit("synthetic", {"steps": [{"name": "a"}]}, traceparent=given)
+    with span_under("caller", current):
+        client.submit("synthetic", {"steps": [{"name": "a"}]})
+    client.submit("synthetic", {"steps": [{"name": "a"}]})
+    # Then the header carries the given one, else the current span's, else none (the API
+    # starts the trace); never the body
+    assert [seen.headers.get("traceparent") for seen in api.seen] == [given, current, None]
+    assert all("traceparent" not in seen.body for seen in api.seen)
 
 
 def test_a_broken_connection_after_an_unkeyed_submission_is_not_repeated(

@@ -6,6 +6,7 @@ moto's size refusal made atomic by leasehold_dev.local.moto.item_size)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -94,6 +95,12 @@ def _item(tb: Any, job_id: str) -> dict[str, Any]:
     return dict(answer["Item"])
 
 
+def _json_bytes(item: Any) -> int:
+    """The raw item as JSON, a binary attribute (the job's trace, `tp`) as base64: more than
+    DynamoDB counts for it, so an item under the budget here is under it there."""
+    return len(json.dumps(item, default=lambda raw: base64.b64encode(raw).decode()))
+
+
 def test_the_budget_adds_up_far_from_dynamodbs_limit() -> None:
     assert sizes.ITEM_BUDGET == 284 * 1024
     assert sizes.ITEM_BUDGET <= 0.75 * sizes.DYNAMODB_ITEM_LIMIT
@@ -113,7 +120,7 @@ def test_outputs_past_their_share_fail_the_job_at_the_checkpoint(tb: Any) -> Non
     assert _left_on_queues(tb) == {"work": 0, "dlq": 0}
     item = _item(tb, job_id)
     assert len(json.loads(item["outputs"]["S"])) == 6  # the checkpoint before it, kept
-    assert len(json.dumps(item)) < sizes.ITEM_BUDGET
+    assert _json_bytes(item) < sizes.ITEM_BUDGET
 
 
 def test_kind_state_past_its_share_fails_the_job_unsaved(tb: Any) -> None:
@@ -139,7 +146,7 @@ def test_a_receipt_past_the_ledgers_share_is_not_recorded_and_the_effect_is_unkn
     assert str(sizes.LEDGER_BUDGET) in view["error"]["message"]
     states = [operation["state"] for operation in tb.operations(job_id)]
     assert states == ["confirmed"] * 4 + ["submitted"]
-    assert len(json.dumps(_item(tb, job_id))) < sizes.ITEM_BUDGET
+    assert _json_bytes(_item(tb, job_id)) < sizes.ITEM_BUDGET
     assert _left_on_queues(tb) == {"work": 0, "dlq": 0}
 
 

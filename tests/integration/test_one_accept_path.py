@@ -121,20 +121,22 @@ def test_a_repeat_is_answered_alike(testbed: LeaseholdTestbed) -> None:
     tb = testbed
     first = tb.submit("chores", {"room": "hall"}, options=_options("k-1"))
     # The same key and request through submit_direct is the testbed's job again, not a new one
-    # (within the request token's ten minutes DynamoDB answers the repeat as a success, so
-    # `created` is True, as POST /jobs answers it; a later repeat meets the job's condition)
+    # (each request has a trace of its own, so even within the request token's ten minutes
+    # the repeat's items differ — as a real clock's times always made them: DynamoDB answers
+    # the token's mismatch, the transaction goes again without it and meets the job's
+    # condition, decision TR2)
     again = submit_direct(
         tb.runtime.stores.table, "chores", {"room": "hall"}, ALICE, options=_options("k-1"),
         now_ms=tb.clock.now_ms(),
     )  # fmt: skip
-    assert (again.job_id, again.state) == (first, "queued")
+    assert (again.job_id, again.created, again.state) == (first, False, "queued")
     tb.advance(11 * 60, sweep=False)
     later = submit_direct(
         tb.runtime.stores.table, "chores", {"room": "hall"}, ALICE, options=_options("k-1"),
         now_ms=tb.clock.now_ms(),
     )  # fmt: skip
     assert (later.job_id, later.created, later.state) == (first, False, "queued")
-    assert tb.telemetry.counts["IdempotentReplays"] == 1  # counted as the API counts it
+    assert tb.telemetry.counts["IdempotentReplays"] == 2  # counted as the API counts it
 
 
 @pytest.mark.parametrize(

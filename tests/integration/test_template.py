@@ -73,7 +73,7 @@ def test_code_reads_no_environment_variable_outside_settings() -> None:
             continue
         read |= set(re.findall(r'environ(?:\.get)?\(?\[?"([A-Z_]+)"', path.read_text()))
         read |= set(re.findall(r'_(?:required|int|optional)\(env, "([A-Z_]+)"\)', path.read_text()))
-    lambda_provided = {"AWS_LAMBDA_LOG_STREAM_NAME"}
+    lambda_provided = {"AWS_LAMBDA_LOG_STREAM_NAME", "LAMBDA_TASK_ROOT"}
     assert read - lambda_provided <= set(ENV_VARIABLES) | set(OPTIONAL_ENV_VARIABLES)
     assert "LEASEHOLD_FAULTS" in read  # the fault switch is read, and only through Settings
     globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]
@@ -101,6 +101,7 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
         "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
         "DOCUMENTS_BUCKET": "leasehold-documents",
         "QUEUE_SHARD_URLS": "",  # QueueShards 1, the default
+        "POWERTOOLS_TRACE_DISABLED": "false",  # Tracing: Active, the default
     }
     tpl = template()
     params = {name: str(p.get("Default")) for name, p in tpl["Parameters"].items()}
@@ -146,7 +147,19 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
     roles = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
     assert set(roles) == {"ApiRole", "RelayRole", "WorkerRole", "SweeperRole"}
     extra = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Policy"}
-    assert set(extra) == {"WorkerHostedPlannerKeyPolicy", "TableKeyUsePolicy"}
+    assert set(extra) == {"WorkerHostedPlannerKeyPolicy", "TableKeyUsePolicy", "XRayWritePolicy"}
+    # Only with `Tracing: Active`: X-Ray's two write actions, whose IAM takes no resource ARN —
+    # the one "*" resource of the stack (decision TR6).
+    xray = extra.pop("XRayWritePolicy")
+    assert xray["Condition"] == "TracingActive"
+    assert sorted(r["Ref"] for r in xray["Properties"]["Roles"]) == sorted(roles)
+    assert xray["Properties"]["PolicyDocument"]["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+            "Resource": "*",
+        }
+    ]
     assert extra["WorkerHostedPlannerKeyPolicy"]["Properties"]["Roles"] == [{"Ref": "WorkerRole"}]
     # Only with TableKmsKeyArn: every role may use that one key, through DynamoDB only.
     table_key = extra["TableKeyUsePolicy"]

@@ -24,6 +24,7 @@ from leasehold.domain.batch import MAX_BATCH_JOBS
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.options import JobOptions, OptionKeywords, Submission
 from leasehold.domain.types import JsonObject
+from leasehold.service.tracing import active_traceparent
 
 if TYPE_CHECKING:
     pass
@@ -131,11 +132,15 @@ class Client(Transport):
         offset) or `delay_seconds` (up to 365 days): the job does not start before then.
         `priority` (default: the kind's, normal unless it declares one): a high job does not
         wait behind a backlog of normal ones; a low one runs on its own small share of
-        workers."""
+        workers. `traceparent` (a W3C one; default: the current OpenTelemetry span's) is sent
+        as the `traceparent` header: the job's spans join that trace."""
         chosen = _options(options, **keywords)
         request = {"kind": kind, "payload": payload, **chosen.body_fields()}
         key = chosen.idempotency_key
-        headers = {"Idempotency-Key": key} if key is not None else None
+        headers = {"Idempotency-Key": key} if key is not None else {}
+        traceparent = chosen.traceparent or active_traceparent()
+        if traceparent is not None:
+            headers["traceparent"] = traceparent
         accepted = self._object("POST", "/jobs", request, headers=headers)
         if not isinstance(accepted.get("job_id"), str):
             raise invalid_answer(202, json.dumps(accepted).encode(), "names no job_id")

@@ -172,6 +172,9 @@ class Job:
     """The digests of the steps its checkpoint refers to (`d1.d2.…`, domain/versions.py),
     recorded at accept; None for a job accepted before kind versions or replayed from its
     start (its next claim records the kind's list then, decision KV1)."""
+    traceparent: str | None = None
+    """The W3C traceparent its spans belong to (service/tracing.py): set at accept, new at a
+    replay; None for a job accepted before traces (decision TR2)."""
 
 
 def new_job(
@@ -188,6 +191,7 @@ def new_job(
     due_at: int | None = None,
     priority: str = DEFAULT_PRIORITY,
     step_list: str | None = None,
+    traceparent: str | None = None,
 ) -> Job:
     """A job as accepted: queued, due now (or at `due_at`, a delayed job), no attempt made yet.
     A delayed job's deadline counts from when it is due, not from when it was accepted."""
@@ -212,4 +216,5 @@ def new_job(
         last_dispatch_at=now,
         priority=priority,
         step_list=step_list,
+        traceparent=traceparent,
     )

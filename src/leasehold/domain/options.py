@@ -93,6 +93,7 @@ class OptionKeywords(TypedDict, total=False):
     priority: Priority | None
     run_at: str | datetime | None
     delay_seconds: int | None
+    traceparent: str | None
 
 
 @dataclass(frozen=True)
@@ -120,9 +121,16 @@ class JobOptions:
     365 days ahead; a time in the past means now."""
     delay_seconds: int | None = None
     """Not started before this many seconds from accept (0 to 365 days); not with `run_at`."""
+    traceparent: str | None = None
+    """The W3C trace the job joins (`00-<trace id>-<span id>-<flags>`); None: the current
+    OpenTelemetry span's, else a new trace. A malformed one is ignored, as OpenTelemetry's
+    propagator ignores it (decision TR1). Not part of the request's fingerprint: a repeat
+    with another trace is still a repeat."""
 
     def __post_init__(self) -> None:
         check_idempotency_key(self.idempotency_key)
+        if self.traceparent is not None and not isinstance(self.traceparent, str):
+            raise ValidationError("'traceparent' must be a string")
         if self.budget is not None:
             if not isinstance(self.budget, Budget):
                 raise ValidationError("'budget' must be a Budget(max_cost=…, max_steps=…)")
@@ -166,7 +174,8 @@ class JobOptions:
         return None if self.run_at is None else run_at_ms(self.run_at)
 
     def body_fields(self) -> JsonObject:
-        """The options as `POST /jobs` fields (the key travels in its header, not here): what
+        """The options as `POST /jobs` fields (the key and the trace travel in their headers,
+        not here): what
         the HTTP client sends; the fields left at None are left out."""
         body: JsonObject = {}
         if self.budget is not None:
@@ -198,7 +207,8 @@ class Submission:
     ) -> Submission:
         """A `POST /jobs` body (and its `Idempotency-Key` header) parsed at the edge: the body's
         shape, the kind's name (one of `known_kinds`, when given) and each option. The payload
-        itself is the kind's to check, at accept."""
+        itself is the kind's to check, at accept. (Its `traceparent` header is the parent of
+        the request's span, whose trace the job joins: handlers/api.py.)"""
         check_idempotency_key(idempotency_key)
         if not isinstance(body, dict):
             raise ValidationError("the body must be a JSON object")

@@ -29,11 +29,18 @@ from leasehold.domain.errors import (
 from leasehold.domain.job import Owner
 from leasehold.domain.options import Submission
 from leasehold.domain.types import JsonObject
-from leasehold.handlers.wiring import metrics, runtime, trim_log_context
+from leasehold.handlers.wiring import (
+    metrics,
+    runtime,
+    trim_log_context,
+    xray_annotate,
+    xray_traced,
+)
 from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of, require_text
 from leasehold.service.jobs import JobService, batch_results
 from leasehold.service.ops import OpsService
 from leasehold.service.schedules import ScheduleService
+from leasehold.service.tracing import SpanKind, span_under, trace_id_of
 
 logger = Logger(service="leasehold")
 
@@ -170,7 +177,12 @@ def submit_job() -> Response:
     )
     accepted = service.accept(owner, submission)
     location = f"/jobs/{accepted.job_id}"
-    logger.info("accepted", extra={"job_id": accepted.job_id, "new_job": accepted.created})
+    trace_id = trace_id_of(accepted.traceparent)
+    xray_annotate(leasehold_job_id=accepted.job_id, leasehold_trace_id=trace_id or "")
+    logger.info(
+        "accepted",
+        extra={"job_id": accepted.job_id, "new_job": accepted.created, "trace_id": trace_id},
+    )
     return _json(
         202,
         {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
@@ -329,8 +341,36 @@ def mounted() -> APIGatewayHttpResolver:
     return app
 
 
+def _span_name(event: JsonObject) -> str:
+    """`POST /jobs`, `GET /jobs/{job_id}`: the route, never the path (ids stay attributes)."""
+    route = str(event.get("routeKey") or "")
+    if " " in route:
+        return route[:120]
+    method = str((event.get("requestContext") or {}).get("http", {}).get("method", "?"))
+    return f"{method[:10]} {route or 'route'}"
+
+
+def _header_traceparent(event: JsonObject) -> str | None:
+    """The request's `traceparent` header as it came (checked when it is used)."""
+    for name, value in (event.get("headers") or {}).items():
+        if isinstance(name, str) and name.lower() == "traceparent" and isinstance(value, str):
+            return value
+    return None
+
+
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
+@xray_traced
 def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
     trim_log_context(logger)
-    return mounted().resolve(event, context)
+    resolver = mounted()  # the engine first: a trace file's provider is installed with it
+    # The request's span: a child of its `traceparent` header when that is valid, else the
+    # root of a new trace (decision TR1); a job it accepts joins this trace.
+    with span_under(
+        _span_name(event),
+        _header_traceparent(event),
+        kind=SpanKind.SERVER,
+        attributes={"leasehold.function": "api"},
+        new_trace=True,
+    ):
+        return resolver.resolve(event, context)

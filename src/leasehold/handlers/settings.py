@@ -26,7 +26,8 @@ def _required(env: Mapping[str, object], name: str) -> str:
 
 
 def _optional(env: Mapping[str, object], name: str) -> str:
-    """A variable that is off when unset (only LEASEHOLD_FAULTS, a test and local switch)."""
+    """A variable that is off when unset (LEASEHOLD_FAULTS and LEASEHOLD_TRACES: test and local
+    switches)."""
     value = env.get(name)
     return "" if value is None else str(value)
 
@@ -96,6 +97,9 @@ class Settings(Tunings):
     """LEASEHOLD_KINDS: the modules whose kinds (and routes) this function loads."""
     faults: str = ""
     """LEASEHOLD_FAULTS: fault injection at the client boundary (store/faults.py); empty = off."""
+    traces: str = ""
+    """LEASEHOLD_TRACES: a file every span of this function is appended to, as OTLP JSON lines
+    (`local up --traces FILE`, handlers/trace_file.py); empty = off."""
     high_queue_url: str = ""
     """HIGH_QUEUE_URL: the high-priority work queue (decision F4); empty: high jobs go to
     QUEUE_URL."""
@@ -186,6 +190,7 @@ class Settings(Tunings):
             metrics_namespace=_required(env, "POWERTOOLS_METRICS_NAMESPACE"),
             kinds=_required(env, "LEASEHOLD_KINDS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
+            traces=_optional(env, "LEASEHOLD_TRACES"),
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),
@@ -248,6 +253,15 @@ def sweep_interval_seconds(schedule: str) -> int:
     return int(match.group(1)) * _RATE_UNITS[match.group(2)]
 
 
+def xray_tracing(env: Mapping[str, object] | None = None) -> bool:
+    """Whether Powertools' Tracer records this function on X-Ray: in Lambda (which sets
+    LAMBDA_TASK_ROOT) with POWERTOOLS_TRACE_DISABLED false (template `Tracing: Active`, decision
+    TR6). Elsewhere the Tracer would disable itself, after ~150 ms of the X-Ray SDK's import."""
+    env = os.environ if env is None else env
+    disabled = _optional(env, "POWERTOOLS_TRACE_DISABLED").lower() in ("1", "true", "yes", "on")
+    return bool(_optional(env, "LAMBDA_TASK_ROOT")) and not disabled
+
+
 def safety_margin_seconds(lease_seconds: int) -> int:
     """How much of a lease (or an invocation) is kept back: no step starts inside it."""
     return max(1, lease_seconds // 10)
@@ -281,11 +295,13 @@ ENV_VARIABLES = (
     "SCHEDULES_PER_OWNER",
     "TENANT_SUBMIT_RATE",
     "INDEX_SHARDS",
+    "POWERTOOLS_TRACE_DISABLED",
 )
-"""What `Settings.from_env` requires: a test checks the template sets each for every function
+"""What `Settings.from_env` requires (and `xray_tracing` reads): a test checks the template sets
+each for every function
 (and every variable a module of `LEASEHOLD_KINDS` reads: the reading list's are in
 `leasehold_apps/reading_list/settings.py`, the document agent's in
 `leasehold_apps/doc_agent/settings.py`)."""
 
-OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS",)
+OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS", "LEASEHOLD_TRACES")
 """Read when set, never set by the template: switches for tests and the local stack."""

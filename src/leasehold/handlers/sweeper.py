@@ -17,6 +17,7 @@ from leasehold.domain.types import JsonObject
 from leasehold.handlers.wiring import function_handler, runtime
 from leasehold.service.passes import Segment
 from leasehold.service.sweeper import sweep_passes
+from leasehold.service.tracing import span_under
 from leasehold.store.sharded import record_shard_count
 
 logger = Logger(service="leasehold")
@@ -48,6 +49,15 @@ def event_segment(event: JsonObject, segments: int) -> Segment | None:
 
 @function_handler(logger)
 def handler(event: JsonObject, context: LambdaContext) -> JsonObject:
+    runtime()  # the engine first: a trace file's provider is installed with it
+    # One span a run, the root of a trace of its own; a tick's job links to it (decision TR1).
+    with span_under(
+        "leasehold.sweep", None, new_trace=True, attributes={"leasehold.function": "sweeper"}
+    ):
+        return _sweep(event, context)
+
+
+def _sweep(event: JsonObject, context: LambdaContext) -> JsonObject:
     rt = runtime()
     # IndexShards recorded as the highest used, or a lowered count refused (decision SH3)
     record_shard_count(rt.stores.table)

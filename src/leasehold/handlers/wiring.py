@@ -4,11 +4,12 @@ AWS_ENDPOINT_URL, which is how the local stack points these at moto."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from leasehold.domain.clock import Clock, SystemClock
 from leasehold.domain.ids import IdFactory, time_ordered_ids
 from leasehold.domain.policies import LeasePolicy, RetryPolicy
 from leasehold.domain.types import JsonObject
-from leasehold.handlers.settings import Settings, safety_margin_seconds
+from leasehold.handlers.settings import Settings, safety_margin_seconds, xray_tracing
 from leasehold.sdk.apps import Engine, start_engine
 from leasehold.sdk.loading import Loaded, load_kinds
 from leasehold.service.jobs import JobService
@@ -39,6 +40,7 @@ from leasehold.store.table import CLIENT_CONFIG as TABLE_CLIENT_CONFIG
 from leasehold.store.table import TransactionRetry
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools import Tracer
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
 
@@ -229,6 +231,10 @@ def runtime() -> Runtime:
         plan = FaultPlan.parse(settings.faults)
         install_faults(dynamodb, plan)
         install_faults(sqs, plan)
+    if settings.traces:  # `local up --traces FILE` only: the SDK is imported only then (TR5)
+        from leasehold.handlers.trace_file import install_trace_file
+
+        install_trace_file(settings.traces, service=settings.metrics_namespace)
     loaded = load_kinds(settings.kinds, max_step_seconds=settings.max_step_seconds)
     built = build_engine(
         settings,
@@ -254,13 +260,67 @@ def worker_identity() -> str:
 Handler = Callable[[JsonObject, Any], JsonObject]
 
 
+@cache
+def xray_tracer() -> Tracer | None:
+    """Powertools' Tracer where X-Ray records this function (template `Tracing: Active` sets
+    POWERTOOLS_TRACE_DISABLED=false); None elsewhere — outside Lambda, or tracing off — so the
+    X-Ray SDK's import (~150 ms measured, decision TR5) is paid only where it traces."""
+    if not xray_tracing():
+        return None
+    from aws_lambda_powertools import Tracer
+
+    return Tracer(service="leasehold")
+
+
+_XRAY_WRAPPED: dict[Handler, Handler] = {}
+
+
+def xray_traced(body: Handler) -> Handler:
+    """`body` under Powertools' `capture_lambda_handler` when X-Ray traces this function."""
+
+    @functools.wraps(body)
+    def handler(event: JsonObject, context: Any) -> JsonObject:
+        tracer = xray_tracer()
+        if tracer is None:
+            return body(event, context)
+        if body not in _XRAY_WRAPPED:
+            _XRAY_WRAPPED[body] = tracer.capture_lambda_handler(body)
+        return _XRAY_WRAPPED[body](event, context)
+
+    return handler
+
+
+def xray_annotate(**annotations: str) -> None:
+    """Indexed X-Ray annotations on the invocation's segment (`leasehold_trace_id`, …): how a
+    job's own trace id finds the X-Ray traces of its invocations (decision TR6)."""
+    tracer = xray_tracer()
+    if tracer is not None:
+        for key, value in annotations.items():
+            tracer.put_annotation(key, value)
+
+
+@contextlib.contextmanager
+def xray_subsegment(name: str, **annotations: str) -> Iterator[None]:
+    """A subsegment per job in a batch (the worker's records), annotated as `xray_annotate`."""
+    tracer = xray_tracer()
+    if tracer is None:
+        yield
+        return
+    with tracer.provider.in_subsegment(name) as subsegment:
+        for key, value in annotations.items():
+            subsegment.put_annotation(key, value)
+        yield
+
+
 def function_handler(logger: Logger) -> Callable[[Handler], Handler]:
     """The preamble every function's handler shares: the Lambda context on `logger` (state
-    cleared per invocation), the EMF metrics flushed at the end, the log context trimmed."""
+    cleared per invocation), the EMF metrics flushed at the end, the log context trimmed, and
+    X-Ray's capture where the function is traced."""
 
     def wrap(body: Handler) -> Handler:
         @logger.inject_lambda_context(clear_state=True)
         @metrics.log_metrics
+        @xray_traced
         @functools.wraps(body)
         def handler(event: JsonObject, context: Any) -> JsonObject:
             trim_log_context(logger)

@@ -17,8 +17,14 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from leasehold.domain.types import JsonObject
-from leasehold.handlers.wiring import function_handler, runtime, worker_identity
+from leasehold.handlers.wiring import (
+    function_handler,
+    runtime,
+    worker_identity,
+    xray_subsegment,
+)
 from leasehold.service.outcome_counts import batched
+from leasehold.service.tracing import trace_id_of
 from leasehold.service.worker import Disposition, WorkerService
 from leasehold.store.queue import Wakeup
 
@@ -51,7 +57,13 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
         logger.error("not a wake-up; dropped", extra={"message_id": record.message_id})
         return "malformed"
     remaining = lambda_context.get_remaining_time_in_millis if lambda_context else None
-    result = worker().handle(wakeup, record.receipt_handle, remaining_ms=remaining)
+    # Deployed, an X-Ray subsegment per record, annotated with the job's trace id (TR6).
+    with xray_subsegment(
+        "## wakeup",
+        leasehold_job_id=wakeup.job_id,
+        leasehold_trace_id=trace_id_of(wakeup.traceparent) or "",
+    ):
+        result = worker().handle(wakeup, record.receipt_handle, remaining_ms=remaining)
     if result.disposition is Disposition.KEEP:
         raise KeepMessageError(result.outcome)
     return result.outcome

@@ -24,6 +24,7 @@ from leasehold.domain.tenancy import TenantPolicy
 from leasehold.domain.types import JsonObject, RawItem
 from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.telemetry import CountingTelemetry, Telemetry
+from leasehold.service.tracing import current_traceparent
 from leasehold.service.view import job_view
 from leasehold.store import Stores
 from leasehold.store.batch import Accepted, NewJobEntry
@@ -118,6 +119,8 @@ class Intake:
             job_id = self._new_id()
         at = self._clock.now_ms() if now is None else now
         job = new_job_for(kind, spec, owner, job_id, at)
+        # The caller's trace, else the current span's, else a new one (decision TR1).
+        job.traceparent = current_traceparent(options.traceparent)
         return Prepared(job, spec, key, fp_hash, token)
 
     def accept(self, table: Table, owner: Owner, submission: Submission) -> Accepted:
@@ -138,7 +141,12 @@ class Intake:
             ) from unavailable
         self._telemetry.count("JobsAccepted" if outcome.created else "IdempotentReplays")
         # A repeat answers with what the job is now (it may have run, or been cancelled).
-        return Accepted(job_id=outcome.job_id, created=outcome.created, state=outcome.state)
+        return Accepted(
+            job_id=outcome.job_id,
+            created=outcome.created,
+            state=outcome.state,
+            traceparent=prepared.job.traceparent if outcome.created else outcome.traceparent,
+        )
 
     def accept_many(
         self,

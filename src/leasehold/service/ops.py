@@ -17,6 +17,7 @@ from leasehold.service.jobs import parse_limit, parse_state_filter
 from leasehold.service.redrive import DeadLetterService
 from leasehold.service.summary import OpsSummary, summarize
 from leasehold.service.telemetry import Telemetry
+from leasehold.service.tracing import current_traceparent, job_attributes, span_under
 from leasehold.service.view import Kinds, job_view, operator_view, ops_row
 from leasehold.store import Stores
 from leasehold.store.queue import WakeupQueue
@@ -127,14 +128,24 @@ class OpsService:
         if start not in ("checkpoint", "start"):
             raise ValidationError('\'from\' must be "checkpoint" or "start"')
         note = _note(body, required=checked)
-        job = self._stores.operator.replay(
-            job_id,
-            operator=operator.user_id,
-            note=note,
-            checked_provider=checked,
-            now=self._clock.now_ms(),
-            from_start=start == "start",
-        )
+        # A replay runs in a trace of its own (the operator's request's), its span linked to
+        # the job's old trace: one read for that link (decision TR4).
+        previous = self._stores.jobs.get(job_id)
+        with span_under(
+            "leasehold.replay",
+            None,
+            attributes=job_attributes(job_id),
+            links=[previous.traceparent if previous else None],
+        ):
+            job = self._stores.operator.replay(
+                job_id,
+                operator=operator.user_id,
+                note=note,
+                checked_provider=checked,
+                now=self._clock.now_ms(),
+                from_start=start == "start",
+                traceparent=current_traceparent(),
+            )
         self._telemetry.count("JobsReplayed")
         return self._acted(
             "replay",

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from opentelemetry.trace import Span, StatusCode
 
 from leasehold.domain.clock import Clock
 from leasehold.domain.errors import StoreUnavailableError
 from leasehold.domain.job import Owner
 from leasehold.domain.policies import sqs_delay_seconds
 from leasehold.service.telemetry import Telemetry
+from leasehold.service.tracing import SpanKind, context_of, job_attributes, passed_on, tracer
 from leasehold.store.items import OUTBOX_PREFIX, deserialize_item
 from leasehold.store.queue import PRIORITY_QUEUES, Wakeup, WakeupQueue
 
@@ -41,8 +44,38 @@ def parse_stream_record(record: dict[str, Any], now: int) -> OutboxRecord | None
             delay_seconds=sqs_delay_seconds(now, int(doc.get("deliver_at", now))),
             kind=doc.get("kind") if isinstance(doc.get("kind"), str) else None,
             priority=doc["priority"] if doc.get("priority") in PRIORITY_QUEUES else "normal",
+            traceparent=doc["tp"] if isinstance(doc.get("tp"), str) else None,
         ),
     )
+
+
+@dataclass(frozen=True)
+class TracedRecord(OutboxRecord):
+    """An outbox record with its relay span open until its message is sent (or not)."""
+
+    span: Span | None = None
+
+
+def _traced(item: OutboxRecord) -> OutboxRecord:
+    """The record with the relay's span of the job's trace (a child of the outbox item's
+    `traceparent`), whose context the message carries on to the attempt (decision TR3)."""
+    wakeup = item.wakeup
+    span = tracer.start_span(
+        "leasehold.relay",
+        context=context_of(wakeup.traceparent),
+        kind=SpanKind.PRODUCER,
+        attributes={"leasehold.function": "relay", **job_attributes(wakeup.job_id)}
+        | {"leasehold.dispatch_id": wakeup.dispatch_id},
+    )
+    carried = replace(wakeup, traceparent=passed_on(span, wakeup.traceparent))
+    return TracedRecord(item.sequence_number, carried, span)
+
+
+def _sent(item: OutboxRecord, sent: bool) -> None:
+    if isinstance(item, TracedRecord) and item.span is not None:
+        if not sent:
+            item.span.set_status(StatusCode.ERROR, "not sent; the stream retries it")
+        item.span.end()
 
 
 def relay_records(
@@ -52,7 +85,7 @@ def relay_records(
     as failed (Lambda retries the stream from the lowest one, so nothing is skipped)."""
     now = clock.now_ms()
     parsed = [(record, parse_stream_record(record, now)) for record in records]
-    outbox = [item for _, item in parsed if item is not None]
+    outbox = [_traced(item) for _, item in parsed if item is not None]
     # Grouped by the queue each goes to (its priority's, or its job's normal shard: QS1), in
     # stream order within a queue, and cut into requests of 10 per queue: sharding adds no
     # request for a batch that fills them (no wake-up's order matters: SQS standard queues keep
@@ -70,6 +103,8 @@ def relay_records(
             except StoreUnavailableError:
                 failed_ids = {item.wakeup.dispatch_id for item in chunk}
             failed.extend(i.sequence_number for i in chunk if i.wakeup.dispatch_id in failed_ids)
+            for item in chunk:
+                _sent(item, item.wakeup.dispatch_id not in failed_ids)
     telemetry.count("WakeupsRelayed", len(outbox) - len(failed))
     if failed:
         telemetry.count("RelayFailures", len(failed))

@@ -32,6 +32,7 @@ from leasehold.service.jobs import Intake, parse_limit
 from leasehold.service.kinds import JobKind
 from leasehold.service.passes import Budget, Segment, Walk
 from leasehold.service.telemetry import Telemetry
+from leasehold.service.tracing import active_traceparent, job_attributes, span_under
 from leasehold.store.guards import new_job_writes
 from leasehold.store.history import entry, expand
 from leasehold.store.jobs import derived_id
@@ -362,7 +363,16 @@ class ScheduleService:
         for tick in firing.job_ticks:
             job_id = tick_job_id(owner, schedule.schedule_id, tick)
             try:
-                job = self._tick_job(schedule.job, owner, job_id, now)
+                # Each tick's job starts a trace of its own, linked from the sweep's (TR1).
+                with span_under(
+                    "leasehold.schedule_tick",
+                    None,
+                    new_trace=True,
+                    links=[active_traceparent()],
+                    attributes=job_attributes(job_id)
+                    | {"leasehold.schedule_id": schedule.schedule_id},
+                ):
+                    job = self._tick_job(schedule.job, owner, job_id, now)
             except LeaseholdError as refused:  # the kind is gone, or its schema changed
                 error = storable_text(f"tick {iso(tick)} made no job: {refused}")
                 continue

@@ -12,6 +12,7 @@ from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
 from leasehold.domain.storable import NotStorableError, check_storable
 from leasehold.domain.types import JsonObject
+from leasehold.service.tracing import trace_id_of
 from leasehold.store.history import expand
 
 logger = Logger(service="leasehold", child=True)
@@ -129,6 +130,9 @@ def job_view(job: Job, kinds: Kinds = None, now: int | None = None) -> JsonObjec
         "cancel_requested": job.cancel_requested,
         "replays": job.replays,
     }
+    trace_id = trace_id_of(job.traceparent)
+    if trace_id is not None:  # a job accepted before traces has none (decision TR2)
+        view["trace_id"] = trace_id
     if job.next_attempt_at is not None and job.state is JobState.QUEUED:
         view["next_attempt_at"] = iso(job.next_attempt_at)
     waits = waiting_for(job, now)

@@ -73,6 +73,7 @@ from leasehold.service.steps import (
     cancelled,
 )
 from leasehold.service.telemetry import Telemetry
+from leasehold.service.tracing import SpanKind, job_attributes, span_under, trace_id_of
 from leasehold.service.versions import Changed, on_resume
 from leasehold.store import Stores
 from leasehold.store.queue import Wakeup, WakeupQueue
@@ -119,11 +120,26 @@ class WorkerService:
         remaining_ms: RemainingMs | None = None,
     ) -> WakeupResult:
         """Handle one wake-up. Safe for any message: duplicate, late, early or for a job that is
-        long finished. `remaining_ms` is the invocation's time left (Lambda's context)."""
-        claimed = self._claiming.claim(wakeup, receipt_handle, remaining_ms)
-        if isinstance(claimed, WakeupResult):
-            return claimed
-        return self._run(claimed.job, remaining_ms)
+        long finished. `remaining_ms` is the invocation's time left (Lambda's context).
+
+        A span of the job's trace (the message's `traceparent`, decision TR3): `leasehold.attempt`
+        with the attempt and epoch once claimed, `leasehold.wakeup` when nothing was claimed."""
+        with span_under(
+            "leasehold.attempt",
+            wakeup.traceparent,
+            kind=SpanKind.CONSUMER,
+            attributes={"leasehold.function": "worker", **job_attributes(wakeup.job_id)},
+        ) as span:
+            claimed = self._claiming.claim(wakeup, receipt_handle, remaining_ms)
+            if isinstance(claimed, WakeupResult):
+                span.update_name("leasehold.wakeup")
+                span.set_attribute("leasehold.outcome", claimed.outcome)
+                return claimed
+            job = claimed.job
+            span.set_attributes(job_attributes(job.job_id, job.attempts, job.epoch))
+            result = self._run(job, remaining_ms)
+            span.set_attribute("leasehold.outcome", result.outcome)
+            return result
 
     def _margin(self) -> int:
         return self._settings.lease.safety_margin_ms
@@ -139,7 +155,12 @@ class WorkerService:
             checkpoint=replace(job.checkpoint, outputs=list(job.checkpoint.outputs)),
             last_beat=self._clock.now_ms(),
             remaining_ms=remaining_ms,
-            log_keys={"job_id": job.job_id, "epoch": job.epoch, "attempt": job.attempts},
+            log_keys={
+                "job_id": job.job_id,
+                "epoch": job.epoch,
+                "attempt": job.attempts,
+                "trace_id": trace_id_of(job.traceparent),
+            },
         )
         logger.info("claimed", extra=attempt.log_keys | {"step": attempt.checkpoint.next_step})
         try:
@@ -329,6 +350,21 @@ class WorkerService:
             )
         try_number = attempt.checkpoint.step_failures + 1
         attempt.begin_step(index, try_number)
+        job = attempt.job
+        with span_under(
+            f"leasehold.step {step.name}",
+            None,
+            attributes=job_attributes(job.job_id, job.attempts, job.epoch)
+            | {"leasehold.step": index, "leasehold.step_try": try_number},
+        ) as span:
+            outcome = self._run_step(kind, attempt, index, try_number)
+            span.set_attribute("leasehold.step_outcome", type(outcome).__name__)
+            return outcome
+
+    def _run_step(
+        self, kind: JobKind, attempt: Attempt, index: int, try_number: int
+    ) -> StepOutcome:
+        """The step's own code, once, as one `StepOutcome`."""
         try:
             return Completed(kind.run_step(attempt.job.payload, index, try_number, attempt))
         except (StoreUnavailableError, StaleEpochError, ItemTooLargeError):

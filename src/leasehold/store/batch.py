@@ -67,6 +67,8 @@ class Accepted:
     job_id: str
     created: bool
     state: str = JobState.QUEUED.value
+    traceparent: str | None = None
+    """The trace the new job joined (a repeat's: the one its first request gave it)."""
 
 
 Outcome = Accepted | LeaseholdError

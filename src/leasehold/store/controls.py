@@ -203,6 +203,7 @@ class ControlStore:
                             now_ms=now,
                             kind=fixed.kind if fixed else None,
                             priority=fixed.priority if fixed else "normal",
+                            traceparent=fixed.traceparent if fixed else None,
                         )
                     ),
                 ]

@@ -63,6 +63,7 @@ def new_job_writes(
                     now_ms=job.created_at,
                     kind=job.kind,
                     priority=job.priority,
+                    traceparent=job.traceparent,
                 )
             )
         ]

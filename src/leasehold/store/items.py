@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
 from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.ids import key_of
@@ -113,6 +113,27 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def packed_traceparent(traceparent: str | None) -> bytes | None:
+    """A `00-<trace id>-<span id>-<flags>` traceparent as the job item keeps it: its 25 bytes
+    (binary), 27 bytes with the name instead of 57 as text — a 3-step job's item stays under
+    1 KiB, so no write of it costs a second write unit (decision TR2). None for no trace."""
+    if traceparent is None or len(traceparent) != 55 or not traceparent.startswith("00-"):
+        return None
+    try:
+        return bytes.fromhex(traceparent[3:35] + traceparent[36:52] + traceparent[53:55])
+    except ValueError:
+        return None
+
+
+def unpacked_traceparent(value: Any) -> str | None:
+    """The traceparent `packed_traceparent` packed (None for an item without one)."""
+    raw = value.value if isinstance(value, Binary) else value  # type: ignore[attr-defined]
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) != 25:
+        return None
+    text = bytes(raw).hex()
+    return f"00-{text[:32]}-{text[32:48]}-{text[48:]}"
+
+
 def outbox_item(
     job_id: str,
     owner: Owner,
@@ -122,6 +143,7 @@ def outbox_item(
     now_ms: int,
     kind: str | None = None,
     priority: str = "normal",
+    traceparent: str | None = None,
 ) -> RawItem:
     """A wake-up waiting for the relay: the stream's INSERT of this item becomes one SQS message.
     It is never updated or deleted by code; TTL removes it (deletes by TTL are free). The sort
@@ -141,6 +163,9 @@ def outbox_item(
     if priority != "normal":
         # the relay sends it to that priority's queue (decision F4)
         item["priority"] = {"S": priority}
+    if traceparent is not None:
+        # the job's trace, to the relay and on to every attempt (decision TR2)
+        item["tp"] = {"S": traceparent}
     return item
 
 
@@ -193,6 +218,9 @@ def new_job_item(job: Job, *, due_indexed: bool = False, shards: int = 1) -> Raw
         doc["priority"] = job.priority
     if job.step_list is not None:
         doc["step_list"] = job.step_list  # what its checkpoints will refer to (decision KV1)
+    packed = packed_traceparent(job.traceparent)
+    if packed is not None:
+        doc["tp"] = packed  # its trace, 27 bytes on the item (decision TR2)
     if job.budget.max_cost is not None:
         doc["max_cost"] = job.budget.max_cost
     if job.budget.max_steps is not None:
@@ -247,4 +275,5 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         claimed_at=doc.get("claimed_at"),
         priority=doc.get("priority", "normal"),
         step_list=doc.get("step_list"),
+        traceparent=unpacked_traceparent(doc.get("tp")),
     )

@@ -41,6 +41,7 @@ from leasehold.store.items import (
     job_key,
     owner_partition,
     state_partition,
+    unpacked_traceparent,
 )
 from leasehold.store.sharded import Fan, IndexRange, ShardedRange, count_entries, merged_cursor
 from leasehold.store.shards import base_of, shard_keys
@@ -53,6 +54,8 @@ class AcceptResult:
     created: bool
     state: str = JobState.QUEUED.value
     """`queued` for a new job; a repeat's state as its failed condition found the job."""
+    traceparent: str | None = None
+    """A repeat's trace, as its failed condition found the job (a new job's is its own)."""
 
 
 def fingerprint_hash(fingerprint: str) -> str:
@@ -125,7 +128,8 @@ class JobStore:
             # The job as the condition found it: a repeat needs no second read.
             old = deserialize_item(failed.old_item(0) or {})
             state = str(old.get("state", JobState.QUEUED.value))
-            return AcceptResult(job_id=job.job_id, created=False, state=state)
+            traceparent = unpacked_traceparent(old.get("tp"))
+            return AcceptResult(job.job_id, created=False, state=state, traceparent=traceparent)
         return AcceptResult(job_id=job.job_id, created=True)
 
     def accept_many(

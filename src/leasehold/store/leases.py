@@ -108,6 +108,7 @@ def wakeup_item(job: Job, deliver_at: int, now: int) -> RawItem:
             now_ms=now,
             kind=job.kind,
             priority=job.priority,
+            traceparent=job.traceparent,
         )
     )
 

@@ -3,6 +3,8 @@ writes conditional on the version it read; each records who, when and why in the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from leasehold.domain.errors import ConflictError, JobNotFoundError, ValidationError
 from leasehold.domain.job import Job
 from leasehold.domain.records import LedgerEntry, Resolution
@@ -16,7 +18,7 @@ from leasehold.store.guards import (
     state_change,
 )
 from leasehold.store.history import HISTORY_LIMIT, entry
-from leasehold.store.items import JOB_TTL_SECONDS, job_from_item, job_key
+from leasehold.store.items import JOB_TTL_SECONDS, job_from_item, job_key, packed_traceparent
 from leasehold.store.leases import wakeup_item
 from leasehold.store.table import ConditionFailed, Table
 
@@ -44,6 +46,7 @@ class OperatorStore:
         checked_provider: bool,
         now: int,
         from_start: bool = False,
+        traceparent: str | None = None,
     ) -> Job:
         """`dead` / `failed` / `unknown` → `queued` under the same job id (decision D12): attempts
         start again, the deadline and the TTL are renewed, budget use is kept, `replays` counts
@@ -53,7 +56,10 @@ class OperatorStore:
         `from_start` (decision KV4): the checkpoint goes — outputs, budget use, an approval, the
         kind's progress — with the step list it referred to, so the job runs its kind's
         current steps from step 0; its ledger's operations are kept for the record under new
-        ids (`<id>~<replay>`), so no step of the new run mistakes one for its own."""
+        ids (`<id>~<replay>`), so no step of the new run mistakes one for its own.
+
+        `traceparent`: the replay's own trace, which the job's attempts join from now on (its
+        span links to the old one, decision TR4)."""
         job = self._read(job_id)
         if job.state not in REPLAYABLE_STATES:
             raise ConflictError(
@@ -112,6 +118,9 @@ class OperatorStore:
                     "note": note,
                 },
             )
+        if traceparent is not None:
+            expr.set("tp", packed_traceparent(traceparent))
+            job = replace(job, traceparent=traceparent)
         wakeup = wakeup_item(job, now, now)
         try:
             self._table.transact([{"Update": expr.update_params(job_key(job_id))}, wakeup])

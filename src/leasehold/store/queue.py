@@ -49,6 +49,9 @@ class Wakeup:
     """The job's kind, when the write that dispatched knew it (its concurrency limits, F2)."""
     priority: str = "normal"
     """The job's priority: the queue this wake-up travels on (decision F4)."""
+    traceparent: str | None = None
+    """The job's trace, as the relay's span passes it on: the parent of the attempt's span
+    (decision TR3). None: a message from before traces, or a redriven one."""
 
     def body(self) -> str:
         doc = {
@@ -61,6 +64,8 @@ class Wakeup:
             doc["kind"] = self.kind
         if self.priority != "normal":
             doc["priority"] = self.priority
+        if self.traceparent is not None:
+            doc["tp"] = self.traceparent
         return json.dumps(doc, separators=(",", ":"))
 
     @staticmethod
@@ -78,12 +83,14 @@ class Wakeup:
                 raise ValueError(f"no {name} (a non-empty string)")
         kind = doc.get("kind")
         priority = doc.get("priority")
+        traceparent = doc.get("tp")
         return Wakeup(
             job_id=doc["job_id"],
             owner=Owner(tenant=doc["tenant"], user_id=doc["user_id"]),
             dispatch_id=str(doc.get("dispatch_id", "")),
             kind=kind if isinstance(kind, str) and kind else None,
             priority=priority if priority in PRIORITY_QUEUES else "normal",
+            traceparent=traceparent if isinstance(traceparent, str) else None,
         )
 
 

@@ -148,6 +148,7 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         kinds=args.kinds,
         data_dir=None if args.in_memory else data_path_for_up(args.data, cwd),
         fresh=args.fresh,
+        traces=Path(args.traces) if args.traces else None,
     )
     stopped = threading.Event()
 
@@ -175,6 +176,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
         faults = f"; faults {args.faults}" if args.faults else ""
         if args.gsi_lag_ms:
             faults += f"; indexes lag {args.gsi_lag_ms} ms"
+        if args.traces:
+            faults += f"; spans to {args.traces}"
         if stack.restored is not None:
             for line in stack.restored.lines():
                 print(line, flush=True)
@@ -384,6 +387,12 @@ def add_local_commands(commands: Any) -> None:
         default="",
         help="inject store and queue faults, e.g. "
         "'dynamodb.TransactWriteItems:TransactionConflict=0.05,sqs.SendMessageBatch:InternalError=0.03'",
+    )
+    up.add_argument(
+        "--traces",
+        metavar="FILE",
+        help="append every span of every function (api, relay, worker, sweeper) to FILE as "
+        "JSON lines in OTLP's JSON encoding: one line a span",
     )
     up.add_argument(
         "--gsi-lag-ms",

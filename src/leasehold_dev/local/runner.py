@@ -111,10 +111,13 @@ class LocalStack:
         kinds: str | None = None,
         data_dir: Path | None = None,
         fresh: bool = False,
+        traces: Path | None = None,
     ) -> None:
         """`data_dir`: the data directory whose state the stack keeps and restores (None: keep
         nothing — every table, document and charge is gone when it stops); `fresh`: move what
-        `data_dir` holds aside (to `<data_dir>.previous`) and start empty."""
+        `data_dir` holds aside (to `<data_dir>.previous`) and start empty; `traces`: the file
+        every function's spans are appended to, as OTLP JSON lines (decision TR5)."""
+        self.traces = traces
         self.data_dir = data_dir
         self.fresh = fresh
         self.restored: RestoreSummary | None = None
@@ -201,6 +204,8 @@ class LocalStack:
         info.local_environment["LEASEHOLD_LOCAL_PROVIDERS"] = json.dumps(urls)
         if self.faults:
             info.local_environment["LEASEHOLD_FAULTS"] = self.faults
+        if self.traces is not None:  # every function, attached workers too (the state has it)
+            info.local_environment["LEASEHOLD_TRACES"] = str(self.traces.resolve())
         me = ProcessRef.current()
         info.pid, info.pid_started = me.pid, me.started
         self.info = info
