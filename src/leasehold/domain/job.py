@@ -22,6 +22,7 @@ from leasehold.domain.records import (
 )
 from leasehold.domain.states import JobState
 from leasehold.domain.types import JsonObject
+from leasehold.domain.waits import ParentLink, WaitRecord
 
 Priority = Literal["high", "normal", "low"]
 PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
@@ -172,6 +173,14 @@ class Job:
     """The digests of the steps its checkpoint refers to (`d1.d2.…`, domain/versions.py),
     recorded at accept; None for a job accepted before kind versions or replayed from its
     start (its next claim records the kind's list then, decision KV1)."""
+    wait: WaitRecord | None = None
+    """What the job waits for before its next step (domain/waits.py), while it is parked."""
+    parent: ParentLink | None = None
+    """The parent that started this job (a child), its step and the child's index."""
+    spawned: list[list[int]] | None = None
+    cap: dict[str, Any] | None = None
+    """A child's share of its set's `max_concurrency`: `{"base": slot item, "max": n}`."""
+    """The children sets this job started: `[step, how many]` each, in order."""
 
 
 def new_job(

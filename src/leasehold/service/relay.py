@@ -41,6 +41,8 @@ def parse_stream_record(record: dict[str, Any], now: int) -> OutboxRecord | None
             delay_seconds=sqs_delay_seconds(now, int(doc.get("deliver_at", now))),
             kind=doc.get("kind") if isinstance(doc.get("kind"), str) else None,
             priority=doc["priority"] if doc.get("priority") in PRIORITY_QUEUES else "normal",
+            cascade=doc["cascade"] if isinstance(doc.get("cascade"), str) else None,
+            cap=doc["cap"] if isinstance(doc.get("cap"), str) else None,
         ),
     )
 

@@ -74,6 +74,7 @@ from leasehold.service.steps import (
 )
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.versions import Changed, on_resume
+from leasehold.service.workflows import Workflows
 from leasehold.store import Stores
 from leasehold.store.queue import Wakeup, WakeupQueue
 
@@ -107,6 +108,8 @@ class WorkerService:
         self._telemetry = telemetry
         rng = rng or random.Random()
         self._outcomes = Outcomes(stores, clock, telemetry, settings.retry, rng, kinds)
+        self._flows = Workflows(stores, clock, kinds, telemetry)
+        self._queue = queue
         parts = WorkerParts(stores, queue, kinds, clock, settings, telemetry, rng, sleep)
         self._claiming = Claiming(parts, self._outcomes)
 
@@ -120,6 +123,11 @@ class WorkerService:
     ) -> WakeupResult:
         """Handle one wake-up. Safe for any message: duplicate, late, early or for a job that is
         long finished. `remaining_ms` is the invocation's time left (Lambda's context)."""
+        if wakeup.cascade is not None:  # a parent's end: cancel its unfinished children (WF6)
+            try:
+                return self._flows.cascade(wakeup, self._queue.send)
+            except StoreUnavailableError:
+                return WakeupResult(Disposition.KEEP, "store_unavailable")
         claimed = self._claiming.claim(wakeup, receipt_handle, remaining_ms)
         if isinstance(claimed, WakeupResult):
             return claimed
@@ -140,9 +148,14 @@ class WorkerService:
             last_beat=self._clock.now_ms(),
             remaining_ms=remaining_ms,
             log_keys={"job_id": job.job_id, "epoch": job.epoch, "attempt": job.attempts},
+            flows=self._flows,
         )
         logger.info("claimed", extra=attempt.log_keys | {"step": attempt.checkpoint.next_step})
         try:
+            if job.wait is not None:  # woken from a wait: over, or parked again (WF2)
+                waited = self._flows.evaluate(attempt, self._children_failed)
+                if waited is not None:
+                    return waited
             unplanned = self._plan(attempt, kind)
             if unplanned is not None:
                 return unplanned
@@ -261,6 +274,9 @@ class WorkerService:
                 approved_step=checkpoint.approved_step,
                 step_failures=0,
             )
+            if attempt.requests.children or attempt.requests.wait:
+                # the step asked for children, a signal or a time: the job waits for it (WF1)
+                return self._flows.park(attempt, attempt.checkpoint, index, step.name)
             if index + 1 < total:
                 attempt.job = self._leases.save_checkpoint(
                     attempt.job,
@@ -271,6 +287,10 @@ class WorkerService:
                 attempt.last_beat = self._clock.now_ms()
                 logger.debug("checkpoint", extra=attempt.log_keys | {"step": index + 1})
         return self._succeed(attempt)
+
+    def _children_failed(self, attempt: Attempt, error: dict[str, str]) -> WakeupResult:
+        """More children ended other than `succeeded` than the step tolerated (DESIGN §19)."""
+        return self._outcomes.stop(attempt, JobState.FAILED, "children_failed", error)
 
     def _check_before_step(self, attempt: Attempt, step: StepPlan, index: int) -> Settled | None:
         """Cancellation, deadline, the invocation's time, the lease, budget, then approval

@@ -122,6 +122,7 @@ def outbox_item(
     now_ms: int,
     kind: str | None = None,
     priority: str = "normal",
+    cap: str | None = None,
 ) -> RawItem:
     """A wake-up waiting for the relay: the stream's INSERT of this item becomes one SQS message.
     It is never updated or deleted by code; TTL removes it (deletes by TTL are free). The sort
@@ -141,7 +142,16 @@ def outbox_item(
     if priority != "normal":
         # the relay sends it to that priority's queue (decision F4)
         item["priority"] = {"S": priority}
+    if cap is not None:
+        item["cap"] = {"S": cap}  # a child's max_concurrency, taken at its claim (WF7)
     return item
+
+
+def cap_of(job: Job) -> str | None:
+    """A child's `cap` as its wake-ups carry it (`<slot item>|<max>`), or None."""
+    if not job.cap:
+        return None
+    return f"{job.cap['base']}|{job.cap['max']}"
 
 
 def due_upto(until_ms: int) -> str:
@@ -193,6 +203,10 @@ def new_job_item(job: Job, *, due_indexed: bool = False, shards: int = 1) -> Raw
         doc["priority"] = job.priority
     if job.step_list is not None:
         doc["step_list"] = job.step_list  # what its checkpoints will refer to (decision KV1)
+    if job.parent is not None:
+        doc["parent"] = dict(job.parent)
+    if job.cap is not None:
+        doc["cap"] = dict(job.cap)
     if job.budget.max_cost is not None:
         doc["max_cost"] = job.budget.max_cost
     if job.budget.max_steps is not None:
@@ -247,4 +261,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         claimed_at=doc.get("claimed_at"),
         priority=doc.get("priority", "normal"),
         step_list=doc.get("step_list"),
+        wait=doc.get("wait"),
+        parent=doc.get("parent"),
+        spawned=doc.get("spawned"),
+        cap=doc.get("cap"),
     )

@@ -49,6 +49,11 @@ class Wakeup:
     """The job's kind, when the write that dispatched knew it (its concurrency limits, F2)."""
     priority: str = "normal"
     """The job's priority: the queue this wake-up travels on (decision F4)."""
+    cascade: str | None = None
+    """`<step>:<index>`: not a wake-up of the job but the cancel of its children of set `step`
+    from `index` on (its end came while they ran, WF6)."""
+    cap: str | None = None
+    """A child's share of its set's `max_concurrency`: `<slot item>|<max>` (WF7)."""
 
     def body(self) -> str:
         doc = {
@@ -61,6 +66,10 @@ class Wakeup:
             doc["kind"] = self.kind
         if self.priority != "normal":
             doc["priority"] = self.priority
+        if self.cascade is not None:
+            doc["cascade"] = self.cascade
+        if self.cap is not None:
+            doc["cap"] = self.cap
         return json.dumps(doc, separators=(",", ":"))
 
     @staticmethod
@@ -84,6 +93,8 @@ class Wakeup:
             dispatch_id=str(doc.get("dispatch_id", "")),
             kind=kind if isinstance(kind, str) and kind else None,
             priority=priority if priority in PRIORITY_QUEUES else "normal",
+            cascade=doc["cascade"] if isinstance(doc.get("cascade"), str) else None,
+            cap=doc["cap"] if isinstance(doc.get("cap"), str) else None,
         )
 
 

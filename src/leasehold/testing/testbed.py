@@ -340,6 +340,25 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         a running one stops before its next step."""
         return self._api.cancel(self._job(job_id).owner, job_id)
 
+    def signal(self, job_id: str, name: str, body: Any = None) -> JsonObject:
+        """`POST /jobs/{id}/signals/{name}` as the job's owner: the job view (a job waiting
+        for it is `queued` and due: `run_until_idle` runs its next step)."""
+        return self._api.signal(self._job(job_id).owner, job_id, name, body)
+
+    def callback(self, token: str, body: Any = None) -> JsonObject:
+        """`POST /callbacks/{token}`, as a third party with no identity would."""
+        return self._api.callback(token, body)
+
+    def children(self, job_id: str) -> list[JsonObject]:
+        """`GET /jobs/{id}/children`, every page: the job's children in order."""
+        owner, items, cursor = self._job(job_id).owner, [], None
+        while True:
+            page = self._api.children(owner, job_id, cursor=cursor, limit="100")
+            items.extend(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return items
+
     def request(
         self,
         method: str,
