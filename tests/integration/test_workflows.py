@@ -104,8 +104,9 @@ def test_a_parent_waits_for_its_children_and_reads_their_results(
     assert view["state"] == "succeeded", view
     assert view["result"]["titles"] == [u.upper() for u in urls]
     assert calls["fetch"] == 20 and calls["fan_out"] == 1 and calls["gather"] == 1
-    child = tb.view(f"{job_id}.0.3")
-    assert child["state"] == "succeeded"
+    children = tb.children(job_id)
+    assert [c["state"] for c in children] == ["succeeded"] * 20
+    assert [c["result"]["title"] for c in children] == [u.upper() for u in urls]
 
 
 @KINDS

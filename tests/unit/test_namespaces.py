@@ -23,6 +23,7 @@ PUBLIC_NAMES = {
     "leasehold": [
         "Budget",
         "Checkpoint",
+        "ChildView",
         "Effect",
         "FatalError",
         "Finished",
@@ -43,6 +44,8 @@ PUBLIC_NAMES = {
         "RetryableError",
         "Schedule",
         "SettingError",
+        "SignalTimeoutError",
+        "SignalWait",
         "Step",
         "StepContext",
         "StepInterruptedError",
@@ -228,6 +231,7 @@ def test_every_name_leasehold_exported_before_still_resolves() -> None:
     }
     assert len(before) == 53
     added = {"Budget", "JobOptions"}  # new in this release (the one options type, decision OW1)
+    added |= {"ChildView", "SignalTimeoutError", "SignalWait"}  # workflows (DESIGN §19)
     assert before | added == set(leasehold.__all__) | set(leasehold.MOVED)
 
 

@@ -95,13 +95,11 @@ def expected_per_shard(parent_id: str, step: int, total: int, shards: int) -> li
 
 def child_id(parent_id: str, step: int, index: int) -> str:
     """A child's id, derived from its parent's, the step and its index (DESIGN §19): a step
-    re-run after a crash derives the same ids, so it cannot start a second set. Ids stay within
-    the 100 characters a job id may have: a deep descendant's parent part is hashed."""
-    plain = f"{parent_id}.{step}.{index}"
-    if len(plain) <= 100:
-        return plain
-    digest = hashlib.sha256(parent_id.encode()).hexdigest()[:40]
-    return f"h{digest}.{step}.{index}"
+    re-run after a crash derives the same ids, so it cannot start a second set. It has the form
+    every job id the API issues has (`j_` and 22 hex digits, 88 bits of SHA-256): the lineage
+    is on the child (`parent`), not in its id."""
+    digest = hashlib.sha256(f"child|{parent_id}|{step}|{index}".encode()).hexdigest()
+    return f"j_{digest[:22]}"
 
 
 def waiting_view(wait: WaitRecord, *, children_done: int | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from leasehold.domain.job import Job
 from leasehold.domain.states import TERMINAL_STATES, JobState
 from leasehold.domain.waits import expected_per_shard, fanin_shard
 from leasehold.service.telemetry import Telemetry
+from leasehold.store import Stores
 from leasehold.store.waits import WaitStore
 from leasehold.store.waits_ends import fanin_key
 
@@ -47,4 +48,16 @@ def child_ended(
         )
 
 
-__all__ = ["child_ended"]
+def children_done(stores: Stores, job: Job) -> int | None:
+    """How many of the children a parked parent waits for have ended (its view's
+    `waiting_for`); None for a job that waits for none."""
+    wait = job.wait
+    if wait is None or wait.get("type") != "children" or job.state is not JobState.QUEUED:
+        return None
+    fan = WaitStore(stores.table).fanin(
+        job.job_id, int(wait.get("step", 0)), int(wait.get("shards", 1))
+    )
+    return fan.ended
+
+
+__all__ = ["child_ended", "children_done"]

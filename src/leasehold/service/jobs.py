@@ -21,7 +21,7 @@ from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTE
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
 from leasehold.domain.types import JsonObject
-from leasehold.service.fanin import child_ended
+from leasehold.service.fanin import child_ended, children_done
 from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.telemetry import CountingTelemetry, Telemetry
 from leasehold.service.view import job_view
@@ -33,7 +33,6 @@ from leasehold.store.waits import WaitStore
 
 _LIMIT = re.compile(r"^[0-9]{1,3}$")
 MAX_LIST_LIMIT = 100
-MAX_SIGNAL_BYTES = 16 * 1024
 MAX_VERSION = 2**53
 """Versions are counters; anything larger than a JSON-safe integer is not one of ours."""
 
@@ -194,7 +193,7 @@ class JobService:
 
     def view(self, owner: Owner, job_id: str) -> JsonObject:
         job = self._stores.jobs.get_owned(owner, job_id)
-        return job_view(job, self._kinds, self._clock.now_ms())
+        return job_view(job, self._kinds, self._clock.now_ms(), children_done(self._stores, job))
 
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
@@ -220,63 +219,6 @@ class JobService:
             child_ended(WaitStore(self._stores.table), job, job.state, now, self._telemetry)
         return job_view(job, self._kinds, self._clock.now_ms())
 
-    # ------------------------------------------------------------------ workflows (§19)
-
-    def _flows(self) -> Any:
-        from leasehold.service.workflows import Workflows  # only the routes that use it
-
-        return Workflows(self._stores, self._clock, self._kinds, self._telemetry)
-
-    def signal(self, owner: Owner, job_id: str, name: str, body: Any) -> JsonObject:
-        """`POST /jobs/{id}/signals/{name}`: the owner's signal (DESIGN §19)."""
-        _check_signal_body(body)
-        job = self._flows().signal(owner, job_id, name, body)
-        return job_view(job, self._kinds, self._clock.now_ms())
-
-    def callback(self, token: str, body: Any) -> JsonObject:
-        """`POST /callbacks/{token}`: no identity; the token is the authority (DESIGN §19)."""
-        _check_signal_body(body)
-        job = self._flows().callback(token, body)
-        return {"job_id": job.job_id, "accepted": True}
-
-    def children(
-        self, owner: Owner, job_id: str, *, cursor: str | None, limit: str | None
-    ) -> JsonObject:
-        """`GET /jobs/{id}/children`: a page of the job's children, every set in order."""
-        job = self._stores.jobs.get_owned(owner, job_id)
-        size = parse_limit(limit)
-        sets = [(int(step), int(total)) for step, total in (job.spawned or [])]
-        position = _children_cursor(cursor, sets)
-        items: list[JsonObject] = []
-        flows = self._flows()
-        next_cursor: str | None = None
-        for number, (step, total) in enumerate(sets):
-            if number < position[0]:
-                continue
-            start = position[1] if number == position[0] else 0
-            while start < total and len(items) < size:
-                page, after = flows.children_views(
-                    job, step, start=start, limit=min(100, size - len(items))
-                )
-                items.extend(
-                    {
-                        "job_id": v.job_id,
-                        "step": step,
-                        "state": v.state,
-                        "result": v.result,
-                        "error": v.error,
-                    }
-                    for v in page
-                )
-                start = total if after is None else after
-            if len(items) >= size:
-                if start < total:
-                    next_cursor = f"{number}.{start}"
-                elif number + 1 < len(sets):
-                    next_cursor = f"{number + 1}.0"
-                break
-        return {"items": items, "next_cursor": next_cursor}
-
     def decide_approval(self, owner: Owner, job_id: str, body: Any) -> JsonObject:
         if not isinstance(body, dict) or set(body) - {"decision", "version"}:
             raise ValidationError('the body must be {"decision": ..., "version": ...}')
@@ -295,28 +237,6 @@ class JobService:
         )
         self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
         return job_view(job, self._kinds)
-
-
-def _check_signal_body(body: Any) -> None:
-    """A signal's body: any JSON value, up to the payload limit (16 KiB)."""
-    size = len(json.dumps(body, separators=(",", ":")).encode())
-    if size > MAX_SIGNAL_BYTES:
-        raise ValidationError(
-            f"a signal's body is at most {MAX_SIGNAL_BYTES} bytes", code="too_large"
-        )
-
-
-def _children_cursor(cursor: str | None, sets: list[tuple[int, int]]) -> tuple[int, int]:
-    """`<set>.<index>`, as `children` hands it out; ValidationError for anything else."""
-    if cursor is None:
-        return (0, 0)
-    try:
-        number, index = (int(part) for part in cursor.split(".", 1))
-    except ValueError:
-        raise ValidationError("'cursor' is not one this API gave") from None
-    if not (0 <= number < len(sets) and 0 <= index <= sets[number][1]):
-        raise ValidationError("'cursor' is not one this API gave")
-    return (number, index)
 
 
 def resolve_spec(kind: JobKind, submission: Submission, default_max_attempts: int) -> JobSpec:
