@@ -287,6 +287,7 @@ class Workflows:
             ),
             spawned=spawned,
         )
+        self._stores.leases.release_slot(job)  # a waiting job holds no slot (C5)
         self._telemetry.count("JobsWaiting")
         logger.info("waiting", extra=attempt.log_keys | {"step": index, "wait": what})
         self._look_once(attempt.job, wait, now)
@@ -345,9 +346,11 @@ class Workflows:
         return self._repark(attempt, {**wait, "every": every}, now + every, now)
 
     def _repark(self, attempt: Attempt, wait: WaitRecord, due: int, now: int) -> WakeupResult:
+        held = attempt.job
         attempt.job = self._waits.park(
-            attempt.job, attempt.job.checkpoint, wait, due_at=due, now=now, history=None
+            held, held.checkpoint, wait, due_at=due, now=now, history=None
         )
+        self._stores.leases.release_slot(held)
         self._telemetry.count("WaitsChecked")
         return WakeupResult(Disposition.ACK, "still_waiting")
 
