@@ -28,6 +28,7 @@ from typing import Any
 from leasehold.domain.errors import (
     HandBackError,
     LeaseholdError,
+    SignalTimeoutError,
     StepInterruptedError,
     StopJobError,
     ValidationError,
@@ -35,6 +36,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.job import Budget, Owner
 from leasehold.domain.limits import Limit, Rate
 from leasehold.domain.options import JobOptions, Submission
+from leasehold.domain.waits import ChildView, SignalWait
 from leasehold.sdk.config import SettingError, at_cold_start, int_setting, setting
 from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
 from leasehold.sdk.errors import FatalError, RetryableError
@@ -57,6 +59,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Budget",
     "Checkpoint",
+    "ChildView",
     "Effect",
     "FatalError",
     "Finished",
@@ -77,6 +80,8 @@ __all__ = [
     "RetryableError",
     "Schedule",
     "SettingError",
+    "SignalTimeoutError",
+    "SignalWait",
     "Step",
     "StepContext",
     "StepInterruptedError",

@@ -46,6 +46,10 @@ class FakeGateway:
 
             def do_GET(self) -> None:
                 seen.append((self.path, self.headers.get("X-Demo-User")))
+                if "/children" in self.path:  # a page of a job's children
+                    child = {"job_id": "j_c", "step": 0, "state": "succeeded"}
+                    self._answer(200, {"items": [child], "next_cursor": None})
+                    return
                 self._answer(200, {"path": self.path})
 
             def do_DELETE(self) -> None:
@@ -246,6 +250,21 @@ def test_a_user_submits_and_shows_a_job_from_a_subdirectory_with_no_flags(
     assert json.loads(inline.stdout) == {"job_id": "j_new", "state": "queued"}
     assert gateway.posted == [("/jobs", "alice", request), ("/jobs", "bob", request)]
     assert gateway.seen == [("/jobs/j_new", "alice")]
+
+
+def test_a_user_signals_a_job_and_lists_its_children(tmp_path: Path, gateway: FakeGateway) -> None:
+    _state(tmp_path / ".leasehold" / "local-stack.json", api_url=gateway.url)
+    signalled = _cli("signal", "j_1", "reviewed", '{"ok": true}', cwd=tmp_path)
+    listed = _cli("children", "j_1", "--user", "bob", cwd=tmp_path)
+    for out in (signalled, listed):
+        assert out.returncode == 0, out.stderr
+    assert gateway.posted == [("/jobs/j_1/signals/reviewed", "alice", {"ok": True})]
+    assert [(path.split("?")[0], user) for path, user in gateway.seen] == [
+        ("/jobs/j_1/children", "bob")
+    ]
+    assert json.loads(listed.stdout.splitlines()[0])["job_id"] == "j_c"
+    bad = _cli("signal", "j_1", "reviewed", "{x", cwd=tmp_path)
+    assert bad.returncode != 0 and "not JSON" in bad.stderr
 
 
 @pytest.mark.parametrize(

@@ -597,3 +597,32 @@ def test_schedules_list_pages_get_and_delete_address_one_schedule(api: ScriptedA
     ]
     assert client.schedules.get("s_1") == {"schedule_id": "s_1", "method": "GET"}
     assert client.schedules.delete("s_1") == {"schedule_id": "s_1", "method": "DELETE"}
+
+
+# ----------------------------------------------------------------------- workflows (DESIGN §19)
+
+
+def test_signal_callback_and_children_use_their_routes(api: ScriptedApi) -> None:
+    children = [{"job_id": f"j_{n}", "step": 0, "state": "succeeded"} for n in range(5)]
+
+    def script(seen: Seen) -> Answer:
+        if seen.path.endswith("/children"):
+            start = int(seen.query.get("cursor", ["0"])[0])
+            more = start + 2 < len(children)
+            page = children[start : start + 2]
+            return 200, {}, {"items": page, "next_cursor": str(start + 2) if more else None}
+        if seen.path.startswith("/callbacks/"):
+            return 202, {}, {"job_id": "j_1", "accepted": True}
+        return 202, {}, VIEW
+
+    api.script = script
+    client, _ = _client(api)
+    assert client.signal("j_1", "reviewed", {"ok": True}) == VIEW
+    assert client.callback("tok/en with space", [1, 2]) == {"job_id": "j_1", "accepted": True}
+    assert list(client.children("j_1", page_size=2)) == children
+    calls = [(seen.method, seen.path, seen.body) for seen in api.seen]
+    assert calls[:2] == [
+        ("POST", "/jobs/j_1/signals/reviewed", {"ok": True}),
+        ("POST", "/callbacks/tok%2Fen%20with%20space", [1, 2]),
+    ]
+    assert [seen.path for seen in api.seen[2:]] == ["/jobs/j_1/children"] * 3

@@ -34,7 +34,7 @@ from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.worker import RemainingMs, WakeupResult, WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
 from leasehold.store.faults import FaultInjector, FaultPlan, install_faults
-from leasehold.store.items import deserialize_item, job_key
+from leasehold.store.items import cap_of, deserialize_item, job_key
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.slots import running_slots
 from leasehold.store.table import TransactionRetry
@@ -319,7 +319,8 @@ class Harness:
     def wakeup(self, job_id: str) -> Wakeup:
         job = self.store.get(job_id)
         assert job is not None
-        return Wakeup(job_id=job_id, owner=job.owner, dispatch_id="test")
+        # A child's share of its set's max_concurrency travels on its wake-ups (WF7).
+        return Wakeup(job_id=job_id, owner=job.owner, dispatch_id="test", cap=cap_of(job))
 
     def deliver(
         self, job_id: str, worker: str = "w1", remaining_ms: RemainingMs | None = None

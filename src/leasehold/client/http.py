@@ -261,6 +261,26 @@ class Client(Transport):
         body = {"decision": decision, "version": version}
         return self._object("POST", f"/jobs/{segment(job_id)}/approval", body, repeat_safe=True)
 
+    def signal(self, job_id: str, name: str, body: Any = None) -> JsonObject:
+        """Send the signal `name` to one of the caller's jobs (`POST /jobs/{job_id}/signals/
+        {name}`) with a JSON body (≤ 16 KiB): a job waiting for it resumes. The view the API
+        answers. `ApiError.Conflict` (`signal_exists`) for a second signal of that name, or one
+        after its wait timed out; `ApiError.NotFound` for another's job."""
+        path = f"/jobs/{segment(job_id)}/signals/{segment(name)}"
+        return self._object("POST", path, body)
+
+    def callback(self, token: str, body: Any = None) -> JsonObject:
+        """Complete a wait with its callback token (`POST /callbacks/{token}`), as the third
+        party a step handed `SignalWait.token` to would; needs no identity. `ApiError.NotFound`
+        for a used, expired or unknown token."""
+        return self._object("POST", f"/callbacks/{segment(token)}", body)
+
+    def children(self, job_id: str, *, page_size: int | None = None) -> Iterator[JsonObject]:
+        """One of the caller's jobs' children (`GET /jobs/{job_id}/children`), every set in
+        order, every page: `job_id`, `step`, `state`, `result`, `error` each."""
+        path = f"/jobs/{segment(job_id)}/children"
+        return pages(self, path, {"limit": page_size}, items="items")
+
     def list(
         self, *, state: str | None = None, page_size: int | None = None
     ) -> Iterator[JsonObject]:

@@ -261,6 +261,22 @@ class StopJobError(LeaseholdError):
         self.state = state
 
 
+class SignalTimeoutError(StopJobError):
+    """`StepContext.signal(name)`: the wait for the signal ran out before it came (DESIGN §19).
+    Uncaught, the job ends `failed` / `signal_timeout`; a step may catch it and go on."""
+
+    code = "signal_timeout"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            "signal_timeout",
+            "signal_timeout",
+            f"the wait for signal {name!r} timed out before it came",
+            {"signal": name},
+        )
+        self.name = name
+
+
 class HandBackError(LeaseholdError):
     """A kind cannot start its next piece of work in the time left (the invocation's, or the
     lease's): the engine gives the job back with its progress, attempt not burned."""

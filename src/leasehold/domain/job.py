@@ -22,6 +22,7 @@ from leasehold.domain.records import (
 )
 from leasehold.domain.states import JobState
 from leasehold.domain.types import JsonObject
+from leasehold.domain.waits import ParentLink, WaitRecord
 
 Priority = Literal["high", "normal", "low"]
 PRIORITIES: tuple[Priority, ...] = ("high", "normal", "low")
@@ -175,6 +176,14 @@ class Job:
     traceparent: str | None = None
     """The W3C traceparent its spans belong to (service/tracing.py): set at accept, new at a
     replay; None for a job accepted before traces (decision TR2)."""
+    wait: WaitRecord | None = None
+    """What the job waits for before its next step (domain/waits.py), while it is parked."""
+    parent: ParentLink | None = None
+    """The parent that started this job (a child), its step and the child's index."""
+    spawned: list[list[int]] | None = None
+    """The children sets this job started: `[step, how many]` each, in order."""
+    cap: dict[str, Any] | None = None
+    """A child's share of its set's `max_concurrency`: `{"base": slot item, "max": n}`."""
 
 
 def new_job(

@@ -40,6 +40,7 @@ from leasehold.sdk.routes import Routes, body_of, caller_of, header_of, query_of
 from leasehold.service.jobs import JobService, batch_results
 from leasehold.service.ops import OpsService
 from leasehold.service.schedules import ScheduleService
+from leasehold.service.signals import WorkflowService
 from leasehold.service.tracing import SpanKind, span_under, trace_id_of
 
 logger = Logger(service="leasehold")
@@ -159,6 +160,11 @@ def ops() -> OpsService:
     return runtime().ops()
 
 
+@cache
+def workflows() -> WorkflowService:
+    return runtime().workflows()
+
+
 # ------------------------------------------------------------------------- routes
 
 
@@ -233,6 +239,25 @@ def cancel_job(job_id: str) -> Response:
 def decide_approval(job_id: str) -> Response:
     owner = caller()
     return _json(200, jobs().decide_approval(owner, job_id, json_body()))
+
+
+@app.post("/jobs/<job_id>/signals/<name>")
+def signal_job(job_id: str, name: str) -> Response:
+    return _json(202, workflows().signal(caller(), job_id, name, json_body(required=False)))
+
+
+@app.get("/jobs/<job_id>/children")
+def list_children(job_id: str) -> Response:
+    return _json(
+        200,
+        workflows().children(caller(), job_id, cursor=_query("cursor"), limit=_query("limit")),
+    )
+
+
+@app.post("/callbacks/<token>")
+def callback(token: str) -> Response:
+    # No identity (the template's route has no authorizer): the token is the authority.
+    return _json(202, workflows().callback(token, json_body(required=False)))
 
 
 @app.post("/schedules")

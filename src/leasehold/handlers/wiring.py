@@ -30,6 +30,7 @@ from leasehold.service.kinds import JobKind
 from leasehold.service.ops import OpsService
 from leasehold.service.outcome_counts import CountedOutcomes
 from leasehold.service.schedules import ScheduleService
+from leasehold.service.signals import WorkflowService
 from leasehold.service.sweeper import SweepSettings
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.worker import WorkerService, WorkerSettings
@@ -132,6 +133,10 @@ class Runtime:
             default_max_attempts=self.settings.default_max_attempts,
             tenancy=self.settings.tenancy,
         )
+
+    def workflows(self) -> WorkflowService:
+        """The workflow routes: signals, callbacks, children (DESIGN §19)."""
+        return WorkflowService(self.stores, self.kinds, self.clock, self.telemetry)
 
     def ops(self) -> OpsService:
         """The operator's routes."""

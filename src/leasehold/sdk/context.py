@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
 
 from aws_lambda_powertools import Logger
 
 from leasehold.domain.errors import FatalStepError, bounded_code
 from leasehold.domain.job import Owner
+from leasehold.domain.options import JobOptions
 from leasehold.domain.storable import NotStorableError, check_storable
+from leasehold.domain.waits import ChildView, SignalWait, at_ms
 from leasehold.sdk.errors import FatalError
 
 if TYPE_CHECKING:
@@ -300,6 +303,84 @@ class StepContext:
             if isinstance(refused, FatalError):
                 raise
             raise FatalError(str(refused), code=refused.error_code) from None
+
+    # ----------------------------------------------------------------- workflows (DESIGN §19)
+
+    def spawn(
+        self, kind: str, payload: Mapping[str, Any], *, options: JobOptions | None = None
+    ) -> str:
+        """Start one child job of `kind` when this step's checkpoint is written (not before:
+        a stale attempt starts none, and a re-run of this step starts the same child, not a
+        second). The next step runs once every child this step started has ended. The child's
+        owner is this job's; its deadline and budget never outlive this job's. Returns its id."""
+        return self.map(kind, [payload], options=options)[0]
+
+    def map(
+        self,
+        kind: str,
+        payloads: Sequence[Mapping[str, Any]],
+        *,
+        max_concurrency: int | None = None,
+        tolerate_failures: int = 0,
+        options: JobOptions | None = None,
+    ) -> list[str]:
+        """Start a child of `kind` per payload (as `spawn`), at most `max_concurrency` of them
+        running at once. If more than `tolerate_failures` end other than `succeeded`, this job
+        ends `failed` / `children_failed` and its unfinished children are cancelled. At most
+        10,000 children a job; a payload the kind refuses is this step's FatalError. Returns
+        their ids, in order."""
+        runtime = self._runtime
+        return list(
+            runtime.flows.request_children(
+                runtime,
+                kind,
+                [dict(payload) for payload in payloads],
+                options,
+                max_concurrency=max_concurrency,
+                tolerate_failures=tolerate_failures,
+            )
+        )
+
+    def children(self, step: str | None = None) -> Iterator[ChildView]:
+        """The children an earlier step started (by default the last step that started any),
+        in order: each `ChildView` has `job_id`, `state`, `result` and `error`. Read a page of
+        100 at a time, so 10,000 children never sit in memory at once."""
+        runtime = self._runtime
+        index = None
+        if step is not None:
+            names = [planned.name for planned in runtime.plan]
+            if step not in names:
+                raise ValueError(f"no step {step!r} in this job")
+            index = names.index(step)
+        start: int | None = 0
+        while start is not None:
+            page, start = runtime.flows.children_views(runtime.job, index, start=start)
+            yield from page
+
+    def wait_for_signal(self, name: str, *, timeout_seconds: int) -> SignalWait:
+        """Make the next step wait for the signal `name` — the owner's
+        `POST /jobs/{id}/signals/{name}`, or a third party's `POST /callbacks/{token}` with the
+        returned wait's `.token` — for at most `timeout_seconds`. No lease is held meanwhile.
+        The next step reads the body with `signal(name)`."""
+        return cast(
+            SignalWait, self._runtime.flows.request_signal(self._runtime, name, timeout_seconds)
+        )
+
+    def signal(self, name: str) -> Any:
+        """The body of signal `name`, which an earlier step waited for. Raises
+        `SignalTimeoutError` when the wait ran out first (uncaught: the job ends `failed` /
+        `signal_timeout`)."""
+        return self._runtime.flows.signal_body(self._runtime.job, name)
+
+    def continue_after(self, seconds: float) -> None:
+        """Make the next step start `seconds` from now (up to 365 days), holding no lease."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise ValueError("continue_after takes a number of seconds ≥ 0")
+        self._runtime.flows.request_time(self._runtime, self.now_ms() + int(seconds * 1000))
+
+    def continue_at(self, when: datetime) -> None:
+        """Make the next step start at `when` (an aware datetime, up to 365 days ahead)."""
+        self._runtime.flows.request_time(self._runtime, at_ms(when))
 
 
 __all__ = ["JobInfo", "Operation", "StepContext", "StepLogger"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -25,8 +26,10 @@ from leasehold.domain.errors import (
     StaleEpochError,
     StoreUnavailableError,
 )
+from leasehold.domain.ids import key_of
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.limits import (
+    MAX_LIMIT,
     PAYLOAD_PREFIX,
     Limit,
     Rate,
@@ -352,6 +355,15 @@ class Claiming:
             self._parts.stores.leases.note_dispatch(wakeup.job_id, now=now, waiting_for=waiting_for)
 
     def _flow(self, wakeup: Wakeup) -> Flow:
+        """The job's flow (`_declared_flow`), plus its set's `max_concurrency` when it is a
+        child with one (WF7): a slot of the set's own key, whatever its kind declares."""
+        flow = self._declared_flow(wakeup)
+        cap = cap_key(wakeup.cap, wakeup.job_id) if wakeup.cap else None
+        if cap is None:
+            return flow
+        return Flow(keys=[*(flow.keys or []), cap], rates=flow.rates)
+
+    def _declared_flow(self, wakeup: Wakeup) -> Flow:
         """The slots and rates the job's claim takes (F2, F3): `keys` None for the per-user
         default (a kind that declares no concurrency, or a job that is gone), else its kind's
         declared limits; `rates` its kind's rates. A job of a kind that declares any (or whose
@@ -423,6 +435,23 @@ class Claiming:
         except StoreUnavailableError:
             return WakeupResult(Disposition.KEEP, "store_unavailable")
         return WakeupResult(Disposition.ACK, reason)
+
+
+def cap_key(cap: str, job_id: str) -> SlotKey | None:
+    """A child's share of its set's `max_concurrency` (`<set key>|<max>`, as its wake-ups carry
+    it) as a slot key: at most `max` of the set running at once, counted like a kind's limit
+    (F2), on up to 16 slot items for a large set. None for a value that is not one."""
+    base, _, text = cap.rpartition("|")
+    if not base or not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        return None
+    most = int(text)
+    shards = 1 if most < 64 else min(16, most // 32)
+    return SlotKey(
+        label=f"children:{base.split('#')[1] if base.count('#') >= 2 else base}",
+        base=key_of("SLOTS", "C", base),
+        limit=Limit("kind", most, shards),
+        start=zlib.crc32(job_id.encode()) % shards,
+    )
 
 
 def _flow_of(

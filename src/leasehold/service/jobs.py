@@ -22,6 +22,7 @@ from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTE
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
 from leasehold.domain.types import JsonObject, RawItem
+from leasehold.service.fanin import child_ended, children_done
 from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.telemetry import CountingTelemetry, Telemetry
 from leasehold.service.tracing import current_traceparent
@@ -31,6 +32,7 @@ from leasehold.store.batch import Accepted, NewJobEntry
 from leasehold.store.jobs import JobStore, derived_id, fingerprint_hash, request_token
 from leasehold.store.rates import SubmitCounter
 from leasehold.store.table import Table
+from leasehold.store.waits import WaitStore
 
 _LIMIT = re.compile(r"^[0-9]{1,3}$")
 MAX_LIST_LIMIT = 100
@@ -250,7 +252,7 @@ class JobService:
 
     def view(self, owner: Owner, job_id: str) -> JsonObject:
         job = self._stores.jobs.get_owned(owner, job_id)
-        return job_view(job, self._kinds, self._clock.now_ms())
+        return job_view(job, self._kinds, self._clock.now_ms(), children_done(self._stores, job))
 
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
@@ -267,10 +269,13 @@ class JobService:
         }
 
     def cancel(self, owner: Owner, job_id: str) -> JsonObject:
-        job = self._stores.controls.cancel(owner, job_id, now=self._clock.now_ms())
+        now = self._clock.now_ms()
+        job = self._stores.controls.cancel(owner, job_id, now=now)
         self._telemetry.count(
             "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
         )
+        if job.state is JobState.CANCELLED:
+            child_ended(WaitStore(self._stores.table), job, job.state, now, self._telemetry)
         return job_view(job, self._kinds, self._clock.now_ms())
 
     def decide_approval(self, owner: Owner, job_id: str, body: Any) -> JsonObject:

@@ -30,6 +30,7 @@ from leasehold.domain.policies import LeasePolicy
 from leasehold.domain.records import EffectIntent, LedgerEntry
 from leasehold.domain.types import JsonObject, RawItem
 from leasehold.domain.versions import StepList, step_digest
+from leasehold.domain.waits import StepRequests
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.leases import LeaseStore, LedgerStore
 
@@ -310,6 +311,10 @@ class Attempt:
     """How many times the running step has been tried, this one included."""
     ledger: OperationLedger = field(init=False)
     """The running step's view of the job's operation ledger (fenced writes)."""
+    requests: StepRequests = field(default_factory=StepRequests)
+    """What the running step asked for between it and the next (children, a wait)."""
+    flows: Any = None
+    """The worker's `service.workflows.Workflows`, for the step's requests."""
 
     def __post_init__(self) -> None:
         self.ledger = self._new_ledger()
@@ -322,6 +327,7 @@ class Attempt:
         """Step `index` starts, on its try `step_try`, with a fresh view of the ledger."""
         self.step_index, self.step_try = index, step_try
         self.ledger = self._new_ledger()
+        self.requests = StepRequests()
 
     # ------------------------------------------------------------------ the lease
 

@@ -23,6 +23,7 @@ from leasehold.domain.sizes import ITEM_TOO_LARGE
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import UNSTORABLE_OUTPUT, storable_error
 from leasehold.domain.types import RawItem
+from leasehold.service.fanin import child_ended
 from leasehold.service.kinds import Attempt, Disposition, JobKind, StepPlan, WakeupResult
 from leasehold.service.steps import (
     AwaitingApproval,
@@ -38,6 +39,7 @@ from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
 from leasehold.store.leases import ClaimRejection, reconcilable
+from leasehold.store.waits import WaitStore
 
 logger = Logger(service="leasehold", child=True)
 
@@ -100,6 +102,7 @@ class Outcomes:
         self._kinds = kinds or {}
         self._leases = stores.leases
         self._upkeep = stores.upkeep
+        self._waits = WaitStore(stores.table)
         self._clock = clock
         self._telemetry = telemetry
         self._retry = retry
@@ -186,6 +189,7 @@ class Outcomes:
             return self._related_changed(attempt, changed)
         self._telemetry.count("JobsSucceeded")
         logger.info("succeeded", extra=attempt.log_keys)
+        child_ended(self._waits, attempt.job, JobState.SUCCEEDED, now, self._telemetry)
         return self._result(JobState.SUCCEEDED.value)
 
     def _related_changed(self, attempt: Attempt, changed: RelatedItemChangedError) -> WakeupResult:
@@ -230,6 +234,7 @@ class Outcomes:
         except RelatedItemChangedError as changed:
             return self._related_changed(attempt, changed)
         self._telemetry.count(_METRIC.get(target, "JobsStopped"))
+        child_ended(self._waits, attempt.job, target, now, self._telemetry)
         logger.info(
             "stopped", extra=attempt.log_keys | {"state": target.value, "stop_reason": str(reason)}
         )
@@ -382,6 +387,7 @@ class Outcomes:
                 also=also,
                 history=ended("lease_expired", state, str(stop)),
             )
+            child_ended(self._waits, job, state, now, self._telemetry)
 
         open_effect = bool(job.effect_intent) and job.state is JobState.RUNNING
         if reason == ClaimRejection.EFFECT_OPEN or (
@@ -401,6 +407,7 @@ class Outcomes:
                 now=now,
                 history=ended("deadline", JobState.DEAD, StopReason.DEADLINE_EXCEEDED.value),
             )
+            child_ended(self._waits, job, JobState.DEAD, now, self._telemetry)
             self._telemetry.count("JobsDead")
         elif reason in {ClaimRejection.DEADLINE, ClaimRejection.EXHAUSTED}:
             deadline = reason == ClaimRejection.DEADLINE

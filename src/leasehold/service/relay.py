@@ -45,6 +45,8 @@ def parse_stream_record(record: dict[str, Any], now: int) -> OutboxRecord | None
             kind=doc.get("kind") if isinstance(doc.get("kind"), str) else None,
             priority=doc["priority"] if doc.get("priority") in PRIORITY_QUEUES else "normal",
             traceparent=doc["tp"] if isinstance(doc.get("tp"), str) else None,
+            cascade=doc["cascade"] if isinstance(doc.get("cascade"), str) else None,
+            cap=doc["cap"] if isinstance(doc.get("cap"), str) else None,
         ),
     )
 

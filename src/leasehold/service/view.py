@@ -91,13 +91,25 @@ def effect_view(job: Job) -> JsonObject | None:
     }
 
 
-def waiting_for(job: Job, now: int | None) -> JsonObject | None:
+def waiting_for(job: Job, now: int | None, children_done: int | None = None) -> JsonObject | None:
     """Why a `queued` job is not running yet, when the item says (decision F1): `{"time": …}`
     until its `next_attempt_at` (a delay, or a retry's backoff); `{"concurrency": "tenant:acme"}`
     when its last claim found that limit (or the per-user one, `user:alice`) full; `{"rate":
-    "tenant:acme"}` when its kind's rate had no start due (F3)."""
+    "tenant:acme"}` when its kind's rate had no start due (F3); between two steps, what the next
+    waits for: `{"children": {"done", "total"}}`, `{"signal": name, "until": …}` or `{"time": …}`
+    (DESIGN §19)."""
     if job.state is not JobState.QUEUED:
         return None
+    if job.wait is not None:  # between two steps (DESIGN §19, WF1)
+        wait = job.wait
+        if wait.get("type") == "time":
+            return {"time": iso(wait.get("at"))}
+        if wait.get("type") == "signal":
+            return {"signal": wait.get("name"), "until": iso(wait.get("until"))}
+        done: JsonObject = {"total": wait.get("total", 0)}
+        if children_done is not None:
+            done["done"] = children_done
+        return {"children": done}
     if now is not None and job.next_attempt_at is not None and job.next_attempt_at > now:
         return {"time": iso(job.next_attempt_at)}
     if job.waiting_for:
@@ -106,8 +118,11 @@ def waiting_for(job: Job, now: int | None) -> JsonObject | None:
     return None
 
 
-def job_view(job: Job, kinds: Kinds = None, now: int | None = None) -> JsonObject:
-    """The caller's view of the job; with `now`, a queued job says what it waits for."""
+def job_view(
+    job: Job, kinds: Kinds = None, now: int | None = None, children_done: int | None = None
+) -> JsonObject:
+    """The caller's view of the job; with `now`, a queued job says what it waits for (a parent
+    waiting for its children, how many have ended: `children_done`)."""
     view: JsonObject = {
         "job_id": job.job_id,
         "kind": job.kind,
@@ -135,9 +150,11 @@ def job_view(job: Job, kinds: Kinds = None, now: int | None = None) -> JsonObjec
         view["trace_id"] = trace_id
     if job.next_attempt_at is not None and job.state is JobState.QUEUED:
         view["next_attempt_at"] = iso(job.next_attempt_at)
-    waits = waiting_for(job, now)
+    waits = waiting_for(job, now, children_done)
     if waits is not None:
         view["waiting_for"] = waits
+    if job.parent is not None:
+        view["parent"] = {"job_id": job.parent["job_id"], "step": job.parent["step"]}
     if job.approval:
         view["approval"] = {
             "step": job.approval.get("step"),

@@ -75,6 +75,7 @@ from leasehold.service.steps import (
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.tracing import SpanKind, job_attributes, span_under, trace_id_of
 from leasehold.service.versions import Changed, on_resume
+from leasehold.service.workflows import Workflows
 from leasehold.store import Stores
 from leasehold.store.queue import Wakeup, WakeupQueue
 
@@ -108,6 +109,8 @@ class WorkerService:
         self._telemetry = telemetry
         rng = rng or random.Random()
         self._outcomes = Outcomes(stores, clock, telemetry, settings.retry, rng, kinds)
+        self._flows = Workflows(stores, clock, kinds, telemetry)
+        self._queue = queue
         parts = WorkerParts(stores, queue, kinds, clock, settings, telemetry, rng, sleep)
         self._claiming = Claiming(parts, self._outcomes)
 
@@ -124,6 +127,11 @@ class WorkerService:
 
         A span of the job's trace (the message's `traceparent`, decision TR3): `leasehold.attempt`
         with the attempt and epoch once claimed, `leasehold.wakeup` when nothing was claimed."""
+        if wakeup.cascade is not None:  # a parent's end: cancel its unfinished children (WF6)
+            try:
+                return self._flows.cascade(wakeup, self._queue.send)
+            except StoreUnavailableError:
+                return WakeupResult(Disposition.KEEP, "store_unavailable")
         with span_under(
             "leasehold.attempt",
             wakeup.traceparent,
@@ -161,9 +169,14 @@ class WorkerService:
                 "attempt": job.attempts,
                 "trace_id": trace_id_of(job.traceparent),
             },
+            flows=self._flows,
         )
         logger.info("claimed", extra=attempt.log_keys | {"step": attempt.checkpoint.next_step})
         try:
+            if job.wait is not None:  # woken from a wait: over, or parked again (WF2)
+                waited = self._flows.evaluate(attempt, self._children_failed)
+                if waited is not None:
+                    return waited
             unplanned = self._plan(attempt, kind)
             if unplanned is not None:
                 return unplanned
@@ -282,6 +295,9 @@ class WorkerService:
                 approved_step=checkpoint.approved_step,
                 step_failures=0,
             )
+            if attempt.requests.children or attempt.requests.wait:
+                # the step asked for children, a signal or a time: the job waits for it (WF1)
+                return self._flows.park(attempt, attempt.checkpoint, index, step.name)
             if index + 1 < total:
                 attempt.job = self._leases.save_checkpoint(
                     attempt.job,
@@ -292,6 +308,10 @@ class WorkerService:
                 attempt.last_beat = self._clock.now_ms()
                 logger.debug("checkpoint", extra=attempt.log_keys | {"step": index + 1})
         return self._succeed(attempt)
+
+    def _children_failed(self, attempt: Attempt, error: dict[str, str]) -> WakeupResult:
+        """More children ended other than `succeeded` than the step tolerated (DESIGN §19)."""
+        return self._outcomes.stop(attempt, JobState.FAILED, "children_failed", error)
 
     def _check_before_step(self, attempt: Attempt, step: StepPlan, index: int) -> Settled | None:
         """Cancellation, deadline, the invocation's time, the lease, budget, then approval

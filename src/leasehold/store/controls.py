@@ -22,6 +22,7 @@ from leasehold.store.guards import (
 from leasehold.store.history import entry
 from leasehold.store.items import job_from_item, job_key, outbox_item
 from leasehold.store.table import ConditionFailed, Table
+from leasehold.store.waits_ends import end_items
 
 
 class OldJob:
@@ -130,7 +131,39 @@ class ControlStore:
         assert item is not None
         return job_from_item(item), None
 
-    def cancel(self, owner: Owner, job_id: str, *, now: int) -> Job:
+    def _cancel_write(
+        self, expr: Expression, job_id: str, now: int
+    ) -> tuple[Job | None, Job | None]:
+        """The cancel of a queued job; a child's (its fan-in count) or a waiting parent's (the
+        cascade to its children) commits with what its end brings (WF4, WF6), conditional on
+        the version read — the job is read first only to know which it is."""
+        seen = self._table.get(job_key(job_id))
+        job = job_from_item(seen) if seen else None
+        ends = end_items(job, JobState.CANCELLED, now) if job is not None else []
+        if job is None or not ends:
+            return self._update_or_old(expr.update_params(job_key(job_id)))
+        expr.condition(f"{expr.name('version')} = {expr.value(job.version)}")
+        update = {
+            **expr.update_params(job_key(job_id)),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        try:
+            self._table.transact([{"Update": update}, *ends])
+        except ConditionFailed as failed:
+            old = failed.old_item(0)
+            return None, job_from_item(old) if old else None
+        item = self._table.get(job_key(job_id))
+        return (job_from_item(item) if item else None), None
+
+    def cancel(
+        self,
+        owner: Owner,
+        job_id: str,
+        *,
+        now: int,
+        reason: str = StopReason.CANCELLED_BY_USER,
+        by: str | None = None,
+    ) -> Job:
         """`queued` / `waiting_approval` → `cancelled` at once; `running` → `cancel_requested`
         (the worker stops before its next step); anything else → ConflictError."""
         for _ in range(3):  # the job may change state between the two guarded writes
@@ -141,11 +174,13 @@ class ControlStore:
             )
             expr.increment("version").set("updated_at", now)
             expr.set("cancel_requested", True).remove("approval", "next_attempt_at")
-            _cancelled(expr, "cancelled", StopReason.CANCELLED_BY_USER, now, by=owner.user_id)
-            new, old = self._update_or_old(expr.update_params(job_key(job_id)))
+            _cancelled(expr, "cancelled", reason, now, by=by or owner.user_id)
+            new, old = self._cancel_write(expr, job_id, now)
             if new is not None:
                 return new
             old = _require_owned(old, owner, job_id)
+            if old.state in (JobState.QUEUED, JobState.WAITING_APPROVAL):
+                continue  # it changed between the read and the write: look again
             if old.state is not JobState.RUNNING:
                 raise ConflictError(
                     f"job {job_id} is {old.state.value}; only queued, waiting_approval or "

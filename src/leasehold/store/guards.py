@@ -14,6 +14,7 @@ from leasehold.store.history import appended
 from leasehold.store.items import (
     ACTIVE_STATES,
     JOB_TTL_SECONDS,
+    cap_of,
     job_key,
     job_partition,
     new_job_item,
@@ -64,6 +65,7 @@ def new_job_writes(
                     kind=job.kind,
                     priority=job.priority,
                     traceparent=job.traceparent,
+                    cap=cap_of(job),
                 )
             )
         ]

@@ -144,6 +144,7 @@ def outbox_item(
     kind: str | None = None,
     priority: str = "normal",
     traceparent: str | None = None,
+    cap: str | None = None,
 ) -> RawItem:
     """A wake-up waiting for the relay: the stream's INSERT of this item becomes one SQS message.
     It is never updated or deleted by code; TTL removes it (deletes by TTL are free). The sort
@@ -166,7 +167,16 @@ def outbox_item(
     if traceparent is not None:
         # the job's trace, to the relay and on to every attempt (decision TR2)
         item["tp"] = {"S": traceparent}
+    if cap is not None:
+        item["cap"] = {"S": cap}  # a child's max_concurrency, taken at its claim (WF7)
     return item
+
+
+def cap_of(job: Job) -> str | None:
+    """A child's `cap` as its wake-ups carry it (`<slot item>|<max>`), or None."""
+    if not job.cap:
+        return None
+    return f"{job.cap['base']}|{job.cap['max']}"
 
 
 def due_upto(until_ms: int) -> str:
@@ -221,6 +231,10 @@ def new_job_item(job: Job, *, due_indexed: bool = False, shards: int = 1) -> Raw
     packed = packed_traceparent(job.traceparent)
     if packed is not None:
         doc["tp"] = packed  # its trace, 27 bytes on the item (decision TR2)
+    if job.parent is not None:
+        doc["parent"] = dict(job.parent)
+    if job.cap is not None:
+        doc["cap"] = dict(job.cap)
     if job.budget.max_cost is not None:
         doc["max_cost"] = job.budget.max_cost
     if job.budget.max_steps is not None:
@@ -276,4 +290,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         priority=doc.get("priority", "normal"),
         step_list=doc.get("step_list"),
         traceparent=unpacked_traceparent(doc.get("tp")),
+        wait=doc.get("wait"),
+        parent=doc.get("parent"),
+        spawned=doc.get("spawned"),
+        cap=doc.get("cap"),
     )

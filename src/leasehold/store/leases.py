@@ -36,10 +36,11 @@ from leasehold.store.guards import (
     state_change,
     write_job,
 )
-from leasehold.store.items import ACTIVE_PARTITION, job_from_item, job_key, outbox_item
+from leasehold.store.items import ACTIVE_PARTITION, cap_of, job_from_item, job_key, outbox_item
 from leasehold.store.shards import item_key
 from leasehold.store.slots import ClaimStores, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
+from leasehold.store.waits_ends import end_items
 
 RECONCILABLE = ("idempotent_key", "status_lookup")
 """Capabilities whose open operation a new worker can settle by asking the provider
@@ -91,6 +92,7 @@ def _set_checkpoint(expr: Expression, checkpoint: Checkpoint, *, live: bool = Tr
     """The checkpoint's fields; a finished job (`live` False) keeps only the counters."""
     expr.set("next_step", checkpoint.next_step).set("cost_used", checkpoint.cost_used)
     expr.set("steps_used", checkpoint.steps_used)
+    expr.remove("wait")  # a step ran (or the job ended) after the wait: it is over
     if live:
         expr.set("step_failures", checkpoint.step_failures)
         expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
@@ -109,6 +111,7 @@ def wakeup_item(job: Job, deliver_at: int, now: int) -> RawItem:
             kind=job.kind,
             priority=job.priority,
             traceparent=job.traceparent,
+            cap=cap_of(job),
         )
     )
 
@@ -310,6 +313,7 @@ class LeaseStore:
         if stop_reason is not None:
             expr.set("stop_reason", str(stop_reason))
         extra: list[RawItem] = list(also or [])
+        extra.extend(end_items(job, target, now))  # after `also`: its indexes stand
         first_related = 1
         if target is JobState.QUEUED:
             assert retry_at is not None, "a retry needs retry_at"

@@ -9,7 +9,7 @@ from leasehold.domain.errors import ConflictError, JobNotFoundError, ValidationE
 from leasehold.domain.job import Job
 from leasehold.domain.records import LedgerEntry, Resolution
 from leasehold.domain.states import REPLAYABLE_STATES, JobState, StopReason
-from leasehold.domain.types import JsonObject
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     append_history,
@@ -21,6 +21,7 @@ from leasehold.store.history import HISTORY_LIMIT, entry
 from leasehold.store.items import JOB_TTL_SECONDS, job_from_item, job_key, packed_traceparent
 from leasehold.store.leases import wakeup_item
 from leasehold.store.table import ConditionFailed, Table
+from leasehold.store.waits_ends import child_reopen_item, end_items
 
 REDRIVE_HISTORY_CAP = 2 * HISTORY_LIMIT
 """A redrive appends without reading the job, so it cannot trim the history: it writes only while
@@ -122,8 +123,15 @@ class OperatorStore:
             expr.set("tp", packed_traceparent(traceparent))
             job = replace(job, traceparent=traceparent)
         wakeup = wakeup_item(job, now, now)
+        reopened = child_reopen_item(job)
         try:
-            self._table.transact([{"Update": expr.update_params(job_key(job_id))}, wakeup])
+            self._table.transact(
+                [
+                    {"Update": expr.update_params(job_key(job_id))},
+                    wakeup,
+                    *([reopened] if reopened else []),
+                ]
+            )
         except ConditionFailed as failed:
             raise ConflictError(
                 f"job {job_id} changed while it was being replayed; look again", code="busy"
@@ -198,12 +206,17 @@ class OperatorStore:
                 "error",
                 {"code": "resolved_failed", "message": f"resolved as failed by {operator}: {note}"},
             )
-        return self._update_read(expr, job_id, "resolved")
+        return self._update_read(expr, job_id, "resolved", end_items(job, target, now))
 
-    def _update_read(self, expr: Expression, job_id: str, what: str) -> Job:
+    def _update_read(
+        self, expr: Expression, job_id: str, what: str, extra: list[RawItem] | None = None
+    ) -> Job:
         """The operator's write, conditional on the job as it was read: the job as it is now,
         or ConflictError `busy` when it changed in between."""
         try:
+            if extra:  # a child's end counted, or its own children cancelled, with it
+                self._table.transact([{"Update": expr.update_params(job_key(job_id))}, *extra])
+                return self._read(job_id)
             item = self._table.update(expr.update_params(job_key(job_id)))
         except ConditionFailed as failed:
             raise ConflictError(
@@ -247,7 +260,8 @@ class OperatorStore:
             job,
             entry(event, at=now, state=state.value, reason=reason, by=operator, note=note),
         )
-        return self._update_read(expr, job_id, "cancelled")
+        ends = end_items(job, state, now) if state is JobState.CANCELLED else []
+        return self._update_read(expr, job_id, "cancelled", ends)
 
     def note_redrive(self, job_id: str, *, operator: str, note: str, now: int) -> bool:
         """Record in the job's history that an operator moved its wake-up from the DLQ back to

@@ -52,6 +52,11 @@ class Wakeup:
     traceparent: str | None = None
     """The job's trace, as the relay's span passes it on: the parent of the attempt's span
     (decision TR3). None: a message from before traces, or a redriven one."""
+    cascade: str | None = None
+    """`<step>:<index>`: not a wake-up of the job but the cancel of its children of set `step`
+    from `index` on (its end came while they ran, WF6)."""
+    cap: str | None = None
+    """A child's share of its set's `max_concurrency`: `<slot item>|<max>` (WF7)."""
 
     def body(self) -> str:
         doc = {
@@ -66,6 +71,10 @@ class Wakeup:
             doc["priority"] = self.priority
         if self.traceparent is not None:
             doc["tp"] = self.traceparent
+        if self.cascade is not None:
+            doc["cascade"] = self.cascade
+        if self.cap is not None:
+            doc["cap"] = self.cap
         return json.dumps(doc, separators=(",", ":"))
 
     @staticmethod
@@ -91,6 +100,8 @@ class Wakeup:
             kind=kind if isinstance(kind, str) and kind else None,
             priority=priority if priority in PRIORITY_QUEUES else "normal",
             traceparent=traceparent if isinstance(traceparent, str) else None,
+            cascade=doc["cascade"] if isinstance(doc.get("cascade"), str) else None,
+            cap=doc["cap"] if isinstance(doc.get("cap"), str) else None,
         )
 
 

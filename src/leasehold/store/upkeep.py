@@ -24,6 +24,7 @@ from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION
 from leasehold.store.leases import LeaseStore, wakeup_item
 from leasehold.store.shards import item_key
 from leasehold.store.table import ConditionFailed, Table
+from leasehold.store.waits_ends import end_items
 
 
 class UpkeepStore:
@@ -61,6 +62,7 @@ class UpkeepStore:
         expr.remove("slot_token", "slots")
         related = list(also or [])
         extra.extend(related)
+        extra.extend(end_items(job, target, now))  # after the related items: indexes stand
         self._apply(
             expr,
             job,
@@ -87,7 +89,8 @@ class UpkeepStore:
         )
         keep_for_operators(expr, JobState.DEAD, now)
         set_history(expr, job, history)
-        self._apply(expr, job, [], stale_message="no longer queued")
+        ends = end_items(job, JobState.DEAD, now)
+        self._apply(expr, job, ends, stale_message="no longer queued")
 
     def redispatch(self, job: Job, *, now: int) -> None:
         """A new wake-up for a due `queued` job whose last one was lost; conditional on the

@@ -232,6 +232,7 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         ]
         api = self.roles["ApiFunction"]
         self._api = iam.acting_proxy(self.runtime.jobs(), api)
+        self._flows_api = iam.acting_proxy(self.runtime.workflows(), api)
         self._viewer = JobService(
             self._reads, self.kinds, self.clock, self.runtime.new_id, self.telemetry
         )
@@ -351,6 +352,25 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         """`POST /jobs/{id}/cancel` as its owner: a queued or paused job is `cancelled` at once,
         a running one stops before its next step."""
         return self._api.cancel(self._job(job_id).owner, job_id)
+
+    def signal(self, job_id: str, name: str, body: Any = None) -> JsonObject:
+        """`POST /jobs/{id}/signals/{name}` as the job's owner: the job view (a job waiting
+        for it is `queued` and due: `run_until_idle` runs its next step)."""
+        return self._flows_api.signal(self._job(job_id).owner, job_id, name, body)
+
+    def callback(self, token: str, body: Any = None) -> JsonObject:
+        """`POST /callbacks/{token}`, as a third party with no identity would."""
+        return self._flows_api.callback(token, body)
+
+    def children(self, job_id: str) -> list[JsonObject]:
+        """`GET /jobs/{id}/children`, every page: the job's children in order."""
+        owner, items, cursor = self._job(job_id).owner, [], None
+        while True:
+            page = self._flows_api.children(owner, job_id, cursor=cursor, limit="100")
+            items.extend(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return items
 
     def request(
         self,

@@ -67,6 +67,31 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_signal(args: argparse.Namespace) -> int:
+    body = json.loads(args.body) if args.body is not None else None
+    client = api_client(args, user=args.user)
+    with answers_as_cli_errors(client.base_url):
+        view = client.signal(args.job_id, args.name, body)
+    print(json.dumps(view, indent=2))
+    return 0
+
+
+def _cmd_children(args: argparse.Namespace) -> int:
+    client = api_client(args, user=args.user)
+    with answers_as_cli_errors(client.base_url):
+        for child in client.children(args.job_id):
+            print(json.dumps(child))
+    return 0
+
+
+def _json_body(text: str) -> str:
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    return text
+
+
 def add_job_commands(commands: Any, demo_users: list[str]) -> None:
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -94,3 +119,18 @@ def add_job_commands(commands: Any, demo_users: list[str]) -> None:
     show.add_argument("job_id")
     common(show)
     show.set_defaults(run=_cmd_show)
+    signal = commands.add_parser(
+        "signal",
+        help="send a signal to one of your jobs (POST /jobs/{job_id}/signals/{name})",
+    )
+    signal.add_argument("job_id")
+    signal.add_argument("name", help="the signal's name, as the step waits for it")
+    signal.add_argument("body", nargs="?", type=_json_body, help="a JSON body (default null)")
+    common(signal)
+    signal.set_defaults(run=_cmd_signal)
+    children = commands.add_parser(
+        "children", help="one of your jobs' children, a JSON line each (GET /jobs/{id}/children)"
+    )
+    children.add_argument("job_id")
+    common(children)
+    children.set_defaults(run=_cmd_children)
