@@ -232,6 +232,9 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("GET", "/jobs/{job_id}"),
         ("POST", "/jobs/{job_id}/cancel"),
         ("POST", "/jobs/{job_id}/approval"),
+        ("POST", "/jobs/{job_id}/signals/{name}"),
+        ("GET", "/jobs/{job_id}/children"),
+        ("POST", "/callbacks/{token}"),
         ("GET", "/ops/summary"),
         ("GET", "/ops/jobs"),
         ("GET", "/ops/jobs/{job_id}"),
@@ -253,10 +256,11 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("GET", "/schedules/{schedule_id}"),
         ("DELETE", "/schedules/{schedule_id}"),
     }
-    # Only the health check and the console's static shell are open: everything else, /ops
-    # above all, goes through the JWT authorizer
+    # Only the health check, the console's static shell and a wait's callback (whose token is
+    # the authority, DESIGN §19) are open: everything else, /ops above all, goes through the
+    # JWT authorizer
     open_routes = {r.path for r in http_routes(template()) if not r.needs_identity}
-    assert open_routes == {"/health", "/console", "/console/{asset}"}
+    assert open_routes == {"/health", "/console", "/console/{asset}", "/callbacks/{token}"}
 
 
 def test_every_function_and_route_has_a_sample_event() -> None:

@@ -111,10 +111,16 @@ def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Itera
                 claims["cognito:groups"] = "[operators]"
             event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
         if path_id is not None:
-            (name,) = event["pathParameters"]
-            event["pathParameters"] = {name: path_id}
-            for sample in SAMPLE_IDS:
-                event["rawPath"] = event["rawPath"].replace(sample, path_id)
+            # `path_id` replaces the parameter its first letter names (`j_…` the job id, `n_…`
+            # a signal's name, `t_…` a callback token), or the route's only one.
+            params = dict(event["pathParameters"])
+            name = next((n for n in params if n[0] == path_id[0]), None)
+            if name is None:
+                (name,) = params
+            old = str(params[name])
+            params[name] = path_id
+            event["pathParameters"] = params
+            event["rawPath"] = event["rawPath"].replace(old, path_id)
             event["requestContext"]["http"]["path"] = event["rawPath"]
         if query is not None:
             event["queryStringParameters"] = query

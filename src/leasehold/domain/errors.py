@@ -29,6 +29,7 @@ class LeaseholdError(Exception):
       x RetryableError               a step: retried after backoff; `transient_error`
       x FatalError                   a step: the job fails; `handler_error`
       x StopJobError                 a kind ends the job itself; `stopped_by_kind`
+        + SignalTimeoutError         a signal's wait ran out before it came; `signal_timeout`
       x HandBackError                not now: the job is given back; `handed_back`
       x StepInterruptedError         told to stop (lease lost, cancel); `step_interrupted`
       x KindDefinitionError          a Kind defined wrongly; also a ValueError

@@ -177,6 +177,9 @@ def health() -> Response:
 def submit_job() -> Response:
     owner = caller()
     service = jobs()
+    # The trace header is read as every header is: text, or a 400 (a malformed but textual
+    # one only starts a new trace, decision TR1).
+    _header("traceparent")
     # Parsed here, at the edge: the service takes typed values (decision OW1).
     submission = Submission.from_body(
         json_body(), _header("Idempotency-Key"), known_kinds=service.intake.submittable()
