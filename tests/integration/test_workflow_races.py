@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from leasehold import JobOptions, Kind, SignalTimeoutError, StepContext
+from leasehold import FatalError, JobOptions, Kind, SignalTimeoutError, StepContext
 from leasehold.domain.errors import ConflictError, JobNotFoundError
 from leasehold.domain.job import Owner
 from leasehold.domain.waits import fanin_shards
@@ -84,7 +84,21 @@ def decide(ctx: StepContext, payload: dict[str, Any]) -> Any:
         return {"timed_out": True}
 
 
-KINDS = pytest.mark.leasehold_kinds(child, parent, review)
+sleeper = Kind("race_sleep")
+
+
+@sleeper.step()
+def nap(ctx: StepContext, payload: dict[str, Any]) -> int:
+    ctx.continue_after(30 * 86400)
+    return ctx.now_ms()
+
+
+@sleeper.step()
+def wake_up(ctx: StepContext, payload: dict[str, Any]) -> int:
+    return ctx.now_ms() - int(ctx.outputs["nap"])
+
+
+KINDS = pytest.mark.leasehold_kinds(child, parent, review, sleeper)
 OTHER = Owner(tenant="t-other", user_id="u-other")
 
 
@@ -315,3 +329,84 @@ def test_expire_wait_times_a_signal_wait_out_now(leasehold_testbed: LeaseholdTes
     assert runs[f"decide:{job_id}"] == 1
     with pytest.raises((ConflictError, JobNotFoundError)):
         tb.callback(token, {"a": 2})
+
+
+# ---------------------------------------------------------------- the docs' user test (sdk.md)
+
+docs_title = Kind("title")
+
+
+@docs_title.step()
+def title_of(ctx: StepContext, payload: dict[str, Any]) -> str:
+    runs[f"title:{ctx.job_id}"] += 1
+    return str(payload["url"]).upper()
+
+
+import_list = Kind("import_list")
+
+
+@import_list.step()
+def list_fan_out(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    ctx.map("title", [{"url": u} for u in payload["urls"]], max_concurrency=10, tolerate_failures=2)
+    return {"started": len(payload["urls"])}
+
+
+@import_list.step()
+def list_gather(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    done = [c for c in ctx.children() if c.state == "succeeded"]
+    ctx.wait_for_signal("reviewed", timeout_seconds=3 * 86400)
+    return {"titles": len(done)}
+
+
+@import_list.step()
+def list_publish(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        review = ctx.signal("reviewed")
+    except SignalTimeoutError:
+        raise FatalError("nobody reviewed it") from None
+    ctx.continue_after(3600)
+    return {"review": review}
+
+
+@pytest.mark.leasehold_kinds(docs_title, import_list)
+def test_the_docs_crashed_fan_out_starts_no_second_set(leasehold_testbed: LeaseholdTestbed) -> None:
+    """docs/sdk.md, "Testing workflows", as a user would write it."""
+    tb = leasehold_testbed
+    urls = [f"https://{i}.example" for i in range(60)]  # two transactions of children
+    job_id = tb.submit("import_list", {"urls": urls})
+    plan = tb.crash(at="children_chunk", job_id=job_id)  # dies after the first 49
+    tb.run_until_idle()
+    assert plan.fired == [job_id]
+    tb.advance(61)  # its lease runs out: the step runs again
+    tb.run_until_idle()
+    kids = tb.children(job_id)
+    assert len(kids) == 60  # the same 60, not 109
+    assert [runs[f"title:{k['job_id']}"] for k in kids] == [1] * 60
+    assert tb.view(job_id)["waiting_for"]["signal"] == "reviewed"
+    tb.expire_wait(job_id)  # nobody reviews it
+    tb.run_until_idle()
+    view = tb.view(job_id)
+    assert view["state"] == "failed" and view["error"]["message"] == "nobody reviewed it", view
+
+
+@KINDS
+def test_expire_wait_ends_a_sleep_now_and_refuses_what_is_not_waiting(
+    leasehold_testbed: LeaseholdTestbed,
+) -> None:
+    tb = leasehold_testbed
+    job_id = tb.submit("race_sleep", {})
+    other = tb.submit("race_sleep", {})
+    parent_id = tb.submit("race_parent", {"n": 1, "later": 1})  # its child not due for 10 min
+    with pytest.raises(ValueError, match="not waiting"):
+        tb.expire_wait(job_id)  # queued, not run yet: no wait
+    tb.run_until_idle()
+    assert tb.view(job_id)["waiting_for"] is not None
+    with pytest.raises(ValueError, match="waits for children"):
+        tb.expire_wait(parent_id)
+    tb.expire_wait(job_id)
+    tb.run_until_idle()
+    view = tb.view(job_id)
+    assert view["state"] == "succeeded" and view["result"] == 0, view  # the clock never moved
+    assert tb.state(other) == "queued"  # the other sleeper sleeps on
+    with pytest.raises(ValueError, match="not waiting"):
+        tb.expire_wait(job_id)
