@@ -49,8 +49,12 @@ parent = Kind("race_parent")
 @parent.step()
 def fan_out(ctx: StepContext, payload: dict[str, Any]) -> int:
     runs[f"fan_out:{ctx.job_id}"] += 1
+    hook = hooks.pop("fan_out", None)
+    if hook is not None:
+        hook(ctx)
     n, later = payload["n"], payload.get("later", 0)
-    ids = ctx.map("race_child", [{"i": i} for i in range(n - later)])
+    base = 1000 * (ctx.attempt - 1) if payload.get("by_attempt") else 0
+    ids = ctx.map("race_child", [{"i": base + i} for i in range(n - later)])
     if later:  # the rest of the same set, not due for ten minutes
         ids += ctx.map(
             "race_child",
@@ -160,6 +164,26 @@ def test_a_crash_between_the_last_end_and_the_wake_is_found_by_the_parents_check
     assert _fanin(tb, job_id, 3) == (3, 0)
     tb.drain(max_seconds=3600)  # its own check (WF5), a minute after the park
     _check_one_set(tb, job_id, 3)
+
+
+@KINDS
+def test_a_stale_parent_starts_no_children(leasehold_testbed: LeaseholdTestbed) -> None:
+    tb = leasehold_testbed
+    n = 3
+
+    def outlive_the_lease(ctx: StepContext) -> None:
+        tb.advance(120)  # the sweeper gives the parent to a new attempt while this one runs
+
+    hooks["fan_out"] = outlive_the_lease
+    job_id = tb.submit("race_parent", {"n": n, "by_attempt": True})
+    tb.drain(max_seconds=3600)
+    assert runs[f"fan_out:{job_id}"] == 2
+    view = tb.view(job_id)
+    assert view["state"] == "succeeded" and view["result"] == n, view
+    kids = tb.children(job_id)
+    # every child is the second attempt's (i + 1000): the stale first one wrote none
+    assert [k["result"] for k in kids] == [1000 + i for i in range(n)], kids
+    assert _fanin(tb, job_id, n) == (n, 0)
 
 
 # ---------------------------------------------------------------- a child's end counted once
