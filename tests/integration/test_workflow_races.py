@@ -434,3 +434,17 @@ def test_expire_wait_ends_a_sleep_now_and_refuses_what_is_not_waiting(
     assert tb.state(other) == "queued"  # the other sleeper sleeps on
     with pytest.raises(ValueError, match="not waiting"):
         tb.expire_wait(job_id)
+
+
+@KINDS
+def test_a_named_crash_point_is_checked(leasehold_testbed: LeaseholdTestbed) -> None:
+    tb = leasehold_testbed
+    with pytest.raises(ValueError, match="at= is one of children_chunk"):
+        tb.crash(at="nowhere")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="exactly one of"):
+        tb.crash(at="child_ended", after_step="fan_out")
+    plan = tb.crash(at="children_written", job_id="j_elsewhere")
+    job_id = tb.submit("race_parent", {"n": 2})
+    tb.run_until_idle()
+    assert plan.fired == [] and plan.armed  # another parent's point: not this one
+    assert tb.view(job_id)["state"] == "succeeded"
