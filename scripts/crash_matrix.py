@@ -41,6 +41,16 @@ out), at most an hour of virtual time. Each cell checks:
 - at most one charge per operation (the provider's ledger);
 - nothing stuck (the job at rest within the bound).
 
+The workflow kinds (tests/support/crash_workflows.py, decisions WF13) crash the calls of a
+parent's spawn, its children's ends with their fan-in counts, the parent's wake and next step,
+and a signal — the owner's or a callback's, the API function's calls counted and crashed as the
+worker's (its caller retries a request whose function died). Each of their cells also checks:
+exactly 3 distinct children, each run (one re-run at most), the fan-in counted 3 ended and 0
+failed (no lost child, no second set), and the step after the wait run once — twice only when
+the worker died inside it — so a parent is never woken twice; the job at rest within the hour
+means it was never left parked. The same workflows hold under injected `TransactionConflict`s
+and throttles (tests/integration/test_crash_matrix.py).
+
 """
 
 

@@ -10,7 +10,8 @@ import logging
 import pytest
 
 from tests.support.crash_kinds import scenarios
-from tests.support.crash_matrix import Point, record, run
+from tests.support.crash_matrix import Point, Scenario, record, run
+from tests.support.crash_workflows import faulted_scenarios
 
 SCENARIOS = {scenario.name: scenario for scenario in scenarios()}
 
@@ -37,5 +38,17 @@ def test_a_crash_at_any_store_call_is_recovered(name: str) -> None:
             if not outcome.ok
         ]
         assert not failed, "\n".join(failed)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+@pytest.mark.parametrize("scenario", faulted_scenarios(), ids=lambda s: s.name)
+def test_workflows_hold_under_injected_conflicts_and_throttles(scenario: Scenario) -> None:
+    """Spawn, child ends, fan-in, the parent's wake and a signal under TransactionConflicts
+    and throttles (store/faults.py): no lost child, no second set, woken once, never stuck."""
+    logging.disable(logging.WARNING)
+    try:
+        outcome, _ = run(scenario, None)
+        assert outcome.ok and outcome.state == "succeeded", outcome.problems
     finally:
         logging.disable(logging.NOTSET)

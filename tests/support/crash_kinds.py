@@ -16,6 +16,7 @@ from leasehold_apps.reading_list.provider import Capability
 from leasehold_apps.synthetic import synthetic
 from leasehold_dev.local.resources import DOCUMENTS_BUCKET
 from tests.support.crash_matrix import AtCrash, Scenario, Side
+from tests.support.crash_workflows import workflow_scenarios
 from tests.support.documents import CountingReader, sample
 from tests.support.fake_provider import FakeProvider
 from tests.support.harness import HookedFetcher
@@ -260,4 +261,5 @@ def scenarios() -> list[Scenario]:
         _sdk_order(),
         _keyed(),
         _raising_hooks(),
+        *workflow_scenarios(),
     ]

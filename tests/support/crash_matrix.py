@@ -104,6 +104,17 @@ class MatrixBed(LeaseholdTestbed):
                 )
         raise WorkerCrashed(f"injected {where}")
 
+    def api(self, call: Callable[[], Any]) -> tuple[bool, Any]:
+        """An API request whose store calls are counted and crashed as the worker's are:
+        (False, None) when the function died in it (its caller saw a 5xx), else (True, answer)."""
+        self._gate = True
+        try:
+            return True, call()
+        except WorkerCrashed:
+            return False, None
+        finally:
+            self._gate = False
+
     def _invoke(self, messages: list[Message], source: QueueSource) -> list[Delivery]:
         self._gate = True
         try:
@@ -143,6 +154,9 @@ class Scenario:
     """Template resources the scenario makes itself (LeaseholdTestbed's `resources`)."""
     effect_steps: frozenset[int] = frozenset()
     """Steps whose every run is a side effect no provider can deduplicate (a bare effect)."""
+    may_rerun: bool = False
+    """Steps may run again without a crash: under injected faults a step whose checkpoint
+    write failed past its retries runs again (the scenario's own checks say what may not)."""
     may_fail: Callable[[AtCrash | None, dict[str, Any]], bool] = lambda crashed, view: False
     """Whether ending `failed` is the kind's right answer to this crash (the job's view)."""
 
@@ -258,7 +272,8 @@ def _check(
     for index, count in sorted(by_step.items()):
         if count > 1 and (index < done_at_crash or finished_at_crash):
             problems.append(f"step {index} ran {count} times though it was checkpointed")
-    if sum(count - 1 for count in by_step.values()) > (1 if point is not None else 0):
+    reruns = sum(count - 1 for count in by_step.values())
+    if not scenario.may_rerun and reruns > (1 if point is not None else 0):
         problems.append(f"steps re-ran: {by_step}")
     for index in scenario.effect_steps:
         if by_step.get(index, 0) > 1:

@@ -419,17 +419,18 @@ class Workflows:
         if not isinstance(token, str) or not 20 <= len(token) <= 100:
             raise JobNotFoundError("no such callback (unknown, used or expired)")
         now = self._clock.now_ms()
-        job_id, name = self._waits.take_callback(token_hash(token), now=now)
+        hashed = token_hash(token)
+        job_id, name = self._waits.callback_target(hashed, now=now)
         job = self._stores.jobs.get(job_id)
         if job is None:
             raise JobNotFoundError("no such callback (unknown, used or expired)")
-        return self._deliver(job, name, body)
+        return self._deliver(job, name, body, hashed)
 
-    def _deliver(self, job: Job, name: str, body: Any) -> Job:
+    def _deliver(self, job: Job, name: str, body: Any, hashed: str | None = None) -> Job:
         now = self._clock.now_ms()
         if job.state in TERMINAL_STATES:
             raise ConflictError(f"job {job.job_id} is {job.state.value}", code="not_waiting")
-        if not self._waits.put_signal(job, name, body, now=now):
+        if not self._waits.put_signal(job, name, body, now=now, token_hash=hashed):
             raise ConflictError(
                 f"signal {name!r} of job {job.job_id} has come already (or its wait timed out)",
                 code="signal_exists",

@@ -147,18 +147,29 @@ class WaitStore:
 
     # ------------------------------------------------------------------ signals
 
-    def put_signal(self, job: Job, name: str, body: Any, *, now: int) -> bool:
+    def put_signal(
+        self, job: Job, name: str, body: Any, *, now: int, token_hash: str | None = None
+    ) -> bool:
         """Keep a signal's body; False when one of that name is there already (or its wait
-        timed out first)."""
+        timed out first). Sent through its callback (`token_hash`), the token is marked used
+        in the same transaction: a crash between the two would have lost the signal, its
+        caller's retry finding the token used (decision WF11). An unknown, used or expired
+        token is JobNotFoundError (404)."""
         item = {
             **signal_key(job.job_id, name),
             "body": serialize(json.dumps(body, separators=(",", ":"))),
             "at": serialize(now),
             "expires_at": serialize(_expires(job)),
         }
+        put = {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
         try:
-            self._table.put({"Item": item, "ConditionExpression": "attribute_not_exists(pk)"})
-        except ConditionFailed:
+            if token_hash is None:
+                self._table.put(put)
+            else:
+                self._table.transact([{"Update": _use_token(token_hash, now)}, {"Put": put}])
+        except ConditionFailed as failed:
+            if token_hash is not None and failed.failed_at(0):
+                raise JobNotFoundError("no such callback (unknown, used or expired)") from failed
             return False
         return True
 
@@ -202,20 +213,12 @@ class WaitStore:
         except ConditionFailed as failed:
             raise StaleEpochError("callback token under a lost lease") from failed
 
-    def take_callback(self, token_hash: str, *, now: int) -> tuple[str, str]:
-        """Use a callback token: (job id, signal name). It is marked used as it is used, so a
-        second use (and an unknown or expired token) is JobNotFoundError (404)."""
-        expr = Expression()
-        expr.condition(
-            f"attribute_exists({expr.name('pk')}) AND attribute_not_exists({expr.name('used')})"
-            f" AND {expr.name('until')} > {expr.value(now)}"
-        )
-        expr.set("used", now)
-        try:
-            got = self._table.update(expr.update_params(callback_key(token_hash)))
-        except ConditionFailed as failed:
-            raise JobNotFoundError("no such callback (unknown, used or expired)") from failed
-        assert got is not None
+    def callback_target(self, token_hash: str, *, now: int) -> tuple[str, str]:
+        """A callback token's (job id, signal name), if it may still be used; an unknown, used
+        or expired token is JobNotFoundError (404). It is used by `put_signal`, atomically."""
+        got = self._table.get(callback_key(token_hash))
+        if got is None or "used" in got or int(got["until"]["N"]) <= now:
+            raise JobNotFoundError("no such callback (unknown, used or expired)")
         return got["job_id"]["S"], got["name"]["S"]
 
     # ------------------------------------------------------------------ children
@@ -278,6 +281,17 @@ class WaitStore:
             )
         }
         return [found.get(i) for i in ids]
+
+
+def _use_token(token_hash: str, now: int) -> dict[str, Any]:
+    """The update that marks a callback token used, if it is known, unused and not expired."""
+    expr = Expression()
+    expr.condition(
+        f"attribute_exists({expr.name('pk')}) AND attribute_not_exists({expr.name('used')})"
+        f" AND {expr.name('until')} > {expr.value(now)}"
+    )
+    expr.set("used", now)
+    return expr.update_params(callback_key(token_hash))
 
 
 def fence_check(job: Job, fence: Expression) -> RawItem:

@@ -8,9 +8,11 @@
         assert tb.view(job_id)["state"] == "succeeded"
 
 A retry waits for its backoff on the testbed's clock (`advance(seconds)`, or `drain()` to skip
-ahead); `crash(after_step=..., in_step=...)` kills the worker at a step; `faults(spec)` injects
-AWS errors as `LEASEHOLD_FAULTS` does; `request(method, path, body)` calls an application's own
-routes (the `Routes` of a module string's modules, or `Routes` given with the kinds). For
+ahead); `crash(after_step=..., in_step=..., at=...)` kills the worker at a step or between a
+parent's and its children's writes; `expire_wait(job_id)` ends one job's signal wait or sleep
+now; `faults(spec)` injects AWS errors as `LEASEHOLD_FAULTS` does; `request(method, path,
+body)` calls an application's own routes (the `Routes` of a module string's modules, or
+`Routes` given with the kinds). For
 pytest, enable the `leasehold_testbed` fixture with
 `pytest_plugins = ["leasehold.testing.pytest_plugin"]` in your conftest.py.
 

@@ -8,11 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
+from leasehold.domain.job import Job
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.kind import Kind
 from leasehold.service.kinds import OperationLedger
+from leasehold.store.waits import WaitStore
+
+CrashPoint = Literal["children_chunk", "children_written", "child_ended"]
+"""The named points between a parent's and its children's writes (`LeaseholdTestbed.crash(at=)`):
+
+- `children_chunk`: a step's children are written 49 to a transaction; the worker dies after
+  one such transaction committed, before the next (`job_id`: the parent's).
+- `children_written`: every child of the step is written, the parent's checkpoint and wait
+  (its park) are not (`job_id`: the parent's).
+- `child_ended`: a child's end and its fan-in count are written and it completes its set (or
+  fails it); the worker dies before it wakes the parent (`job_id`: the parent's), which finds
+  the set over at its own next check (decision WF5)."""
+CRASH_POINTS: tuple[str, ...] = get_args(CrashPoint)
 
 
 class WorkerCrashed(BaseException):  # noqa: N818 - a process dying, not an error to handle
@@ -32,10 +46,14 @@ class CrashPlan:
       before the function ran stays `submitted` (the provider was called, its answer is
       lost); in any other step the output is lost and the step runs again.
 
-    It fires for the first matching step of any job (or only of `job_id`), `times` times."""
+    - `at`: a named point between a parent's and its children's writes (`CrashPoint`).
+
+    It fires for the first matching step or point of any job (or only of `job_id`), `times`
+    times."""
 
     after_step: str | None = None
     in_step: str | None = None
+    at: CrashPoint | None = None
     job_id: str | None = None
     times: int = 1
     fired: list[str] = field(default_factory=list)
@@ -51,6 +69,10 @@ class CrashPlan:
         wanted = self.in_step if inside else self.after_step
         return self.armed and wanted == step and self.job_id in (None, job_id)
 
+    def matches_point(self, job_id: str, point: str) -> bool:
+        """Whether this plan fires at the named `point` for `job_id`."""
+        return self.armed and self.at == point and self.job_id in (None, job_id)
+
 
 class Crashes:
     """The testbed's planned crashes, and the points in the engine where they fire."""
@@ -60,9 +82,12 @@ class Crashes:
         self._pending: dict[str, CrashPlan] = {}  # job id → an after_step plan due to fire
 
     def plan(self, plan: CrashPlan) -> CrashPlan:
-        """Add a plan (exactly one of `after_step` and `in_step`, `times` ≥ 1)."""
-        if (plan.after_step is None) == (plan.in_step is None):
-            raise ValueError("crash(): name exactly one of after_step= and in_step=")
+        """Add a plan (exactly one of `after_step`, `in_step` and `at`, `times` ≥ 1)."""
+        named = [w for w in (plan.after_step, plan.in_step, plan.at) if w is not None]
+        if len(named) != 1:
+            raise ValueError("crash(): name exactly one of after_step=, in_step= and at=")
+        if plan.at is not None and plan.at not in CRASH_POINTS:
+            raise ValueError(f"crash(): at= is one of {', '.join(CRASH_POINTS)}")
         if plan.times < 1:
             raise ValueError("crash(): times must be at least 1")
         self.plans.append(plan)
@@ -90,6 +115,12 @@ class Crashes:
         plan = self._pending.pop(job_id, None)
         if plan is not None:
             self._fire(plan, job_id, f"after step '{plan.after_step}' was recorded")
+
+    def point(self, job_id: str, point: CrashPoint) -> None:
+        """The worker reached the named `point` for `job_id`: fire a plan waiting there."""
+        for plan in self.plans:
+            if plan.matches_point(job_id, point):
+                self._fire(plan, job_id, f"at {point}")
 
     def forget(self) -> None:
         """A worker died or finished its invocation: nothing waits for its next write."""
@@ -155,4 +186,46 @@ class WatchedLeases:
         return call
 
 
-__all__ = ["CrashPlan", "Crashes", "WatchedKind", "WatchedLeases", "WorkerCrashed"]
+class WatchedWaits(WaitStore):
+    """The worker's wait store, with the named crash points between a parent's and its
+    children's writes (`CrashPoint`)."""
+
+    def __init__(self, inner: WaitStore, crashes: Crashes) -> None:
+        super().__init__(inner._table)  # noqa: SLF001 - the same table, watched
+        self._crashes = crashes
+
+    def write_children(self, parent: Job, children: list[Job], *, now: int) -> int:
+        written = super().write_children(parent, children, now=now)
+        self._crashes.point(parent.job_id, "children_written")
+        return written
+
+    def _write_chunk(self, parent: Job, chunk: list[Job], now: int, shards: int) -> int:
+        written = super()._write_chunk(parent, chunk, now, shards)
+        self._crashes.point(parent.job_id, "children_chunk")
+        return written
+
+
+class WatchedEnds(WaitStore):
+    """The wait store a worker's outcomes use after a child's end: the parent's wake is the
+    `child_ended` crash point."""
+
+    def __init__(self, inner: WaitStore, crashes: Crashes) -> None:
+        super().__init__(inner._table)  # noqa: SLF001 - the same table, watched
+        self._crashes = crashes
+
+    def wake(self, job_id: str, step: int, now: int) -> bool:
+        self._crashes.point(job_id, "child_ended")
+        return super().wake(job_id, step, now)
+
+
+__all__ = [
+    "CRASH_POINTS",
+    "CrashPlan",
+    "CrashPoint",
+    "Crashes",
+    "WatchedEnds",
+    "WatchedKind",
+    "WatchedLeases",
+    "WatchedWaits",
+    "WorkerCrashed",
+]

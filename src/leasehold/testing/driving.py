@@ -17,7 +17,7 @@ from leasehold.store import Stores
 from leasehold.store.queue import Wakeup
 from leasehold.testing import iam
 from leasehold.testing.config import TestbedSettings
-from leasehold.testing.crashes import Crashes, CrashPlan, WorkerCrashed
+from leasehold.testing.crashes import Crashes, CrashPlan, CrashPoint, WorkerCrashed
 from leasehold.testing.delivery import (
     Message,
     QueueSource,
@@ -27,6 +27,7 @@ from leasehold.testing.delivery import (
 )
 from leasehold.testing.mocking import InjectedFaults, hidden_messages
 from leasehold.testing.report import Delivery, NotIdleError, RunReport
+from leasehold.testing.waits import expire_wait
 
 if TYPE_CHECKING:
     from leasehold.handlers.wiring import Runtime
@@ -190,6 +191,7 @@ class TestbedDriving:
         *,
         after_step: str | None = None,
         in_step: str | None = None,
+        at: CrashPoint | None = None,
         job_id: str | None = None,
         times: int = 1,
     ) -> CrashPlan:
@@ -198,10 +200,23 @@ class TestbedDriving:
         before anything of it is recorded (an effect's ledger entry stays `submitted`). The
         job keeps its lease until it runs out: `advance` past `lease_seconds` and the sweeper
         takes it on (a new attempt resumes from the last checkpoint), or makes it `unknown`
-        when the open effect's capability is `none`."""
+        when the open effect's capability is `none`. `at=` names a point between a parent's
+        and its children's writes (`CrashPoint`): `"children_chunk"` (after one transaction
+        of a step's children, before the next), `"children_written"` (every child written,
+        the parent not parked yet), `"child_ended"` (the child that completes a set ended and
+        was counted, its parent not woken); `job_id` there is the parent's."""
         return self._crashes.plan(
-            CrashPlan(after_step=after_step, in_step=in_step, job_id=job_id, times=times)
+            CrashPlan(after_step=after_step, in_step=in_step, at=at, job_id=job_id, times=times)
         )
+
+    def expire_wait(self, job_id: str) -> None:
+        """End a waiting job's wait now, without moving the clock: a signal wait times out (its
+        next step's `ctx.signal(name)` raises `SignalTimeoutError`; a late signal, or its
+        callback, is 409 `signal_exists`), a sleep (`continue_after`/`continue_at`) is over.
+        The job is due at once: `run_until_idle` runs its next step. Raises ValueError for a
+        job that waits for no signal and no time (children end by running them)."""
+        self._ready()
+        expire_wait(self._stores.table, job_id, self.clock.now_ms())
 
     def faults(self, spec: str) -> None:
         """Inject faults into the functions' DynamoDB and SQS clients from now on, as

@@ -34,7 +34,7 @@ from leasehold.testing.config import (
     resolve_kinds,
     seeded_ids,
 )
-from leasehold.testing.crashes import Crashes, WatchedLeases
+from leasehold.testing.crashes import Crashes, WatchedEnds, WatchedLeases, WatchedWaits
 from leasehold.testing.definitions import Definitions, create_queues, create_table
 from leasehold.testing.delivery import (
     QueueSource,
@@ -250,6 +250,9 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
             rng=self._worker_rng,
             sleep=self._hold,
         )
+        flows, outcomes = worker._flows, worker._outcomes  # noqa: SLF001 - the crash points
+        flows._waits = WatchedWaits(flows.waits, self._crashes)  # noqa: SLF001
+        outcomes._waits = WatchedEnds(outcomes._waits, self._crashes)  # noqa: SLF001
         return iam.acting_proxy(worker, self.roles["WorkerFunction"])
 
     def _hold(self, seconds: float) -> None:
@@ -353,18 +356,23 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         a running one stops before its next step."""
         return self._api.cancel(self._job(job_id).owner, job_id)
 
-    def signal(self, job_id: str, name: str, body: Any = None) -> JsonObject:
-        """`POST /jobs/{id}/signals/{name}` as the job's owner: the job view (a job waiting
-        for it is `queued` and due: `run_until_idle` runs its next step)."""
-        return self._flows_api.signal(self._job(job_id).owner, job_id, name, body)
+    def signal(
+        self, job_id: str, name: str, body: Any = None, *, owner: Owner | None = None
+    ) -> JsonObject:
+        """`POST /jobs/{id}/signals/{name}` as the job's owner (or `owner`: another tenant's
+        caller gets the API's not-found): the job view (a job waiting for it is `queued` and
+        due: `run_until_idle` runs its next step)."""
+        who = owner or self._job(job_id).owner
+        return self._flows_api.signal(who, job_id, name, body)
 
     def callback(self, token: str, body: Any = None) -> JsonObject:
         """`POST /callbacks/{token}`, as a third party with no identity would."""
         return self._flows_api.callback(token, body)
 
-    def children(self, job_id: str) -> list[JsonObject]:
-        """`GET /jobs/{id}/children`, every page: the job's children in order."""
-        owner, items, cursor = self._job(job_id).owner, [], None
+    def children(self, job_id: str, *, owner: Owner | None = None) -> list[JsonObject]:
+        """`GET /jobs/{id}/children`, every page: the job's children in order (as `owner`:
+        another tenant's caller gets the API's not-found)."""
+        owner, items, cursor = owner or self._job(job_id).owner, [], None
         while True:
             page = self._flows_api.children(owner, job_id, cursor=cursor, limit="100")
             items.extend(page["items"])
