@@ -415,3 +415,64 @@ def reader_costs(
             }
         out.append(row)
     return out
+
+
+# ------------------------------------------------------------------ a fan-out's own keys (WF4)
+
+
+@dataclass(frozen=True)
+class FanoutRecording:
+    """One fan-out recorded on moto, its counters spread over `shards` items. On each of the
+    set's own keys (pattern → (wcu, rcu)): `per_end`, the units one child's end puts there (a
+    counter: its own item's count and read); `per_set`, the units one such key takes once per
+    fan-out whatever its size (the parent's park, wake, claim and end; a counter item's reads
+    when a shard completes and at the parent's checks); `spawn`, the parent's item's units per
+    child written."""
+
+    children: int
+    shards: int
+    per_end: dict[str, tuple[float, float]]
+    per_set: dict[str, tuple[float, float]]
+    spawn: dict[str, tuple[float, float]]
+
+
+def fanout_rows(
+    rec: FanoutRecording,
+    counts: Sequence[int],
+    *,
+    ends_per_second: float,
+    spawned_per_second: float,
+) -> list[dict[str, Any]]:
+    """The load on a fan-out's own keys: a set of `sum(counts)` children whose ends come at
+    `ends_per_second`, each counted on the counter item `counts` says (the set's real ids,
+    `expected_per_shard`), with the recording's units per end on each key, plus its once-a-set
+    units all in the same second (an upper bound); the parent's item while
+    `spawned_per_second` children are written."""
+    total = sum(counts)
+    hottest = max(counts) / total
+    rows = []
+    for pattern in sorted(set(rec.per_end) | set(rec.per_set)):
+        counter = pattern.startswith("FANIN#")
+        wcu, rcu = rec.per_end.get(pattern, (0.0, 0.0))
+        once_w, once_r = rec.per_set.get(pattern, (0.0, 0.0))
+        # a counter item takes only its own children's ends; the set's other keys take them all
+        share_of_ends = hottest if counter else 1.0
+        w = ends_per_second * share_of_ends * wcu + once_w
+        r = ends_per_second * share_of_ends * rcu + once_r
+        rows.append({
+            "key": pattern, "phase": "children ending", "keys": len(counts) if counter else 1,
+            "share_of_ends": round(share_of_ends, 4),
+            "wcu_per_end": round(wcu, 4), "rcu_per_end": round(rcu, 4),
+            "wcu_once": round(once_w, 2), "rcu_once": round(once_r, 2),
+            "wcu_per_second": round(w, 2), "rcu_per_second": round(r, 2),
+            "share": round(_share(w, r), 4),
+        })  # fmt: skip
+    for pattern, (wcu, rcu) in sorted(rec.spawn.items()):
+        w, r = spawned_per_second * wcu, spawned_per_second * rcu
+        rows.append({
+            "key": pattern, "phase": "children being written", "keys": 1,
+            "share_of_ends": None, "wcu_per_end": None, "rcu_per_end": None,
+            "wcu_once": None, "rcu_once": None, "wcu_per_second": round(w, 2),
+            "rcu_per_second": round(r, 2), "share": round(_share(w, r), 4),
+        })  # fmt: skip
+    return sorted(rows, key=lambda row: -row["share"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold import Kind, Limit, Owner, Rate, ValidationError
+from leasehold import Kind, Limit, Owner, Rate, StepContext, ValidationError
 from leasehold_apps.synthetic import check_steps, plan_steps, synthetic_result
 
 MAX_PAD_BYTES = 15 * 1024
@@ -41,3 +41,29 @@ never refused: the price of a start taken, not of waiting."""
 rated.planner(plan_steps)
 rated.result(synthetic_result)
 rated.check(check_steps)
+
+
+fanout = Kind("fanout")
+"""A parent that starts `children` 1-step synthetic children in one step (`ctx.map`) and joins
+them in the next (reads every child's view, as a step that gathers results would): the 100-child
+fan-out the bench prices per child (issue 31, item 8)."""
+
+
+@fanout.check
+def _check_fanout(payload: dict[str, Any], owner: Owner) -> None:
+    n = payload.get("children")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000:
+        raise ValidationError("'payload.children' must be an integer from 1 to 10,000")
+
+
+@fanout.step()
+def spawn(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    child = {"steps": [{"name": "s0", "cost": 0, "duration_ms": 0}]}
+    ids = ctx.map("synthetic", [child] * int(payload["children"]))
+    return {"started": len(ids)}
+
+
+@fanout.step()
+def join(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    states = [view.state for view in ctx.children()]
+    return {"succeeded": states.count("succeeded"), "children": len(states)}

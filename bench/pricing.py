@@ -27,8 +27,8 @@ PRICES: dict[str, Any] = {
     "step_functions_express_gb_second": 0.00001667,  # $0.06 per GB-hour, first 1,000 GB-hours
     # Lambda durable functions: see DURABLE_PRICE_SOURCES — one price found, two not.
     "lambda_durable_operation": 8.00 / 1e6,
-    "lambda_durable_data_written_gb": None,
-    "lambda_durable_data_retained_gb_month": None,
+    "lambda_durable_data_written_gb": 0.25,
+    "lambda_durable_data_retained_gb_month": 0.15,
 }
 
 LAMBDA_PRICING_PAGE = "https://aws.amazon.com/lambda/pricing/"
@@ -43,12 +43,18 @@ DURABLE_PRICE_SOURCES: dict[str, str] = {
         "2026-09-20), taken from the page's worked example: unverified against AWS"
     ),
     "lambda_durable_data_written_gb": (
-        "not found: no stored copy of " + LAMBDA_PRICING_PAGE + " or of any page quoting it "
-        "gives the price per GB of durable data written; not priced (left out of the total)"
+        "$0.25 per GB of durable data written: write-ups of AWS's pricing page ("
+        + LAMBDA_PRICING_PAGE
+        + "), as issue 31 gives it (the page itself is not readable here); unverified against AWS"
     ),
     "lambda_durable_data_retained_gb_month": (
-        "not found: likewise for the price per GB-month of durable data retained; not priced "
-        "(left out of the total)"
+        "$0.15 per GB-month of durable data retained: write-ups of AWS's pricing page, as "
+        "issue 31 gives it; unverified against AWS"
+    ),
+    "aws_example_490_46": (
+        "not reproduced: the write-ups quote AWS's example of $490.46 a month for 1M claims, but "
+        "no stored copy of the example's inputs (operations per claim, bytes, retention, memory, "
+        "duration) was found, so the model cannot be checked against it"
     ),
     "lambda_request": LAMBDA_PRICING_PAGE + " ($0.20 per million requests, x86 and Arm)",
     "lambda_arm64_gb_second": LAMBDA_PRICING_PAGE + " (Arm, first tier)",
@@ -238,8 +244,9 @@ def durable_functions(
 
     Durable operations: one per step; `count_start` adds the execution's start as one more (a
     sensitivity: how AWS counts it was not found). Data written: the checkpointed input and each
-    step's result (`input_bytes`, `output_bytes`); retained for `durable_retention_days`. Those
-    two are reported in GB but not priced: their prices were not found (DURABLE_PRICE_SOURCES)."""
+    step's result (`input_bytes`, `output_bytes`); retained for `durable_retention_days`;
+    priced at the write-ups' $0.25 per GB written and $0.15 per GB-month retained
+    (DURABLE_PRICE_SOURCES)."""
     gb = lam.memory_mb / 1024
     duration_ms = steps * (lam.step_lambda_ms + lam.durable_checkpoint_ms_per_step)
     operations = steps + (1 if count_start else 0)
@@ -253,6 +260,7 @@ def durable_functions(
         "api_gateway": PRICES["http_api_request"],
         "logs": PLATFORM_LOG_BYTES / GIB * PRICES["cloudwatch_logs_ingested_gb"],
     }
+    usd |= durable_data_usd(written_gb, retained_gb_month)
     unpriced = {
         "data_written_gb": PRICES["lambda_durable_data_written_gb"],
         "data_retained_gb_month": PRICES["lambda_durable_data_retained_gb_month"],
@@ -274,3 +282,81 @@ def durable_functions(
         else "all-in",
         "sources": DURABLE_PRICE_SOURCES,
     }
+
+
+def durable_data_usd(written_gb: float, retained_gb_month: float) -> dict[str, float]:
+    """Durable functions' data charges: GB written and GB-month retained (None: not priced)."""
+    out = {}
+    if PRICES["lambda_durable_data_written_gb"] is not None:
+        out["durable_data_written"] = written_gb * PRICES["lambda_durable_data_written_gb"]
+    if PRICES["lambda_durable_data_retained_gb_month"] is not None:
+        out["durable_data_retained"] = (
+            retained_gb_month * PRICES["lambda_durable_data_retained_gb_month"]
+        )
+    return out
+
+
+def durable_map(
+    items: int,
+    *,
+    item_input_bytes: int,
+    item_output_bytes: int,
+    steps_per_item: int = 1,
+    flat: bool = False,
+    lam: LambdaAssumptions = LAMBDA,
+) -> dict[str, Any]:
+    """The same fan-out as one durable function calling `context.map(items, func)`, where
+    `func` runs `steps_per_item` durable steps, per item. Operations, as counted from
+    aws-durable-execution-sdk-python (operation/map.py, concurrency): the map is one CONTEXT
+    operation (sub-type MAP); each item runs in its own child context (a CONTEXT operation,
+    sub-type MAP_ITERATION) holding its steps (STEP operations) — 1 + items * (1 + steps).
+    `flat` counts without the per-item context (the SDK's NestingType.FLAT): 1 + items * steps.
+    Data written: the execution's input (the items), each step's result, each iteration's
+    result (its context's checkpoint repeats it) and the map's result (every item's result);
+    retained `durable_retention_days`. Lambda: one invocation runs the map through (no wait),
+    `step_lambda_ms` + `durable_checkpoint_ms_per_step` per step, as the 3-step rows."""
+    gb = lam.memory_mb / 1024
+    operations = 1 + items * ((0 if flat else 1) + steps_per_item)
+    written = (
+        items * item_input_bytes
+        + items * steps_per_item * item_output_bytes
+        + (0 if flat else items * item_output_bytes)
+        + items * item_output_bytes
+    )
+    written_gb = written / GIB
+    retained_gb_month = written_gb * lam.durable_retention_days / 30
+    duration_ms = items * steps_per_item * (lam.step_lambda_ms + lam.durable_checkpoint_ms_per_step)
+    usd = {
+        "durable_operations": operations * PRICES["lambda_durable_operation"],
+        "lambda": PRICES["lambda_request"]
+        + duration_ms / 1000 * gb * PRICES["lambda_arm64_gb_second"],
+        "api_gateway": PRICES["http_api_request"],
+        "logs": PLATFORM_LOG_BYTES / GIB * PRICES["cloudwatch_logs_ingested_gb"],
+        **durable_data_usd(written_gb, retained_gb_month),
+    }
+    per_item = {name: value / items for name, value in usd.items()}
+    return {
+        "model": {
+            "items": items,
+            "durable_operations": operations,
+            "operations_counted": "1 map context + per item (1 iteration context + "
+            f"{steps_per_item} step)"
+            if not flat
+            else f"1 map context + {steps_per_item} step per item (flat nesting)",
+            "data_written_bytes": written,
+            "data_retained_gb_month": retained_gb_month,
+            "billed_duration_ms": duration_ms,
+            "retention_days": lam.durable_retention_days,
+        },
+        "usd_per_million_children": per_million(per_item),
+        "sources": DURABLE_PRICE_SOURCES | {"operations": DURABLE_MAP_SOURCE},
+    }
+
+
+DURABLE_MAP_SOURCE = (
+    "aws/aws-durable-execution-sdk-python: docs/core/map.md ('each item's processing is "
+    "checkpointed independently'), src operation/map.py (MapExecutor: top_level_sub_type MAP, "
+    "iteration_sub_type MAP_ITERATION) and its concurrency module (each item a CONTEXT "
+    "operation, run_in_child_context, unless NestingType.FLAT); read through the code search, "
+    "not run"
+)

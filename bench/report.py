@@ -120,9 +120,9 @@ def comparison_lines(results: dict[str, Any]) -> list[str]:
             "Lambda durable functions",
             f"{durable['model']['durable_operations']} durable operations + 1 Lambda invocation of "
             f"{durable['model']['billed_duration_ms']} ms + {durable['model']['data_written_bytes']} B "
-            f"written, kept {durable['model']['retention_days']} days (not priced)",
-            f"≥ {_usd(c['durable_functions_usd_per_million'])}",
-            f"≥ {c['durable_over_leasehold']:g}",
+            f"written, kept {durable['model']['retention_days']} days",
+            _usd(c["durable_functions_usd_per_million"]),
+            f"{c['durable_over_leasehold']:g}",
         ]
     )
     lines = markdown_table(["the same 3-step job", "model", "all-in $/M jobs", "× leasehold"], rows)
@@ -152,14 +152,31 @@ def durable_lines(durable: dict[str, Any], with_start: dict[str, Any]) -> list[s
         "invocation, no replay; started from the same HTTP API, whose Lambda integration invokes "
         f"synchronously). Per million jobs: durable operations {USD}{_usd(usd['durable_operations'])}, "
         f"Lambda {USD}{_usd(usd['lambda'])}, API Gateway {USD}{_usd(usd['api_gateway'])}, logs "
-        f"{USD}{_usd(usd['logs'])}. The total is **{durable['total_is']}**: a job writes "
-        f"{model['data_written_bytes']} B of checkpoints ({model['data_written_gb'] * 1e6:.4f} GB "
-        f"per million jobs) and keeps them {model['retention_days']} days "
-        f"({model['data_retained_gb_month'] * 1e6:.4f} GB-months per million jobs), whose prices "
-        "were not found. Counting the execution's start as a fourth operation: "
+        f"{USD}{_usd(usd['logs'])}, data written {USD}{_usd(usd.get('durable_data_written', 0))}, "
+        f"data retained {USD}{_usd(usd.get('durable_data_retained', 0))}. The total is "
+        f"**{durable['total_is']}**: a job writes {model['data_written_bytes']} B of checkpoints "
+        f"({model['data_written_gb'] * 1e6:.4f} GB per million jobs, at {USD}0.25 a GB) and keeps "
+        f"them {model['retention_days']} days ({model['data_retained_gb_month'] * 1e6:.4f} "
+        f"GB-months per million jobs, at {USD}0.15 a GB-month). Counting the execution's start "
+        "as a fourth operation: "
         f"{USD}{_usd(with_start['usd_per_million']['total'])}. Sources:",
         "",
         *[f"- `{name}`: {text}" for name, text in sources.items()],
+    ]
+
+
+def fanout_section(results: dict[str, Any]) -> list[str]:
+    fan = results.get("fanout")
+    if not fan:
+        return []
+    from bench.fanout import report_lines
+
+    n = fan["measured"]["children"]
+    return [
+        f"## A {n}-child fan-out and its join, per child (issue 31)",
+        "",
+        *report_lines(fan["comparison"], fan["measured"]),
+        "",
     ]
 
 
@@ -374,6 +391,7 @@ def write_readme(results: dict[str, Any], path: Path, *, chart_name: str | None)
         "",
         *comparison_lines(results),
         "",
+        *fanout_section(results),
         "## Enqueued over HTTP or directly (the same 1-step job)",
         "",
         *enqueue_lines(results),
@@ -581,9 +599,20 @@ def print_report(results: dict[str, Any], out: Path) -> None:
         f"Step Functions Standard {c['step_functions_standard_usd_per_million']:.2f} "
         f"({c['standard_over_leasehold']:g}x), Express "
         f"{c['step_functions_express_usd_per_million']:.2f} ({c['express_over_leasehold']:g}x), "
-        f"Lambda durable functions >= {c['durable_functions_usd_per_million']:.2f} "
-        f"({c['durable_over_leasehold']:g}x, data written and retained not priced)"
+        f"Lambda durable functions {c['durable_functions_usd_per_million']:.2f} "
+        f"({c['durable_over_leasehold']:g}x, data written and retained priced)"
     )
+    fan = results.get("fanout")
+    if fan:
+        r = fan["comparison"]["ratios"]
+        print(
+            f"{fan['measured']['children']}-child fan-out, all-in $/M children: leasehold "
+            f"{fan['comparison']['leasehold_usd_per_million_children']:.2f}; Standard Map "
+            f"{r['standard_map_over_leasehold']:g}x, Distributed Map (Express) "
+            f"{r['distributed_map_over_leasehold']:g}x, durable map "
+            f"{r['durable_map_over_leasehold']:g}x (flat {r['durable_map_flat_over_leasehold']:g}x);"
+            f" model check {'ok' if fan['measured']['model_ok'] else 'FAILED'}"
+        )
     paths = results["enqueue_paths"]
     print(
         f"1-step, all-in $/M jobs: over HTTP {paths['http_usd_per_million']:.2f}, directly "

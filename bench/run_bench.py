@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench import fanout
 from bench.pricing import PRICES, access_log_bytes
 from bench.scenarios import HEADLINE, NO_LIMIT, SCENARIOS, THREE_STEP, Runner
 from bench.schedules import schedule_ticks
@@ -77,6 +78,14 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
             f"  schedule, {scheduled['ticks']} ticks: {scheduled['fire_wcu_per_tick']:g} WCU "
             f"per tick fired ({time.monotonic() - started:.1f} s)"
         )
+        started = time.monotonic()
+        fan = fanout.measure(runner, fanout.CHILDREN)
+        fan_compared = fanout.compare(fan)
+        progress(
+            f"  fan-out of {fan['children']}: {fan['per_child']['wcu']} WCU/child, "
+            f"model check {'ok' if fan['model_ok'] else 'FAILED'} "
+            f"({time.monotonic() - started:.1f} s)"
+        )
         compared = comparison(scenarios)
         started = time.monotonic()
         results = {
@@ -87,7 +96,8 @@ def run(*, quick: bool = False, progress: Any = print) -> dict[str, Any]:
             "schedule": scheduled,
             "comparison": compared,
             "enqueue_paths": enqueue_paths(scenarios),
-            "targets": targets(scenarios, compared),
+            "targets": [*targets(scenarios, compared), fan_compared["target"]],
+            "fanout": {"measured": fan, "comparison": fan_compared},
             "what_if": {
                 name: what_if(
                     measured_by_name[name].writes,
@@ -147,6 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     if bad:
         print(f"bench: not every job succeeded: {bad}", file=sys.stderr)
+        return 1
+    fan = results["fanout"]["measured"]
+    if not fan["model_ok"] or fan["children_succeeded"] != fan["children"]:
+        wrong = [row for row in fan["model_check"] if not row["ok"]]
+        print(
+            f"bench: the fan-out's writes differ from its model: {wrong}; "
+            f"parent {fan['parent_state']}, {fan['children_succeeded']} children succeeded",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

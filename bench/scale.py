@@ -224,6 +224,56 @@ def build(
     return result
 
 
+FANOUT_CHILDREN = 10_000
+FANOUT_ENDS_PER_SECOND = 1000.0
+"""Issue 31, item 2: a 10,000-child fan-out whose children end at 1,000 a second."""
+
+
+def fanout_heat(*, progress: Any = print) -> dict[str, Any]:
+    """A fan-out's own keys at FANOUT_ENDS_PER_SECOND: one fan-out recorded on moto with its
+    counters over 16 items (bench/fanout.record_heat), spread as a 10,000-child set's real ids
+    fall on its ceil(10,000 / 640) = 16 counter items (`expected_per_shard`)."""
+    from moto import mock_aws
+
+    from bench.fanout import record_heat
+    from bench.keyheat import fanout_rows
+    from bench.stack import Stack, quiet_warnings, set_credentials
+    from leasehold.domain.waits import expected_per_shard, fanin_shards
+    from leasehold_dev.local.moto import transactions as moto_transactions
+
+    set_credentials()
+    quiet_warnings()
+    moto_transactions.install()
+    started = time.monotonic()
+    with mock_aws():
+        runner = Runner(Stack())
+        rec, measured = record_heat(runner)
+    shards = fanin_shards(FANOUT_CHILDREN)
+    counts = expected_per_shard("j_" + "0" * 22, 0, FANOUT_CHILDREN, shards)
+    rows = fanout_rows(
+        rec, counts, ends_per_second=FANOUT_ENDS_PER_SECOND,
+        spawned_per_second=FANOUT_ENDS_PER_SECOND,
+    )  # fmt: skip
+    progress(f"  one fan-out of {rec.children} over {rec.shards} counters "
+             f"({time.monotonic() - started:.1f} s)")  # fmt: skip
+    return {
+        "children": FANOUT_CHILDREN,
+        "ends_per_second": FANOUT_ENDS_PER_SECOND,
+        "counter_items": shards,
+        "children_per_counter": {"min": min(counts), "max": max(counts)},
+        "recorded": {
+            "children": rec.children,
+            "counter_items": rec.shards,
+            "per_end": {k: [round(w, 4), round(r, 4)] for k, (w, r) in rec.per_end.items()},
+            "per_set": {k: [round(w, 4), round(r, 4)] for k, (w, r) in rec.per_set.items()},
+            "spawn": {k: [round(w, 4), round(r, 4)] for k, (w, r) in rec.spawn.items()},
+            "model_ok": measured["model_ok"],
+        },
+        "rows": rows,
+        "measured_on": "moto (in-process), counts only — not an AWS measurement",
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=10_000, help="jobs a second")
@@ -236,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  the functions ran over {recorded} index shard(s)", flush=True)
     shards = args.shards if args.shards is not None else default_shards(template)
     result = build(recording, assumptions, args.rate, shards, recorded)
+    result["fanout"] = fanout_heat(progress=lambda line: print(line, flush=True))
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for label, c in result["ceiling"].items():
         print(

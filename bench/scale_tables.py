@@ -98,6 +98,32 @@ def prices_table(scale: dict[str, Any]) -> list[str]:
     return lines
 
 
+def fanout_table(scale: dict[str, Any]) -> list[str]:
+    """A 10,000-child fan-out's own keys at 1,000 child ends a second (issue 31, WF4)."""
+    fan = scale.get("fanout")
+    if not fan:
+        return ["(no fan-out in this scale.json: run `make bench-scale`)"]
+    lines = [
+        "| key | while | keys | share of the ends | WCU / RCU an end | once a set (WCU / RCU) "
+        "| WCU/s on one key | RCU/s on one key | share of a partition |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in fan["rows"]:
+        per_end = (
+            f"{row['wcu_per_end']:g} / {row['rcu_per_end']:g}"
+            if row["wcu_per_end"] is not None
+            else "—"
+        )
+        once = f"{row['wcu_once']:g} / {row['rcu_once']:g}" if row["wcu_once"] is not None else "—"
+        share = f"{row['share_of_ends']:.4f}" if row["share_of_ends"] is not None else "—"
+        lines.append(
+            f"| `{row['key']}` | {row['phase']} | {row['keys']} | {share} | {per_end} | {once} "
+            f"| {_n(row['wcu_per_second'], 1)} | {_n(row['rcu_per_second'], 1)} "
+            f"| **{row['share']:.3f}** |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     scale = json.loads(Path(args[0] if args else HERE / "scale.json").read_text())
@@ -107,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         ("readers", readers_table),
         ("quotas", quotas_table),
         ("prices", prices_table),
+        ("fanout", fanout_table),
     ):
         print(f"<!-- {title} -->")
         print("\n".join(table(scale)))

@@ -175,9 +175,11 @@ class Stack:
             original = getattr(owner, method)
 
             def labelled(*args: Any, **kwargs: Any) -> Any:
-                if self.meter.phase != "worker":
+                current = self.meter.phase
+                if current != "worker" and not current.startswith("worker/"):
                     return original(*args, **kwargs)
-                with self.meter.during(phase):
+                role = current.partition("/")[2]  # worker/<role>: a workflow's parent or child
+                with self.meter.during(f"{role}:{phase}" if role else phase):
                     return original(*args, **kwargs)
 
             setattr(owner, method, labelled)

@@ -199,3 +199,33 @@ def test_no_key_above_half_a_partition_at_10000_jobs_a_second() -> None:
     assert active["keys_written"] >= 8
     over = [(r["index"], r["key"], r["share"]) for r in scale["keys"] if r["share"] > 0.5]
     assert over == []
+
+
+def test_a_fan_out_s_counters_take_a_bounded_share_of_its_ends() -> None:
+    from bench.keyheat import FanoutRecording, fanout_rows
+
+    from leasehold.domain.waits import expected_per_shard, fanin_shards
+
+    rec = FanoutRecording(
+        children=100, shards=16,
+        per_end={"FANIN#<parent>#<step>#<shard>": (2.0, 1.0)},
+        per_set={"FANIN#<parent>#<step>#<shard>": (0.0, 2.0), "JOB#<parent>": (10.0, 2.0)},
+        spawn={"JOB#<parent>": (2 / 49, 0.0)},
+    )  # fmt: skip
+    counts = expected_per_shard("j_" + "0" * 22, 0, 10_000, fanin_shards(10_000))
+    assert len(counts) == 16 and sum(counts) == 10_000 and max(counts) <= 700
+    rows = {(r["key"], r["phase"]): r for r in fanout_rows(
+        rec, counts, ends_per_second=1000, spawned_per_second=1000)}  # fmt: skip
+    counter = rows[("FANIN#<parent>#<step>#<shard>", "children ending")]
+    assert counter["wcu_per_second"] == pytest.approx(1000 * max(counts) / 10_000 * 2.0, abs=0.01)
+    assert counter["rcu_per_second"] == pytest.approx(1000 * max(counts) / 10_000 + 2.0, abs=0.01)
+    assert counter["share"] < 0.2
+    parent = rows[("JOB#<parent>", "children ending")]
+    assert parent["wcu_per_second"] == 10.0  # once a set, whatever its size
+    assert rows[("JOB#<parent>", "children being written")]["wcu_per_second"] == pytest.approx(
+        1000 * 2 / 49, abs=0.01
+    )
+    # one counter item for the whole set would take every end: twice a partition
+    (one,) = [r for r in fanout_rows(rec, [10_000], ends_per_second=1000, spawned_per_second=0)
+              if r["key"].startswith("FANIN")]  # fmt: skip
+    assert one["share"] == pytest.approx(2.0)
