@@ -287,6 +287,9 @@ class Workflows:
             ),
             spawned=spawned,
         )
+        # Waiting is not running: the concurrency slots the claim took are given back now, not
+        # left to the repair's grace (they held the user's place for two leases).
+        self._stores.leases.release_slot(job)
         self._telemetry.count("JobsWaiting")
         logger.info("waiting", extra=attempt.log_keys | {"step": index, "wait": what})
         self._look_once(attempt.job, wait, now)
