@@ -79,6 +79,7 @@ PUBLIC_NAMES = {
         "iso_time",
         "items",
         "job_states",
+        "job_view",
         "job_writes",
         "pages",
         "respond",
