@@ -34,3 +34,36 @@ def test_a_waiting_job_holds_no_concurrency_slot() -> None:
         tb.signal(job_id, "reviewed", {"ok": True})
         tb.run_until_idle()
         assert tb.view(job_id)["result"] == {"review": {"ok": True}}
+
+
+leaf = Kind("slot_leaf", concurrency=[])  # no limit of its own: only the parent's cap
+
+
+@leaf.step()
+def hold(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+spread = Kind("slot_spread", concurrency=[])
+
+
+@spread.step()
+def fan(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    ctx.map("slot_leaf", [{}] * 6, max_concurrency=2)
+    return {}
+
+
+@spread.step()
+def after(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+def test_max_concurrency_holds_for_children_of_a_kind_without_limits() -> None:
+    """Every child's worker dies inside its step, keeping its lease: only 2 start."""
+    with LeaseholdTestbed([leaf, spread], settings={"worker_batch_size": 1}) as tb:
+        crashes = tb.crash(in_step="hold", times=6)
+        job_id = tb.submit("slot_spread", {})
+        tb.run_until_idle()
+        states = [child["state"] for child in tb.children(job_id)]
+        assert states.count("running") == 2, states
+        assert len(crashes.fired) == 2

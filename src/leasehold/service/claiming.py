@@ -352,6 +352,20 @@ class Claiming:
             self._parts.stores.leases.note_dispatch(wakeup.job_id, now=now, waiting_for=waiting_for)
 
     def _flow(self, wakeup: Wakeup) -> Flow:
+        """The kind's slots and rates (`_kind_flow`), and a child's `max_concurrency` (its
+        wake-up's `cap`, `<slot item>|<max>`): one more declared key, taken atomically with the
+        others. A capped child of a kind that declares no limit takes the cap alone, not the
+        per-user slot (decision WF36)."""
+        flow = self._kind_flow(wakeup)
+        if wakeup.cap is None:
+            return flow
+        base, _, most = wakeup.cap.rpartition("|")
+        if not base or not most.isdigit():
+            return flow
+        cap = SlotKey(label="children", base=base, limit=Limit("kind", max=int(most)), start=0)
+        return Flow(keys=[*(flow.keys or []), cap], rates=flow.rates)
+
+    def _kind_flow(self, wakeup: Wakeup) -> Flow:
         """The slots and rates the job's claim takes (F2, F3): `keys` None for the per-user
         default (a kind that declares no concurrency, or a job that is gone), else its kind's
         declared limits; `rates` its kind's rates. A job of a kind that declares any (or whose
