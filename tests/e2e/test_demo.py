@@ -17,6 +17,7 @@ CHECKS = (
     "F1", "F2", "F3",  # the infrastructure: a duplicate delivery, a table outage
     "D1", "D2", "D3", "D4", "D5",  # flow control and time: a delay, a concurrency key, a rate,
     # a schedule, priorities
+    "W1", "W2", "W3", "W4",  # workflows: a fan-out, a signal, a callback, a durable sleep
 )  # fmt: skip
 
 
@@ -40,6 +41,12 @@ def test_demo_passes_every_check_and_leaves_no_process(tmp_path: Path) -> None:
     ]
     assert sorted(row.split()[0] for row in rows) == sorted(CHECKS)
     assert all(row.split(" | ")[1].strip() == "PASS" for row in rows)
+    observed = {row.split()[0]: row.split(" | ")[2] for row in rows}
+    # each workflow check says what it saw
+    assert "at most 3 running at once" in observed["W1"], observed["W1"]
+    assert "signal 202, again 409" in observed["W2"], observed["W2"]
+    assert "callback 202, again 404" in observed["W3"], observed["W3"]
+    assert "lease holder None" in observed["W4"], observed["W4"]
     leftovers = subprocess.run(
         ["pgrep", "-f", "local worker --state .leasehold/demo/stack.json"],
         capture_output=True,

@@ -81,6 +81,7 @@ PUBLIC_NAMES = {
         "iso_time",
         "items",
         "job_states",
+        "job_view",
         "job_writes",
         "job_writes_many",
         "pages",

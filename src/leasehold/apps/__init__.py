@@ -7,9 +7,9 @@ list's bookmarks) and mounts routes of its own on the API function.
 - `Engine.current()`: the function's engine as its cold start built it — the `Table` door (its
   retries, its error translation, `ConditionFailed`), the clock, the metrics;
 - `job_writes` (a new job's transaction entries, to commit with items of one's own),
-  `transact_closing_job`, `job_states`, and `submit_direct` (a job committed alone, from code
-  that runs inside AWS) with what it answers, `Submitted`; `job_writes_many` (`NewJobs`) and
-  `submit_direct_many` for many jobs at once;
+  `transact_closing_job`, `job_states`, `job_view` (a job's view, as `GET /jobs/{id}`), and
+  `submit_direct` (a job committed alone, from code that runs inside AWS) with what it answers,
+  `Submitted`; `job_writes_many` (`NewJobs`) and `submit_direct_many` for many jobs at once;
 - `Routes` and `respond`: HTTP routes with the engine's rules for identity and input;
 - `idempotency`, `pages`, `items`, `iso_time`, `step_operation`: the engine's own rules for
   keys, cursors, item values, times and ledger entries;
@@ -31,6 +31,7 @@ from leasehold.sdk.apps import (
     iso_time,
     items,
     job_states,
+    job_view,
     job_writes,
     pages,
     step_operation,
@@ -56,6 +57,7 @@ __all__ = [
     "iso_time",
     "items",
     "job_states",
+    "job_view",
     "job_writes",
     "job_writes_many",
     "pages",

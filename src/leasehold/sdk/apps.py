@@ -264,6 +264,20 @@ def job_states(table: Table, job_ids: Iterable[str]) -> dict[str, str]:
     return JobStore(table).states(list(job_ids))
 
 
+def job_view(engine: Engine, owner: Owner, job_id: str) -> dict[str, Any]:
+    """The view `GET /jobs/{id}` answers for the caller's job `job_id` (a parent waiting for its
+    children says how many have ended: `waiting_for.children` `done` of `total`), read strongly
+    consistent; another owner's job, or none, is a 404 (`NotFoundError`)."""
+    from leasehold.service.fanin import children_done
+    from leasehold.service.view import job_view as _job_view
+    from leasehold.store import Stores
+
+    stores = Stores.over(engine.table)
+    job = stores.jobs.get_owned(owner, job_id)
+    kinds = _running.kinds if _running is not None else None
+    return _job_view(job, kinds, engine.now_ms(), children_done(stores, job))
+
+
 # ------------------------------------------------------------------ the engine's rules
 
 

@@ -92,7 +92,7 @@ class TitleKind(BookmarkKind):
         self._slow_seconds = slow_seconds
         self._fetcher = fetcher
         self._built: dict[str, TitleFetcher] = {}
-        self.planner(self._plan)
+        self.planner(self.fetch_plan)
         self.result(self._result)
         self.outcome_writes(self._outcome_writes)
 
@@ -116,7 +116,9 @@ class TitleKind(BookmarkKind):
             self._built[name] = fetcher_from_name(name, **options)
         return self._built[name]
 
-    def _plan(self, payload: dict[str, Any]) -> list[Step]:
+    def fetch_plan(self, payload: dict[str, Any]) -> list[Step]:
+        """The one step that fetches `payload['url']`'s title (with `title_mode`): also the
+        plan of an imported URL's job (imports.py)."""
         bound = LIVE_FETCH_BOUND_MS
         if self.fixture:
             bound = int(self._slow_seconds * 1000) + 1_000

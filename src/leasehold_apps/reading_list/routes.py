@@ -51,6 +51,32 @@ def list_bookmarks() -> Response:
     )
 
 
+@routes.post("/bookmarks/imports")
+def import_bookmarks() -> Response:
+    owner = routes.caller()
+    accepted = bookmarks().start_import(owner, routes.body(), routes.header("Idempotency-Key"))
+    location = f"/bookmarks/imports/{accepted.job_id}"
+    logger.info(
+        "accepted",
+        extra={"job_id": accepted.job_id, "new_job": accepted.created, "kind": "import"},
+    )
+    return respond(
+        202,
+        {
+            "import_id": accepted.job_id,
+            "state": accepted.state,
+            "status_url": location,
+            "job_url": f"/jobs/{accepted.job_id}",
+        },
+        headers={"Location": location},
+    )
+
+
+@routes.get("/bookmarks/imports/<import_id>")
+def get_import(import_id: str) -> Response:
+    return respond(200, bookmarks().import_view(routes.caller(), import_id))
+
+
 @routes.get("/bookmarks/<bookmark_id>")
 def get_bookmark(bookmark_id: str) -> Response:
     return respond(200, bookmarks().view(routes.caller(), bookmark_id))

@@ -18,6 +18,7 @@ from leasehold.apps import (
     StoreUnavailableError,
     idempotency,
     iso_time,
+    job_view,
     job_writes,
     pages,
 )
@@ -29,6 +30,7 @@ from leasehold_apps.reading_list.bookmark import (
     parse_read_mark,
 )
 from leasehold_apps.reading_list.enrich import EnrichKind, enrich
+from leasehold_apps.reading_list.imports import IMPORT_KIND, importing, parse_import
 from leasehold_apps.reading_list.kinds import TitleKind, title
 from leasehold_apps.reading_list.store import BookmarkStore
 
@@ -250,6 +252,65 @@ class BookmarkService:
         if not created:
             state = self._store.job_states([job.job_id]).get(job.job_id, state)
         return Accepted(job_id=job.job_id, created=created, state=state)
+
+    def start_import(self, owner: Owner, body: Any, idempotency_key: str | None) -> Accepted:
+        """One `reading_list_import` job for a list of URLs (imports.py); the same key and
+        list answer the same import."""
+        idempotency.check(idempotency_key)
+        new = parse_import(body, fixture_fetcher=self._title.fixture)
+        job = job_writes(
+            self._engine.table,
+            importing,
+            new.payload(),
+            owner,
+            idempotency_key=idempotency_key,
+            scope="bookmarks-import",
+            fingerprint=new.fingerprint(),
+            job_id=None if idempotency_key else self._new_job_id(),
+            max_attempts=self._engine.max_attempts,
+            now_ms=self._engine.now_ms(),
+        )
+        try:
+            created = self._store.add_job(job)
+        except StoreUnavailableError as unavailable:
+            raise StoreUnavailableError(
+                f"{unavailable} — the import may or may not have started; retry with the same "
+                "Idempotency-Key to get the same import"
+            ) from unavailable
+        self._engine.count("JobsAccepted" if created else "IdempotentReplays")
+        state = "queued"
+        if not created:
+            state = self._store.job_states([job.job_id]).get(job.job_id, state)
+        return Accepted(job_id=job.job_id, created=created, state=state)
+
+    def import_view(self, owner: Owner, import_id: str) -> dict[str, Any]:
+        """An import's state and progress: `done` of `total` URLs ended (a waiting import's
+        `waiting_for.children`), and when it has succeeded its summary."""
+        job = job_view(self._engine, owner, import_id)
+        if job["kind"] != IMPORT_KIND:
+            raise NotFoundError(f"no import {import_id}")
+        total = int(job.get("urls", 0))
+        children = (job.get("waiting_for") or {}).get("children")
+        if children is not None:
+            done = int(children.get("done", 0))
+        elif job["progress"]["step"] == 0:  # the children are not started yet
+            done = 0
+        else:  # past the fan-out: every child has ended
+            done = total
+        view: dict[str, Any] = {
+            "import_id": import_id,
+            "state": job["state"],
+            "progress": {"done": done, "total": total},
+            "status_url": f"/jobs/{import_id}",
+            "children_url": f"/jobs/{import_id}/children",
+            "created_at": job["created_at"],
+            "updated_at": job["updated_at"],
+        }
+        if "result" in job:
+            view["summary"] = job["result"]
+        if "error" in job:
+            view["error"] = job["error"]
+        return view
 
     def mark_read(self, owner: Owner, bookmark_id: str, body: Any) -> dict[str, Any]:
         is_read = parse_read_mark(body)

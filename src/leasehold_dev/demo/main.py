@@ -14,7 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from leasehold_dev.demo import agent, delivery, effects, infrastructure, reading, synthetic
+from leasehold_dev.demo import (
+    agent,
+    delivery,
+    effects,
+    infrastructure,
+    reading,
+    synthetic,
+    workflows,
+)
 from leasehold_dev.demo.session import Session, Task
 from leasehold_dev.demo.story import print_story
 from leasehold_dev.local.runner import LocalStack
@@ -99,7 +107,17 @@ def phases() -> list[Phase]:
             ),
         ),
         Phase(
-            "phase 6: the table stops answering",
+            "phase 6: workflows: a fan-out and its join, a signal, a callback, a sleep",
+            5,
+            (
+                _t("W1", "a fan-out", workflows.w1_fan_out),
+                _t("W2", "a signal", workflows.w2_signal),
+                _t("W3", "a callback", workflows.w3_callback),
+                _t("W4", "a durable sleep", workflows.w4_sleep),
+            ),
+        ),
+        Phase(
+            "phase 7: the table stops answering",
             4,
             (_t("F2", "an outage of the table", infrastructure.f2_outage, "F2", "F3"),),
         ),
