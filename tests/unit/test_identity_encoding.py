@@ -18,7 +18,7 @@ from leasehold.domain.ids import escaped, hash_source, key_of
 from leasehold.domain.job import Owner
 from leasehold.domain.limits import Limit, Rate, rate_keys, slot_keys
 from leasehold.store.items import owner_partition, slots_key
-from leasehold.store.jobs import derived_id, request_token
+from leasehold.store.keys import derived_id, request_token
 from leasehold.store.schedules import count_key, schedule_key
 
 ALPHABET = ["a", "b", "c", "|", "#", "%", "2", "3", "5", "7", "C", ":", "/", "@", "é", "中", "😀"]

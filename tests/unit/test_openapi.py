@@ -255,7 +255,7 @@ def test_ids_in_the_document_are_the_ids_the_api_issues() -> None:
     from leasehold.domain.clock import ManualClock
     from leasehold.domain.ids import time_ordered_ids
     from leasehold.domain.job import Owner
-    from leasehold.store.jobs import derived_id
+    from leasehold.store.keys import derived_id
 
     clock = ManualClock(1_795_964_400_000)
     job_pattern = re.compile(SCHEMAS["JobId"]["pattern"])

@@ -40,13 +40,8 @@ from leasehold.store.controls import transact_closing_job as _transact_closing_j
 from leasehold.store.cursors import decode_cursor, encode_cursor
 from leasehold.store.guards import new_job_writes
 from leasehold.store.items import deserialize_item, serialize
-from leasehold.store.jobs import (
-    JobStore,
-    derived_id,
-    fingerprint_hash,
-    repeat_of,
-    request_token,
-)
+from leasehold.store.jobs import JobStore
+from leasehold.store.keys import derived_id, fingerprint_hash, repeat_of, request_token
 from leasehold.store.table import ConditionFailed, Table, with_table_name
 
 if TYPE_CHECKING:

@@ -29,7 +29,8 @@ from leasehold.service.tracing import current_traceparent
 from leasehold.service.view import job_view
 from leasehold.store import Stores
 from leasehold.store.batch import Accepted, NewJobEntry
-from leasehold.store.jobs import JobStore, derived_id, fingerprint_hash, request_token
+from leasehold.store.jobs import JobStore
+from leasehold.store.keys import derived_id, fingerprint_hash, request_token
 from leasehold.store.rates import SubmitCounter
 from leasehold.store.table import Table
 from leasehold.store.waits import WaitStore

@@ -35,7 +35,7 @@ from leasehold.service.telemetry import Telemetry
 from leasehold.service.tracing import active_traceparent, job_attributes, span_under
 from leasehold.store.guards import new_job_writes
 from leasehold.store.history import entry, expand
-from leasehold.store.jobs import derived_id
+from leasehold.store.keys import derived_id
 from leasehold.store.passes import PassCursorStore
 from leasehold.store.schedules import ScheduleStore
 from leasehold.store.table import Table

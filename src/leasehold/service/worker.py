@@ -24,7 +24,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -40,17 +39,15 @@ from leasehold.domain.errors import (
     StoreUnavailableError,
     TransientStepError,
 )
-from leasehold.domain.job import Checkpoint, Job, Priority
-from leasehold.domain.limits import Limit, Rate
+from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.policies import MAX_RESULT_BYTES
 from leasehold.domain.records import EffectIntent
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import storable_error
-from leasehold.domain.types import JsonObject, RawItem
+from leasehold.domain.types import JsonObject
 from leasehold.service.claiming import Claiming, WorkerParts, WorkerSettings
 from leasehold.service.kinds import (
     Attempt,
-    DeclaredSchedule,
     Disposition,
     JobKind,
     LeaseKeeper,
@@ -74,6 +71,7 @@ from leasehold.service.steps import (
 )
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.tracing import SpanKind, job_attributes, span_under, trace_id_of
+from leasehold.service.unregistered import Unregistered
 from leasehold.service.versions import Changed, on_resume
 from leasehold.service.workflows import Workflows
 from leasehold.store import Stores
@@ -444,49 +442,7 @@ class WorkerService:
         return self._outcomes.succeed(attempt, result)
 
 
-class _Unregistered:
-    """Stands in for a kind this function does not register, only to end its job: it plans
-    nothing and writes nothing beside the outcome."""
-
-    name = ""
-    max_payload_bytes = 0
-    submittable = False
-    default_max_attempts: int | None = None
-    operators_see_payload = False
-    default_priority: Priority = "normal"
-    concurrency: tuple[Limit, ...] | None = None
-    rate: tuple[Rate, ...] = ()
-    declared_schedules: tuple[DeclaredSchedule, ...] = ()
-
-    def validate_for(self, payload: JsonObject, owner: Any) -> None:
-        raise AssertionError("an unregistered kind accepts nothing")
-
-    def plan(self, payload: JsonObject) -> list[StepPlan]:
-        return []
-
-    def run_step(self, payload: JsonObject, index: int, attempt: int, ctx: Any) -> Any:
-        raise AssertionError("an unregistered kind runs nothing")
-
-    def result(self, job: Job, checkpoint: Any) -> Any:
-        return None
-
-    def outcome_writes(self, *args: Any) -> list[RawItem]:
-        return []
-
-    def when_related_changed(self, job: Job, changed: Any) -> tuple[str, dict[str, str]]:
-        raise changed
-
-    def view_fields(self, job: Job) -> JsonObject:
-        return {}
-
-    def related(self, job: Job) -> JsonObject:
-        return {}
-
-    def migrate(self, fingerprint: str, checkpoint: Checkpoint, payload: Any) -> None:
-        return None
-
-
-_NO_KIND = _Unregistered()
+_NO_KIND = Unregistered()
 
 
 def _history_note(record: JsonObject) -> str | None:
