@@ -182,8 +182,10 @@ def test_a_keyed_retry_after_a_lost_answer_gets_the_same_job(
     again = harness.jobs().accept(ALICE, Submission.from_body(body, "k-lost"))
     assert again.job_id == made["job_id"]
     assert [job["job_id"] for job in _jobs(harness)] == [made["job_id"]]
-    # an identical repeat is DynamoDB's no-op; a later one is sent again without its token
-    assert harness.stores.table.stats.token_mismatches == (1 if later_ms else 0)
+    # each request carries its own trace, kept on the item it writes (decision TR2), so even an
+    # immediate repeat is not DynamoDB's identical no-op: it is sent again without its token,
+    # and its own condition finds the first job
+    assert harness.stores.table.stats.token_mismatches == 1
     # one wake-up for the relay to send, not two
     assert harness.relay_pump().poll_once() == 1 and len(harness.receive_all()) == 1
 

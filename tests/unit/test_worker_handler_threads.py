@@ -6,11 +6,13 @@ started meanwhile (its poller would delete a message that had to stay)."""
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from leasehold.handlers import worker as worker_handler
+from leasehold.service.telemetry import CountingTelemetry
 from leasehold_dev.local.invoke import LocalContext
 
 
@@ -41,6 +43,10 @@ def test_two_batches_at_once_keep_their_own_failures(monkeypatch: pytest.MonkeyP
         return "ok"
 
     monkeypatch.setattr(worker_handler, "record_handler", record_handler)
+    # The records never reach an engine here; the batch's outcome counting (OS1) needs one,
+    # so it gets a runtime whose telemetry counts in memory.
+    counting = SimpleNamespace(telemetry=CountingTelemetry())
+    monkeypatch.setattr(worker_handler, "runtime", lambda: counting)
     answers: dict[str, Any] = {}
 
     def batch_a() -> None:
