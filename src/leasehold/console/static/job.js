@@ -37,7 +37,8 @@ export async function renderJob(jobId, gen, flash) {
   view.appendChild(actions(job, gen));
   view.appendChild(facts(job));
   view.appendChild(belongsTo(job));
-  view.appendChild(workflowPanel(job, flow, gen, () => { stopTimers(); renderJob(jobId, gen, flash); }, timeline, REPLAYABLE, CANCELLABLE));
+  const flowPanel = workflowPanel(job, flow, gen, () => { stopTimers(); renderJob(jobId, gen, flash); }, timeline, REPLAYABLE, CANCELLABLE);
+  if (flowPanel) view.appendChild(flowPanel);
   view.appendChild(lease(job));
   view.appendChild(el("h2", { text: "Timeline" }));
   view.appendChild(timeline(job));

@@ -61,11 +61,14 @@ export function waitText(waitingFor) {
 
 export function workflowPanel(job, loaded, gen, rerender, timeline, replayable, cancellable) {
   const state = stateFor(job.job_id);
+  const root = loaded.tree.get(job.job_id);
+  const wait = job.waiting_for || {};
+  // Only a workflow's job gets the panel: a plain job's page stays as it was.
+  if (!job.parent && !(root && root.rows.length) && !wait.signal && !wait.children) return null;
   const box = el("section", { class: "panel", id: "workflow" });
   box.appendChild(el("div", { id: "wf-parent" }, el("b", { text: "Parent " }), job.parent
     ? [jobLink(job.parent.job_id), ` (its step ${job.parent.step})`] : el("span", { class: "muted", text: "none" })));
   box.appendChild(el("div", { id: "wf-waiting" }, el("b", { text: "Waiting for " }), waitText(job.waiting_for)));
-  const root = loaded.tree.get(job.job_id);
   if (root && root.rows.length) {
     box.appendChild(el("h2", { text: "Children" }));
     box.appendChild(branchList(job.job_id, loaded.tree, state, rerender));
