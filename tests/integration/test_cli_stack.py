@@ -267,6 +267,24 @@ def test_a_user_signals_a_job_and_lists_its_children(tmp_path: Path, gateway: Fa
     assert bad.returncode != 0 and "not JSON" in bad.stderr
 
 
+def test_an_operator_signals_any_job_and_lists_its_children(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    _state(tmp_path / ".leasehold" / "local-stack.json", api_url=gateway.url)
+    signalled = _cli("ops", "signal", "j_1", "go", '{"ok": 1}', "--note", "why", cwd=tmp_path)
+    listed = _cli("ops", "children", "j_1", cwd=tmp_path)
+    for out in (signalled, listed):
+        assert out.returncode == 0, out.stderr
+    assert gateway.posted == [
+        ("/ops/jobs/j_1/signals/go", "ops", {"note": "why", "body": {"ok": 1}})
+    ]
+    assert [(path.split("?")[0], user) for path, user in gateway.seen] == [
+        ("/ops/jobs/j_1/children", "ops")
+    ]
+    assert [json.loads(line)["job_id"] for line in listed.stdout.splitlines()] == ["j_c"]
+    assert _cli("ops", "signal", "j_1", "go", cwd=tmp_path).returncode != 0  # no --note
+
+
 @pytest.mark.parametrize(
     ("request_text", "expected"),
     [

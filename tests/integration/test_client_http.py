@@ -626,3 +626,12 @@ def test_signal_callback_and_children_use_their_routes(api: ScriptedApi) -> None
         ("POST", "/callbacks/tok%2Fen%20with%20space", [1, 2]),
     ]
     assert [seen.path for seen in api.seen[2:]] == ["/jobs/j_1/children"] * 3
+    # The operator's: any tenant's job, the note beside the body
+    del api.seen[:]
+    assert client.ops.signal("j_1", "go", {"ok": True}, note="by phone") == VIEW
+    assert list(client.ops.children("j_1", page_size=2)) == children
+    assert (api.seen[0].path, api.seen[0].body) == (
+        "/ops/jobs/j_1/signals/go",
+        {"note": "by phone", "body": {"ok": True}},
+    )
+    assert [seen.path for seen in api.seen[1:]] == ["/ops/jobs/j_1/children"] * 3

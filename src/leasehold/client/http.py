@@ -348,6 +348,20 @@ class Ops(Replays):
         path = f"/ops/jobs/{segment(job_id)}/cancel"
         return dict(self._client.call("POST", path, {"note": note}))
 
+    def children(self, job_id: str, *, page_size: int | None = None) -> Iterator[JsonObject]:
+        """Any tenant's job's children (`GET /ops/jobs/{job_id}/children`), every set in
+        order, every page: the owner's fields and each child's `waiting_for` and `children`
+        (how many it started itself)."""
+        path = f"/ops/jobs/{segment(job_id)}/children"
+        return pages(self._client, path, {"limit": page_size}, items="items")
+
+    def signal(self, job_id: str, name: str, body: Any = None, *, note: str) -> JsonObject:
+        """An operator's signal to any tenant's job (`POST /ops/jobs/{job_id}/signals/{name}`),
+        recorded in its history with the note: a job waiting for it resumes. `ApiError.Conflict`
+        (`signal_exists`) for a second signal of that name."""
+        path = f"/ops/jobs/{segment(job_id)}/signals/{segment(name)}"
+        return self._client._object("POST", path, {"note": note, "body": body})
+
     def dead_letters(self) -> int:
         """How many wake-ups wait in the dead-letter queue (the summary's `sqs.dead_letter`)."""
         return int(self.summary()["sqs"]["dead_letter"])

@@ -330,6 +330,19 @@ def ops_cancel(job_id: str) -> Response:
     return _json(202, ops().cancel(job_id, who, json_body()))
 
 
+@app.get("/ops/jobs/<job_id>/children")
+def ops_children(job_id: str) -> Response:
+    operator()
+    page = workflows().ops_children(job_id, cursor=_query("cursor"), limit=_query("limit"))
+    return _json(200, page)
+
+
+@app.post("/ops/jobs/<job_id>/signals/<name>")
+def ops_signal(job_id: str, name: str) -> Response:
+    who = operator()
+    return _json(202, workflows().ops_signal(who, job_id, name, json_body()))
+
+
 @app.post("/ops/dlq/redrive")
 def ops_redrive() -> Response:
     who = operator()

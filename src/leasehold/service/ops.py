@@ -13,6 +13,7 @@ from leasehold.domain.errors import JobNotFoundError, ValidationError
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.domain.types import JsonObject
+from leasehold.service.fanin import children_done
 from leasehold.service.jobs import parse_limit, parse_state_filter
 from leasehold.service.redrive import DeadLetterService
 from leasehold.service.summary import OpsSummary, summarize
@@ -109,7 +110,8 @@ class OpsService:
         job = self._store.get(job_id)
         if job is None:
             raise JobNotFoundError(f"no job {job_id}")
-        return operator_view(job, self._clock.now_ms(), self._kinds)
+        done = children_done(self._stores, job)  # a parent's fan-in count, as its owner sees
+        return operator_view(job, self._clock.now_ms(), self._kinds, done)
 
     def replay(self, job_id: str, operator: Owner, body: Any) -> JsonObject:
         """Body optional: `{"note"?, "checked_provider"?, "from"?}`; an `unknown` job needs the

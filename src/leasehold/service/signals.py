@@ -5,19 +5,25 @@ path does not import the workflow engine."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from aws_lambda_powertools import Logger
+
 from leasehold.domain.clock import Clock
-from leasehold.domain.errors import ValidationError
-from leasehold.domain.job import Owner
+from leasehold.domain.errors import JobNotFoundError, ValidationError
+from leasehold.domain.job import Job, Owner
 from leasehold.domain.types import JsonObject
+from leasehold.domain.waits import child_id
 from leasehold.service.jobs import parse_limit
 from leasehold.service.kinds import JobKind
+from leasehold.service.ops import _note
 from leasehold.service.telemetry import Telemetry
-from leasehold.service.view import job_view
+from leasehold.service.view import job_view, waiting_for
 from leasehold.service.workflows import Workflows
 from leasehold.store import Stores
+
+logger = Logger(service="leasehold", child=True)
 
 MAX_SIGNAL_BYTES = 16 * 1024
 """A signal's body, as a payload: at most 16 KiB of JSON."""
@@ -36,6 +42,7 @@ class WorkflowService:
         self._stores = stores
         self._kinds = dict(kinds)
         self._clock = clock
+        self._telemetry = telemetry
         self._flows = Workflows(stores, clock, kinds, telemetry)
 
     def signal(self, owner: Owner, job_id: str, name: str, body: Any) -> JsonObject:
@@ -55,31 +62,63 @@ class WorkflowService:
     ) -> JsonObject:
         """`GET /jobs/{id}/children`: a page of the job's children, every set in order."""
         job = self._stores.jobs.get_owned(owner, job_id)
+        return self._children_page(job, cursor, limit, _owner_row)
+
+    def ops_children(self, job_id: str, *, cursor: str | None, limit: str | None) -> JsonObject:
+        """`GET /ops/jobs/{id}/children`: any tenant's job's children, the owner's page with
+        each child's `waiting_for` and how many children it has itself (read with it: free)."""
+        job = self._stores.jobs.get(job_id)
+        if job is None:
+            raise JobNotFoundError(f"no job {job_id}")
+        now = self._clock.now_ms()
+        return self._children_page(job, cursor, limit, lambda i, s, c: _ops_row(i, s, c, now))
+
+    def ops_signal(self, operator: Owner, job_id: str, name: str, body: Any) -> JsonObject:
+        """`POST /ops/jobs/{id}/signals/{name}`, body `{"note", "body"?}`: an operator's signal
+        to any tenant's job, delivered as the owner's would be, then recorded in the job's
+        history (`signaled`, by, note; decision WF40)."""
+        if not isinstance(body, dict) or set(body) - {"note", "body"}:
+            raise ValidationError('the body must be {"note": ..., "body"?: ...}')
+        note = _note(body, required=True)
+        sent = body.get("body")
+        _check_signal_body(sent)
+        job = self._flows.signal_any(job_id, name, sent)
+        self._stores.operator.note_act(
+            job_id,
+            "signaled",
+            operator=operator.user_id,
+            note=note,
+            now=self._clock.now_ms(),
+            reason=name,
+        )
+        logger.info(
+            "operator signal",
+            extra={"job_id": job_id, "operator": operator.user_id, "signal": name, "note": note},
+        )
+        return job_view(job, self._kinds, self._clock.now_ms())
+
+    def _children_page(
+        self,
+        job: Job,
+        cursor: str | None,
+        limit: str | None,
+        row: Callable[[str, int, Job | None], JsonObject],
+    ) -> JsonObject:
         size = parse_limit(limit)
         sets = [(int(step), int(total)) for step, total in (job.spawned or [])]
         position = _children_cursor(cursor, sets)
         items: list[JsonObject] = []
-        flows = self._flows
         next_cursor: str | None = None
         for number, (step, total) in enumerate(sets):
             if number < position[0]:
                 continue
             start = position[1] if number == position[0] else 0
             while start < total and len(items) < size:
-                page, after = flows.children_views(
-                    job, step, start=start, limit=min(100, size - len(items))
-                )
-                items.extend(
-                    {
-                        "job_id": v.job_id,
-                        "step": step,
-                        "state": v.state,
-                        "result": v.result,
-                        "error": v.error,
-                    }
-                    for v in page
-                )
-                start = total if after is None else after
+                stop = min(total, start + min(100, size - len(items)))
+                ids = [child_id(job.job_id, step, i) for i in range(start, stop)]
+                found = self._flows.waits.children_states(ids)
+                items.extend(row(i, step, c) for i, c in zip(ids, found, strict=True))
+                start = stop
             if len(items) >= size:
                 if start < total:
                     next_cursor = f"{number}.{start}"
@@ -87,6 +126,26 @@ class WorkflowService:
                     next_cursor = f"{number + 1}.0"
                 break
         return {"items": items, "next_cursor": next_cursor}
+
+
+def _owner_row(job_id: str, step: int, child: Job | None) -> JsonObject:
+    """A child as its owner sees it (`queued` for one not written yet)."""
+    if child is None:
+        return {"job_id": job_id, "step": step, "state": "queued", "result": None, "error": None}
+    return {
+        "job_id": job_id,
+        "step": step,
+        "state": child.state.value,
+        "result": child.result,
+        "error": child.error,
+    }
+
+
+def _ops_row(job_id: str, step: int, child: Job | None, now: int) -> JsonObject:
+    row = _owner_row(job_id, step, child)
+    row["waiting_for"] = waiting_for(child, now) if child is not None else None
+    row["children"] = sum(int(n) for _, n in (child.spawned or [])) if child else 0
+    return row
 
 
 def _check_signal_body(body: Any) -> None:

@@ -229,10 +229,12 @@ def lease_view(job: Job) -> JsonObject | None:
     return lease
 
 
-def operator_view(job: Job, now: int, kinds: Kinds = None) -> JsonObject:
+def operator_view(
+    job: Job, now: int, kinds: Kinds = None, children_done: int | None = None
+) -> JsonObject:
     """One job, whole, for an operator: the caller's view, whose it is, every attempt's end and
     every operator act (history), the operation ledger, the lease holder."""
-    view = job_view(job, kinds, now)
+    view = job_view(job, kinds, now, children_done)
     _, related, show_payload = _extras(job, kinds)
     view.update(
         {

@@ -414,6 +414,14 @@ class Workflows:
         job = self._stores.jobs.get_owned(owner, job_id)
         return self._deliver(job, name, body)
 
+    def signal_any(self, job_id: str, name: str, body: Any) -> Job:
+        """An operator's signal to any tenant's job (`POST /ops/jobs/{id}/signals/{name}`)."""
+        check_signal_name(name)
+        job = self._stores.jobs.get(job_id)
+        if job is None:
+            raise JobNotFoundError(f"no job {job_id}")
+        return self._deliver(job, name, body)
+
     def callback(self, token: str, body: Any) -> Job:
         """`POST /callbacks/{token}`: the wait's callback, as the owner's signal would."""
         if not isinstance(token, str) or not 20 <= len(token) <= 100:

@@ -265,10 +265,24 @@ class OperatorStore:
 
     def note_redrive(self, job_id: str, *, operator: str, note: str, now: int) -> bool:
         """Record in the job's history that an operator moved its wake-up from the DLQ back to
-        the work queue: one write that does not read the job first (`append_history`), bumping
+        the work queue (`note_act`, event `redriven`)."""
+        return self.note_act(job_id, "redriven", operator=operator, note=note, now=now)
+
+    def note_act(
+        self,
+        job_id: str,
+        event: str,
+        *,
+        operator: str,
+        note: str,
+        now: int,
+        reason: str | None = None,
+    ) -> bool:
+        """Record an operator's act in the job's history (a redrive, a signal): one write that
+        does not read the job first (`append_history`), bumping
         `version` so that a replay or resolve that read the job before it fails its condition
         instead of writing over the entry. False when the job no longer exists or its history is
-        at REDRIVE_HISTORY_CAP (the redrive's log line still records it)."""
+        at REDRIVE_HISTORY_CAP (the act's log line still records it)."""
         expr = Expression()
         expr.condition(f"attribute_exists({expr.name('pk')})")
         history = expr.name("history")
@@ -277,7 +291,7 @@ class OperatorStore:
             f"{expr.value(REDRIVE_HISTORY_CAP)}"
         )
         expr.increment("version")
-        append_history(expr, entry("redriven", at=now, by=operator, note=note))
+        append_history(expr, entry(event, at=now, by=operator, note=note, reason=reason))
         try:
             self._table.update(expr.update_params(job_key(job_id)))
         except ConditionFailed:

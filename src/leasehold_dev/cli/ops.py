@@ -56,6 +56,13 @@ def _cmd_ops(args: argparse.Namespace) -> int:
             )
         elif command == "cancel":
             result = client.ops.cancel(args.job_id, note=args.note)
+        elif command == "children":  # every page, a JSON line each
+            for child in client.ops.children(args.job_id):
+                print(json.dumps(child))
+            return 0
+        elif command == "signal":
+            body = json.loads(args.body) if args.body is not None else None
+            result = client.ops.signal(args.job_id, args.name, body, note=args.note)
         else:
             result = client.ops.resolve(
                 args.job_id, args.outcome, note=args.note, receipt=args.receipt
@@ -203,6 +210,14 @@ def _dlq_send(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _json_text(text: str) -> str:
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    return text
+
+
 def add_ops_commands(commands: Any) -> None:
     ops = commands.add_parser(
         "ops", help="operator view and actions (the local stack, or deployed with --url)"
@@ -248,6 +263,13 @@ def add_ops_commands(commands: Any) -> None:
     cancel = command("cancel", "cancel any tenant's job (a running one is asked to stop)")
     cancel.add_argument("job_id")
     cancel.add_argument("--note", required=True, help="why (recorded in the job's history)")
+    children = command("children", "any tenant's job's children, a JSON line each")
+    children.add_argument("job_id")
+    signal = command("signal", "send a signal to any tenant's job (recorded with a note)")
+    signal.add_argument("job_id")
+    signal.add_argument("name", help="the signal's name, as the step waits for it")
+    signal.add_argument("body", nargs="?", type=_json_text, help="a JSON body (default null)")
+    signal.add_argument("--note", required=True, help="why (recorded in the job's history)")
     resolve = command("resolve", "settle an unknown job")
     resolve.add_argument("job_id")
     resolve.add_argument("--outcome", choices=["succeeded", "failed"], required=True)

@@ -1,4 +1,4 @@
-// The confirmed actions: replay, resolve, cancel and redrive, each in one dialog that says
+// The confirmed actions: replay, resolve, cancel, signal and redrive, each in one dialog that says
 // why it cannot happen now (a 409) in words, not as an error page.
 
 import { api, credential, errorText, whoAmI } from "./api.js";
@@ -64,15 +64,17 @@ export function noteValue() {
   return node ? node.value.trim() : "";
 }
 
-export function afterAct(job, gen, answer, what) {
+// `page`: the job whose page to show after the act (a branch's acts stay on its parent's page).
+export function afterAct(job, gen, answer, what, page) {
   if (answer.status >= 200 && answer.status < 300 && current(gen)) {
     stopTimers();
-    views.job(job.job_id, gen, `${what} by ${whoAmI(credential())}: the job is now ${answer.body.state}.`);
+    const whose = page && page !== job.job_id ? `job ${job.job_id}` : "the job";
+    views.job(page || job.job_id, gen, `${what} by ${whoAmI(credential())}: ${whose} is now ${answer.body.state}.`);
   }
   return answer;
 }
 
-export function replayDialog(job, gen) {
+export function replayDialog(job, gen, page) {
   const unknown = job.state === "unknown";
   openDialog(`Replay job ${job.job_id}?`, (body) => {
     body.appendChild(el("p", { text: `It goes back to queued under the same id; its history stays. It is ${job.state}` +
@@ -99,7 +101,7 @@ export function replayDialog(job, gen) {
     if (unknown) payload.checked_provider = true;
     if (document.getElementById("dialog-from-start").checked) payload.from = "start";
     const answer = await api("POST", `/ops/jobs/${encodeURIComponent(job.job_id)}/replay`, payload);
-    return afterAct(job, gen, answer, "Replayed");
+    return afterAct(job, gen, answer, "Replayed", page);
   }, "Replay");
 }
 
@@ -126,7 +128,7 @@ export function resolveDialog(job, gen) {
   }, "Resolve");
 }
 
-export function cancelDialog(job, gen) {
+export function cancelDialog(job, gen, page) {
   openDialog(`Cancel job ${job.job_id}?`, (body) => {
     body.appendChild(el("p", { text: job.state === "running"
       ? "It is running: the worker is asked to stop before its next step."
@@ -134,8 +136,34 @@ export function cancelDialog(job, gen) {
     noteField(true).forEach((n) => body.appendChild(n));
   }, () => noteValue().length > 0, async () => {
     const answer = await api("POST", `/ops/jobs/${encodeURIComponent(job.job_id)}/cancel`, { note: noteValue() });
-    return afterAct(job, gen, answer, "Cancelled");
+    return afterAct(job, gen, answer, "Cancelled", page);
   }, "Cancel the job");
+}
+
+// A signal for the job, as its owner would send it: a name, a JSON body, and the operator's
+// note (recorded in the job's history as `signaled`).
+export function signalDialog(job, gen, page) {
+  const waited = job.waiting_for && job.waiting_for.signal;
+  const bodyText = () => document.getElementById("dialog-signal-body").value.trim();
+  const parsed = () => {
+    if (!bodyText()) return { ok: true, value: null };
+    try { return { ok: true, value: JSON.parse(bodyText()) }; } catch (_) { return { ok: false }; }
+  };
+  const name = () => document.getElementById("dialog-signal-name").value.trim();
+  openDialog(`Signal job ${job.job_id}?`, (body) => {
+    body.appendChild(el("p", { text: waited
+      ? `It waits for the signal "${waited}": it resumes once it comes.`
+      : "It does not wait for a signal now: one sent is kept for the step that waits for it." }));
+    body.appendChild(el("label", { for: "dialog-signal-name", text: "Signal name" }));
+    body.appendChild(el("input", { id: "dialog-signal-name", maxlength: "100", value: waited || "" }));
+    body.appendChild(el("label", { for: "dialog-signal-body", text: "Body (JSON; empty: null)" }));
+    body.appendChild(el("textarea", { id: "dialog-signal-body", placeholder: '{"approved": true}' }));
+    noteField(true).forEach((n) => body.appendChild(n));
+  }, () => name().length > 0 && parsed().ok && noteValue().length > 0, async () => {
+    const path = `/ops/jobs/${encodeURIComponent(job.job_id)}/signals/${encodeURIComponent(name())}`;
+    const answer = await api("POST", path, { note: noteValue(), body: parsed().value });
+    return afterAct(job, gen, answer, `Signal "${name()}" sent`, page);
+  }, "Send the signal");
 }
 
 export function redriveDialog(depth) {

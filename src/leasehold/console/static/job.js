@@ -2,18 +2,24 @@
 // may take on it (each through a confirmed dialog).
 
 import { api, failure } from "./api.js";
-import { cancelDialog, replayDialog, resolveDialog } from "./dialogs.js";
+import { cancelDialog, replayDialog, resolveDialog, signalDialog } from "./dialogs.js";
 import { clear, el, pretty, safeHref, text, waits, when } from "./dom.js";
-import { countdown, current, handledAway, later, main, stopCountdown } from "./shell.js";
+import { countdown, current, handledAway, later, main, stopCountdown, stopTimers } from "./shell.js";
+import { loadWorkflow, workflowPanel } from "./workflow.js";
 
 export const REPLAYABLE = new Set(["dead", "failed", "unknown"]);
 export const CANCELLABLE = new Set(["queued", "running", "waiting_approval"]);
 export const SETTLED_JOB_REFRESH_MS = 5000;
 export const JOB_REFRESH_MS = 1000;
 
+let renders = 0; // the latest render wins: one started since (a click in the tree) drops this one
+
 export async function renderJob(jobId, gen, flash) {
+  const mine = ++renders;
   const answer = await api("GET", `/ops/jobs/${encodeURIComponent(jobId)}`);
-  if (!current(gen) || handledAway(answer)) return;
+  if (!current(gen) || mine !== renders || handledAway(answer)) return;
+  const flow = answer.status === 200 ? await loadWorkflow(answer.body) : null;
+  if (!current(gen) || mine !== renders) return;
   stopCountdown();
   clear(main);
   if (answer.status !== 200) {
@@ -31,6 +37,8 @@ export async function renderJob(jobId, gen, flash) {
   view.appendChild(actions(job, gen));
   view.appendChild(facts(job));
   view.appendChild(belongsTo(job));
+  const flowPanel = workflowPanel(job, flow, gen, () => { stopTimers(); renderJob(jobId, gen, flash); }, timeline, REPLAYABLE, CANCELLABLE);
+  if (flowPanel) view.appendChild(flowPanel);
   view.appendChild(lease(job));
   view.appendChild(el("h2", { text: "Timeline" }));
   view.appendChild(timeline(job));
@@ -63,6 +71,10 @@ export function actions(job, gen) {
   if (CANCELLABLE.has(job.state)) {
     bar.appendChild(el("button", { id: "act-cancel", type: "button", class: "danger",
       onclick: () => cancelDialog(job, gen), text: job.state === "running" ? "Ask to cancel…" : "Cancel…" }));
+  }
+  if (["queued", "running"].includes(job.state)) {
+    bar.appendChild(el("button", { id: "act-signal", type: "button",
+      onclick: () => signalDialog(job, gen), text: "Signal…" }));
   }
   if (!bar.firstChild) bar.appendChild(el("span", { class: "muted", text: "No operator action applies to a " + job.state + " job." }));
   return bar;
@@ -140,7 +152,7 @@ export function lease(job) {
   return box;
 }
 
-export const OPERATOR_EVENTS = new Set(["replayed", "resolved", "redriven", "cancel_requested"]);
+export const OPERATOR_EVENTS = new Set(["replayed", "resolved", "redriven", "cancel_requested", "signaled"]);
 
 export function timeline(job) {
   const list = el("ol", { class: "timeline", id: "timeline" });
