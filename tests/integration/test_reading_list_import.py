@@ -1,6 +1,6 @@
 """Importing a list into the reading list (issue 31 item 9), on `leasehold.testing`: one
 `reading_list_import` parent whose children fetch the titles and save the bookmarks, its progress
-read through `GET /bookmarks/imports/{id}` while the testbed runs it a round at a time."""
+read through `GET /bookmark-imports/{id}` while the testbed runs it a round at a time."""
 
 from __future__ import annotations
 
@@ -53,14 +53,14 @@ def _testbed(fetches: Fetches, **settings: Any) -> LeaseholdTestbed:
 
 def _start(tb: LeaseholdTestbed, body: Any, key: str | None = None) -> dict[str, Any]:
     headers = {"Idempotency-Key": key} if key else None
-    status, answer, location = tb.request("POST", "/bookmarks/imports", body, headers=headers)
+    status, answer, location = tb.request("POST", "/bookmark-imports", body, headers=headers)
     assert status == 202, answer
-    assert location["Location"] == f"/bookmarks/imports/{answer['import_id']}"
+    assert location["Location"] == f"/bookmark-imports/{answer['import_id']}"
     return dict(answer)
 
 
 def _progress(tb: LeaseholdTestbed, import_id: str) -> dict[str, Any]:
-    status, view, _ = tb.request("GET", f"/bookmarks/imports/{import_id}")
+    status, view, _ = tb.request("GET", f"/bookmark-imports/{import_id}")
     assert status == 200, view
     return dict(view)
 
@@ -155,7 +155,7 @@ def test_the_same_key_and_list_is_the_same_import() -> None:
         assert other["import_id"] != first["import_id"]
         status, answer, _ = tb.request(
             "POST",
-            "/bookmarks/imports",
+            "/bookmark-imports",
             {"urls": URLS[:4]},
             headers={"Idempotency-Key": "import-1"},
         )
@@ -186,7 +186,7 @@ def test_the_same_key_and_list_is_the_same_import() -> None:
 )
 def test_bad_imports_are_400_with_what_is_wrong(body: Any, code: str, says: str) -> None:
     with _testbed(Fetches()) as tb:
-        status, answer, _ = tb.request("POST", "/bookmarks/imports", body)
+        status, answer, _ = tb.request("POST", "/bookmark-imports", body)
         assert status == 400, answer
         assert answer["error"]["code"] == code, answer
         assert says in answer["error"]["message"], answer
@@ -197,11 +197,11 @@ def test_an_import_is_its_owners_and_only_an_import() -> None:
     with _testbed(Fetches()) as tb:
         import_id = _start(tb, {"urls": URLS[:1]})["import_id"]
         status, _, _ = tb.request(
-            "GET", f"/bookmarks/imports/{import_id}", owner=Owner(tb.owner.tenant, "mallory")
+            "GET", f"/bookmark-imports/{import_id}", owner=Owner(tb.owner.tenant, "mallory")
         )
         assert status == 404
         status, saved, _ = tb.request("POST", "/bookmarks", {"url": URLS[0]})
-        status, _, _ = tb.request("GET", f"/bookmarks/imports/{saved['title_job']['job_id']}")
+        status, _, _ = tb.request("GET", f"/bookmark-imports/{saved['title_job']['job_id']}")
         assert status == 404  # a title job is not an import
-        status, _, _ = tb.request("GET", "/bookmarks/imports/j_nothing")
+        status, _, _ = tb.request("GET", "/bookmark-imports/j_nothing")
         assert status == 404

@@ -247,6 +247,8 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("GET", "/console"),
         ("GET", "/console/{asset}"),
         ("POST", "/bookmarks"),
+        ("POST", "/bookmark-imports"),
+        ("GET", "/bookmark-imports/{import_id}"),
         ("GET", "/bookmarks"),
         ("GET", "/bookmarks/{bookmark_id}"),
         ("PATCH", "/bookmarks/{bookmark_id}"),

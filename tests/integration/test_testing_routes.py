@@ -165,6 +165,6 @@ def test_a_module_strings_routes_are_mounted(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("TITLE_FETCHER", "fixture")
     monkeypatch.setenv("ENRICHMENT_PROVIDER_CAPABILITY", "none")
     with LeaseholdTestbed("leasehold_apps.reading_list") as tb:
-        assert sorted(tb.kinds) == ["enrich", "title"]
+        assert sorted(tb.kinds) == ["enrich", "imported_title", "reading_list_import", "title"]
         status, page, _ = tb.request("GET", "/bookmarks")
         assert (status, page) == (200, {"items": [], "next_cursor": None})

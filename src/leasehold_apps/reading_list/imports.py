@@ -1,7 +1,7 @@
 """Importing a list of URLs (docs/guide/applications.md "Importing a list"): one parent job,
 `reading_list_import`, whose first step starts a child `imported_title` job per URL
 (`ctx.map`, at most `IMPORT_CONCURRENCY` running at once, every failure tolerated) and whose
-last step summarises what each URL became. Made by `POST /bookmarks/imports`, never
+last step summarises what each URL became. Made by `POST /bookmark-imports`, never
 `POST /jobs`.
 
 A child fetches its URL's title with the `title` kind's fetcher and step, and its end commits

@@ -51,11 +51,11 @@ def list_bookmarks() -> Response:
     )
 
 
-@routes.post("/bookmarks/imports")
+@routes.post("/bookmark-imports")
 def import_bookmarks() -> Response:
     owner = routes.caller()
     accepted = bookmarks().start_import(owner, routes.body(), routes.header("Idempotency-Key"))
-    location = f"/bookmarks/imports/{accepted.job_id}"
+    location = f"/bookmark-imports/{accepted.job_id}"
     logger.info(
         "accepted",
         extra={"job_id": accepted.job_id, "new_job": accepted.created, "kind": "import"},
@@ -72,7 +72,7 @@ def import_bookmarks() -> Response:
     )
 
 
-@routes.get("/bookmarks/imports/<import_id>")
+@routes.get("/bookmark-imports/<import_id>")
 def get_import(import_id: str) -> Response:
     return respond(200, bookmarks().import_view(routes.caller(), import_id))
 
