@@ -44,19 +44,62 @@ class LocalContext:
         return max(0, self.timeout_ms - int((time.monotonic() - self._started) * 1000))
 
 
-_IN_PROCESS = threading.RLock()
-
-
 def serialised(handler: Handler) -> Handler:
-    """Handlers that share this process (Api, Relay, Sweeper in `local up`) run one at a time:
-    on Lambda each has its own execution environment, so their module-level Powertools Logger
-    and Metrics are never shared between threads — here they would be."""
+    """One invocation of this function at a time, as one Lambda execution environment runs one.
+    The Api, Relay and Sweeper of `local up` share a process but not a lock (decision CI11): on
+    Lambda each has its own environment, and a request never waits for a sweep — under a table
+    outage a sweep spends seconds in botocore's backoff per call, and a request behind it missed
+    its client's timeout. What they share in the process is made safe for threads by
+    `metrics_shared_by_threads` and `log_keys_per_thread`."""
+    alone = threading.RLock()
 
     def invoke_alone(event: dict[str, Any], context: Any) -> Any:
-        with _IN_PROCESS:
+        with alone:
             return handler(event, context)
 
     return invoke_alone
+
+
+_LOG_KEYS = threading.local()
+"""This thread's Powertools log keys: formatter id → the keys its invocation set."""
+
+
+def log_keys_per_thread() -> None:
+    """Keep the Powertools Logger's per-invocation keys (function name, request id, cold start)
+    per thread, for handlers that share a process and run at once (`serialised`). Every Logger
+    of one service shares one formatter, and each invocation replaces its keys as it starts
+    (`inject_lambda_context(clear_state=True)`): without this, a sweep's lines would carry the
+    Api's function name once a request began meanwhile. A thread that never set keys (a sweep's
+    segment threads) reads those of the thread that started it, else the last ones set.
+    Idempotent; for the local stack's process only (it patches threading.Thread)."""
+    from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter as Formatter
+
+    if getattr(Formatter, "_leasehold_keys_per_thread", False):
+        return
+
+    def read(formatter: Any) -> Any:
+        keys = getattr(_LOG_KEYS, "keys", None)
+        if keys is None:
+            keys = getattr(threading.current_thread(), "_leasehold_log_keys", None)
+        mine = keys.get(id(formatter)) if keys else None
+        return mine if mine is not None else formatter.__dict__["log_format"]
+
+    def write(formatter: Any, value: Any) -> None:
+        formatter.__dict__["log_format"] = value  # the last set: what other threads read
+        if not hasattr(_LOG_KEYS, "keys"):
+            _LOG_KEYS.keys = {}
+        _LOG_KEYS.keys[id(formatter)] = value
+
+    original_init = threading.Thread.__init__
+
+    def init(thread: threading.Thread, *args: Any, **kwargs: Any) -> None:
+        original_init(thread, *args, **kwargs)
+        # the starting thread's keys (a dict it keeps updating), read while the new one has none
+        thread._leasehold_log_keys = getattr(_LOG_KEYS, "keys", None)  # type: ignore[attr-defined]
+
+    threading.Thread.__init__ = init  # type: ignore[method-assign, assignment]
+    Formatter.log_format = property(read, write)  # type: ignore[assignment]
+    Formatter._leasehold_keys_per_thread = True  # type: ignore[attr-defined]
 
 
 _METRICS_LOCK = threading.RLock()

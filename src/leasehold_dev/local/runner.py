@@ -27,6 +27,7 @@ from leasehold_dev.local.invoke import (
     LocalContext,
     apply_environment,
     load_handler,
+    log_keys_per_thread,
     metrics_shared_by_threads,
     serialised,
 )
@@ -243,6 +244,10 @@ class LocalStack:
         return {mode: server.url for mode, server in self.providers.items()}
 
     def _start_functions(self, info: StackInfo) -> StackInfo:
+        # The Api, Relay and Sweeper run at once in this process, each one invocation at a
+        # time (`serialised`, decision CI11): their shared metric set and log keys made safe.
+        metrics_shared_by_threads()
+        log_keys_per_thread()
         api = info.function_for("handlers.api.handler")
         apply_environment(info, api)
         self.gateway = Gateway(self.port, info.routes, {api: serialised(load_handler(info, api))})
