@@ -77,6 +77,12 @@ def parse_new_bookmark(body: Any, *, fixture_fetcher: bool) -> NewBookmark:
     if "url" not in body:
         raise ValidationError("'url' is required", code="invalid_url")
     url = validate_bookmark_url(body["url"])
+    return NewBookmark(url=url, title_mode=title_mode_of(body, fixture_fetcher))
+
+
+def title_mode_of(body: dict[str, Any], fixture_fetcher: bool) -> str | None:
+    """A request's `title_mode`: one of the fixture fetcher's modes, and only while that fetcher
+    is configured (the local stack); None when the request names none."""
     mode = body.get("title_mode")
     if mode is not None:
         if not fixture_fetcher:
@@ -85,7 +91,7 @@ def parse_new_bookmark(body: Any, *, fixture_fetcher: bool) -> NewBookmark:
             )
         if mode not in FIXTURE_MODES:
             raise ValidationError(f"'title_mode' must be one of: {', '.join(FIXTURE_MODES)}")
-    return NewBookmark(url=url, title_mode=mode)
+    return str(mode) if mode is not None else None
 
 
 def parse_version(value: Any) -> int:

@@ -28,10 +28,10 @@ from leasehold import (
     ValidationError,
 )
 from leasehold.apps import items
-from leasehold_apps.reading_list.bookmark import Bookmark, TitleStatus
+from leasehold_apps.reading_list.bookmark import Bookmark, TitleStatus, title_mode_of
 from leasehold_apps.reading_list.codec import new_bookmark_item
 from leasehold_apps.reading_list.kinds import TitleKind, title
-from leasehold_apps.reading_list.titles import FIXTURE_MODES, validate_bookmark_url
+from leasehold_apps.reading_list.titles import validate_bookmark_url
 
 IMPORT_KIND = "reading_list_import"
 CHILD_KIND = "imported_title"
@@ -80,15 +80,7 @@ def parse_import(body: Any, *, fixture_fetcher: bool) -> NewImport:
             checked.append(validate_bookmark_url(url))
         except ValidationError as bad:
             raise ValidationError(f"urls[{index}]: {bad}", code="invalid_url") from None
-    mode = body.get("title_mode")
-    if mode is not None:
-        if not fixture_fetcher:
-            raise ValidationError(
-                "'title_mode' is accepted only with the fixture title fetcher (local stack)"
-            )
-        if mode not in FIXTURE_MODES:
-            raise ValidationError(f"'title_mode' must be one of: {', '.join(FIXTURE_MODES)}")
-    new = NewImport(urls=checked, title_mode=mode)
+    new = NewImport(urls=checked, title_mode=title_mode_of(body, fixture_fetcher))
     size = len(json.dumps(new.payload(), separators=(",", ":")).encode())
     if size > MAX_IMPORT_PAYLOAD - 1024:
         raise ValidationError(
