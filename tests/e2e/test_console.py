@@ -14,8 +14,6 @@ import pytest
 
 from tests.support import console_jobs as jobs
 from tests.support.browser import (
-    headless_chromium,
-    missing_browser,
     sign_in,
     text_of,
     wait_until,
@@ -31,16 +29,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackProces
         yield running
     finally:
         running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    # No skip: `make setup` installs the browser, so a missing one is a failure to see
-    missing = missing_browser()
-    if missing is not None:
-        pytest.fail(missing)
-    with headless_chromium() as driver:
-        yield driver
 
 
 def _by_css(driver: Any, selector: str) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support import console_jobs as jobs
-from tests.support.browser import headless_chromium, missing_browser, sign_in, text_of, wait_until
+from tests.support.browser import sign_in, text_of, wait_until
 from tests.support.localstack import LocalStackProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,15 +29,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackProces
         yield running
     finally:
         running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    missing = missing_browser()
-    if missing is not None:
-        pytest.fail(missing)
-    with headless_chromium() as driver:
-        yield driver
 
 
 def _click(driver: Any, selector: str) -> None:
