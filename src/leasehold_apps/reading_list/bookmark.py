@@ -45,6 +45,34 @@ class Bookmark:
     read_by: set[str] = field(default_factory=set)
     enrichment: dict[str, Any] | None = None
 
+    @staticmethod
+    def first(
+        bookmark_id: str,
+        tenant: str,
+        owner: str,
+        url: str,
+        title_job_id: str,
+        title_mode: str | None,
+        now: int,
+        title_status: str = TitleStatus.PENDING,
+    ) -> Bookmark:
+        """A bookmark as it is first saved (by `POST /bookmarks` or an import's child): no
+        note, every version 1, its title job named."""
+        return Bookmark(
+            bookmark_id=bookmark_id,
+            tenant=tenant,
+            owner=owner,
+            url=url,
+            note="",
+            version=1,
+            source_version=1,
+            created_at=now,
+            updated_at=now,
+            title_job_id=title_job_id,
+            title_status=title_status,
+            title_mode=title_mode,
+        )
+
 
 @dataclass(frozen=True)
 class NewBookmark:

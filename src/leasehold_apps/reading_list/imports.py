@@ -149,19 +149,15 @@ class ImportedTitleKind(Kind):
             status, title_text, error = TitleStatus.FAILED, None, dict(outcome.error)
         else:  # cancelled with its import: nothing saved
             return []
-        bookmark = Bookmark(
-            bookmark_id=bookmark_id_of(job.job_id),
-            tenant=job.owner.tenant,
-            owner=job.owner.user_id,
-            url=job.payload["url"],
-            note="",
-            version=1,
-            source_version=1,
-            created_at=now,
-            updated_at=now,
-            title_job_id=job.job_id,
+        bookmark = Bookmark.first(
+            bookmark_id_of(job.job_id),
+            job.owner.tenant,
+            job.owner.user_id,
+            job.payload["url"],
+            job.job_id,
+            job.payload.get("title_mode"),
+            now,
             title_status=status,
-            title_mode=job.payload.get("title_mode"),
         )
         item = new_bookmark_item(bookmark)
         if title_text is not None:

@@ -132,18 +132,8 @@ class BookmarkService:
             bookmark_id = idempotency.derived_id("b", owner, idempotency_key, "bookmarks")
             job_id = idempotency.derived_id("j", owner, idempotency_key, "bookmark-title")
         job = self._title_job(owner, bookmark_id, new.url, 1, new.title_mode, now, job_id)
-        bookmark = Bookmark(
-            bookmark_id=bookmark_id,
-            tenant=owner.tenant,
-            owner=owner.user_id,
-            url=new.url,
-            note="",
-            version=1,
-            source_version=1,
-            created_at=now,
-            updated_at=now,
-            title_job_id=job.job_id,
-            title_mode=new.title_mode,
+        bookmark = Bookmark.first(
+            bookmark_id, owner.tenant, owner.user_id, new.url, job.job_id, new.title_mode, now
         )
         try:
             created = self._store.create(
