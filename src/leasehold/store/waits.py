@@ -272,12 +272,15 @@ class WaitStore:
         return FanIn(ended, failed)
 
     def children_states(self, ids: list[str]) -> list[Job | None]:
-        """The children named, in order (None for one not written yet)."""
+        """The children named, in order (None for one not written yet). Strongly consistent:
+        the step after the wait reads their results, and the cascade decides from their states
+        which to cancel — a read a second behind could show an ended child still running, or
+        miss a child just written."""
         found = {
             job.job_id: job
             for job in (
                 job_from_item(item)
-                for item in self._table.batch_get([job_key(i) for i in ids], consistent=False)
+                for item in self._table.batch_get([job_key(i) for i in ids], consistent=True)
             )
         }
         return [found.get(i) for i in ids]
