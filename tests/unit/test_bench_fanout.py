@@ -24,10 +24,10 @@ def _fanout(n: int) -> list[WriteEvent]:
     writes = []
     for i in range(n):
         writes.append(_write("parent:spawn", f"JOB#c{i}"))
-        writes.append(_write("parent:spawn", f"OUTBOX#c{i}"))
         writes.append(_write("child:outcome", "FANIN#p#0#0", action="Update"))
-    for _ in range(-(-n // 49)):
+    for _ in range(-(-n // 98)):
         writes.append(_write("parent:spawn", "JOB#p", action="ConditionCheck"))
+        writes.append(_write("parent:spawn", "OUTBOX#p"))
     writes.append(_write("child:wake", "JOB#p", action="Update"))
     return writes
 

@@ -80,3 +80,40 @@ def test_a_shard_that_refuses_fails_only_its_own_records() -> None:
         str(n) for n, job in enumerate(jobs) if queue_shard(job, 4) == 2
     ]
     assert failed  # some job did hash to the broken shard
+
+
+def _spawn_record(n: int, parent: str, children: list[str]) -> dict[str, Any]:
+    record = _record(n, parent)
+    record["dynamodb"]["NewImage"]["spawn"] = {"L": [{"S": c} for c in children]}
+    return record
+
+
+def test_a_spawn_item_wakes_each_child_it_names_and_not_its_parent() -> None:
+    """One outbox item for a parent's 98 children (WF43): one message per child, on each
+    child's shard; the parent itself gets none."""
+    sqs = CountingSqs()
+    queue = WakeupQueue(sqs, SHARDS[0], None, shard_urls=SHARDS[1:])  # type: ignore[arg-type]
+    children = [f"j_c{n:03d}" for n in range(98)]
+    telemetry = CountingTelemetry()
+    failed = relay_records(
+        [_spawn_record(7, "j_parent", children)], queue, ManualClock(), telemetry
+    )
+    assert failed == []
+    sent = [(url, job) for url, bodies in sqs.requests for job in bodies]
+    assert sorted(sent) == sorted((SHARDS[queue_shard(job, 4)], job) for job in children)
+
+
+def test_a_spawn_item_with_one_message_refused_is_failed_once_and_sent_again_whole() -> None:
+    sqs = CountingSqs(broken=frozenset({"N1"}))
+    queue = WakeupQueue(sqs, SHARDS[0], None, shard_urls=SHARDS[1:])  # type: ignore[arg-type]
+    children = [f"j_c{n:03d}" for n in range(30)]
+    assert any(queue_shard(c, 4) == 1 for c in children)
+    failed = relay_records(
+        [_spawn_record(3, "j_p", children), _record(4, "j_other")],
+        queue,
+        ManualClock(),
+        CountingTelemetry(),
+    )
+    # the stream retries from the spawn's record: every child is sent again (a child woken
+    # twice is claimed once), and a record is named once however many of its messages failed
+    assert failed == ["3"] + (["4"] if queue_shard("j_other", 4) == 1 else [])

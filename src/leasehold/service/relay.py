@@ -1,4 +1,5 @@
-"""Outbox → SQS: each INSERT of an outbox item becomes one wake-up, delayed until it is due."""
+"""Outbox → SQS: each INSERT of an outbox item becomes one wake-up (a spawn item, one per child it
+names), delayed until it is due."""
 
 from __future__ import annotations
 
@@ -51,6 +52,28 @@ def parse_stream_record(record: dict[str, Any], now: int) -> OutboxRecord | None
     )
 
 
+def spawned(record: dict[str, Any], item: OutboxRecord) -> list[OutboxRecord]:
+    """The wake-ups one outbox record stands for: itself, or, for a parent's spawn (`spawn`,
+    WF43), one per child it names (they share the item's trace). A message not sent fails
+    the whole record: the stream sends it again, and a child woken twice is claimed once."""
+    image = record.get("dynamodb", {}).get("NewImage") or {}
+    ids = image.get("spawn", {}).get("L")
+    if not isinstance(ids, list):
+        return [item]
+    wakeup = item.wakeup
+    return [
+        OutboxRecord(
+            item.sequence_number,
+            replace(
+                wakeup,
+                job_id=child["S"],
+                dispatch_id=f"{wakeup.dispatch_id}/{number}",
+            ),
+        )
+        for number, child in enumerate(ids)
+    ]
+
+
 @dataclass(frozen=True)
 class TracedRecord(OutboxRecord):
     """An outbox record with its relay span open until its message is sent (or not)."""
@@ -87,7 +110,12 @@ def relay_records(
     as failed (Lambda retries the stream from the lowest one, so nothing is skipped)."""
     now = clock.now_ms()
     parsed = [(record, parse_stream_record(record, now)) for record in records]
-    outbox = [_traced(item) for _, item in parsed if item is not None]
+    outbox = [
+        _traced(each)
+        for record, item in parsed
+        if item is not None
+        for each in spawned(record, item)
+    ]
     # Grouped by the queue each goes to (its priority's, or its job's normal shard: QS1), in
     # stream order within a queue, and cut into requests of 10 per queue: sharding adds no
     # request for a batch that fills them (no wake-up's order matters: SQS standard queues keep
@@ -110,4 +138,4 @@ def relay_records(
     telemetry.count("WakeupsRelayed", len(outbox) - len(failed))
     if failed:
         telemetry.count("RelayFailures", len(failed))
-    return failed
+    return list(dict.fromkeys(failed))

@@ -54,6 +54,7 @@ from leasehold.service.fanin import child_ended
 from leasehold.service.jobs import Intake
 from leasehold.service.kinds import Attempt, Disposition, JobKind, WakeupResult
 from leasehold.service.telemetry import Telemetry
+from leasehold.service.tracing import active_traceparent
 from leasehold.store import Stores
 from leasehold.store.history import entry
 from leasehold.store.queue import Wakeup
@@ -123,6 +124,10 @@ class Workflows:
         if tolerate_failures < 0:
             raise ValueError("tolerate_failures must be an integer ≥ 0")
         options = options or JobOptions()
+        if options.traceparent is None:
+            # the parent's trace goes on in its children (the step's span when one records),
+            # and children sharing one trace share one wake-up item (WF43)
+            options = replace(options, traceparent=active_traceparent() or attempt.job.traceparent)
         if options.idempotency_key is not None:
             raise ValueError("a child's id derives from its parent's: give no idempotency_key")
         start = len(requests.children)

@@ -19,11 +19,12 @@ from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
 from leasehold.domain.waits import WaitRecord
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import fenced, new_job_writes, set_history, write_job
+from leasehold.store.guards import fenced, new_job_writes, outbox_put, set_history, write_job
 from leasehold.store.items import (
     ACTIVE_PARTITION,
     DUE_PARTITION,
     JOB_TTL_SECONDS,
+    OUTBOX_PREFIX,
     job_from_item,
     job_key,
     serialize,
@@ -35,8 +36,13 @@ from leasehold.store.table import ConditionFailed, Table
 from leasehold.store.waits_ends import _expires, fanin_key
 
 TRANSACTION_ACTIONS = 100
-_CHILDREN_PER_TRANSACTION = (TRANSACTION_ACTIONS - 1) // 2
-"""A child is its item and its wake-up; one action per transaction is the parent's fence."""
+_CHILDREN_PER_TRANSACTION = TRANSACTION_ACTIONS - 2
+"""A transaction is the parent's fence, its children's items and one wake-up naming them all
+(WF43): 98 children, when they share how they are delivered (as a `map`'s children do)."""
+
+_SHARED = ("tenant", "user_id", "deliver_at", "kind", "priority", "cap", "tp")
+"""What a spawn wake-up's children share (`spawn_item`): a child differing in one of these
+starts a wake-up of its own in the transaction."""
 
 
 def signal_key(job_id: str, name: str) -> RawItem:
@@ -225,13 +231,23 @@ class WaitStore:
 
     def write_children(self, parent: Job, children: list[Job], *, now: int) -> int:
         """The children's items and wake-ups, fenced by the parent's lease: a stale parent
-        starts none. In as few transactions as DynamoDB allows (49 children each); a child that
+        starts none. In as few transactions as DynamoDB allows: the fence, up to 98 children and
+        one wake-up item naming them (the relay sends each its message: WF43); a child that
         exists already (a re-run of the step after a crash) is left as it is, so a re-run
         starts no second set. Returns how many were written now."""
         written = 0
         shards = self._table.index_shards
-        for start in range(0, len(children), _CHILDREN_PER_TRANSACTION):
-            chunk = children[start : start + _CHILDREN_PER_TRANSACTION]
+        chunk: list[Job] = []
+        groups: set[tuple[str, ...]] = set()
+        for child in children:
+            group = _group_of(child, shards)
+            grown = groups | ({group} if group else set())
+            if chunk and 1 + len(chunk) + 1 + len(grown) > TRANSACTION_ACTIONS:
+                written += self._write_chunk(parent, chunk, now, shards)
+                chunk, grown = [], {group} if group else set()
+            chunk.append(child)
+            groups = grown
+        if chunk:
             written += self._write_chunk(parent, chunk, now, shards)
         return written
 
@@ -239,19 +255,15 @@ class WaitStore:
         pending = list(chunk)
         while pending:
             items: list[RawItem] = [fence_check(parent, fenced(parent, now))]
-            owners: list[int] = []
-            for index, child in enumerate(pending):
-                writes = new_job_writes(child, shards=shards)
-                for write in writes:
-                    items.append(write)
-                    owners.append(index)
+            items += [new_job_writes(child, shards=shards)[0] for child in pending]
+            items += spawn_items(parent, pending, shards)
             try:
                 self._table.transact(items)
                 return len(pending)
             except ConditionFailed as failed:
                 if failed.failed_at(0):
                     raise StaleEpochError("children under a lost lease") from failed
-                exists = {owners[i - 1] for i in range(1, len(items)) if failed.failed_at(i)}
+                exists = {i - 1 for i in range(1, len(pending) + 1) if failed.failed_at(i)}
                 if not exists:
                     raise
                 pending = [child for i, child in enumerate(pending) if i not in exists]
@@ -295,6 +307,45 @@ def _use_token(token_hash: str, now: int) -> dict[str, Any]:
     )
     expr.set("used", now)
     return expr.update_params(callback_key(token_hash))
+
+
+def _group_of(child: Job, shards: int) -> tuple[str, ...]:
+    """What `child`'s wake-up shares with others (`_SHARED`); () for a child due beyond SQS's
+    reach, which has no wake-up yet (the sweeper's due pass gives it one: decision F1)."""
+    writes = new_job_writes(child, shards=shards)
+    if len(writes) < 2:
+        return ()
+    item = writes[1]["Put"]["Item"]
+    return tuple(json.dumps(item.get(name), sort_keys=True) for name in _SHARED)
+
+
+def spawn_items(parent: Job, children: list[Job], shards: int) -> list[RawItem]:
+    """The wake-ups of `children`, one outbox item per group sharing how they are delivered
+    (WF43): `spawn` lists the children's ids (a `map`'s share one trace: the parent's). The
+    relay sends one message per child; its key names the parent's step, epoch and first
+    child, so a re-run (a new epoch) never collides with the run before."""
+    grouped: dict[tuple[str, ...], list[RawItem]] = {}
+    for child in children:
+        writes = new_job_writes(child, shards=shards)
+        if len(writes) > 1:
+            item = writes[1]["Put"]["Item"]
+            grouped.setdefault(_group_of(child, shards), []).append(item)
+    puts: list[RawItem] = []
+    for number, items in enumerate(grouped.values()):
+        first = items[0]
+        link = children[0].parent
+        step = int(link["step"]) if link else 0
+        index = int(link["index"]) if link else 0
+        spawn: RawItem = {
+            name: first[name] for name in (*_SHARED, "expires_at") if name in first
+        } | {
+            "pk": {"S": f"{OUTBOX_PREFIX}{parent.job_id}"},
+            "sk": {"S": f"SPAWN#{step:05d}#{parent.epoch:06d}#{index:05d}#{number:03d}"},
+            "job_id": {"S": parent.job_id},
+            "spawn": {"L": [item["job_id"] for item in items]},
+        }
+        puts.append(outbox_put(spawn))
+    return puts
 
 
 def fence_check(job: Job, fence: Expression) -> RawItem:
