@@ -235,6 +235,10 @@ def test_the_overview_counts_every_outcome_shows_delayed_jobs_and_what_a_job_wai
     waits = text_of(browser, "[data-fact='waiting for']")
     due = jobs.ops_view(stack, delayed)["waiting_for"]["time"]
     assert waits.startswith("time ") and due[:16].replace("T", " ") in waits, (waits, due)
+    # ...and names its trace, saying that this stack records none to link to (no --traces)
+    assert text_of(browser, "#trace-id") == jobs.ops_view(stack, delayed)["trace_id"]
+    assert "search the logs for this trace_id" in text_of(browser, "#trace-none")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#trace-link")
     # And the list of queued jobs says it too, row by row
     browser.get(f"{stack.url}/console#/jobs?state=queued")
     cell = f"tr[data-job-id='{delayed}'] .waiting-for"
