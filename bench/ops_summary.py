@@ -33,8 +33,9 @@ from moto import mock_aws
 from bench.meter import CapacityMeter, TableSpec, client_requery, moto_peek
 from bench.pricing import PRICES
 
-POLL_SECONDS = (5, 30)
-"""The console overview's refresh period before this change, and after it."""
+POLL_SECONDS = (5, 30, 300)
+"""The console overview's refresh periods: 5 s before issue 27, 30 s before issue 34, and 300 s
+now (`OVERVIEW_REFRESH_MS` in the console's overview.js, decision OS4; a test holds the two)."""
 MONTH_SECONDS = 30 * 24 * 3600
 OTHER_STATES = {"waiting_approval": 3, "failed": 5, "dead": 5, "unknown": 2, "succeeded": 20}
 

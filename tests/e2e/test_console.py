@@ -235,8 +235,28 @@ def test_the_overview_counts_every_outcome_shows_delayed_jobs_and_what_a_job_wai
     waits = text_of(browser, "[data-fact='waiting for']")
     due = jobs.ops_view(stack, delayed)["waiting_for"]["time"]
     assert waits.startswith("time ") and due[:16].replace("T", " ") in waits, (waits, due)
+    # ...and names its trace, saying that this stack records none to link to (no --traces)
+    assert text_of(browser, "#trace-id") == jobs.ops_view(stack, delayed)["trace_id"]
+    assert "search the logs for this trace_id" in text_of(browser, "#trace-none")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#trace-link")
     # And the list of queued jobs says it too, row by row
     browser.get(f"{stack.url}/console#/jobs?state=queued")
     cell = f"tr[data-job-id='{delayed}'] .waiting-for"
     wait_until(lambda: text_of(browser, cell), what="the delayed job's row")
     assert text_of(browser, cell) == waits, (text_of(browser, cell), waits)
+
+
+def test_the_overview_shows_a_short_wait_under_its_name(
+    stack: LocalStackProcess, browser: Any
+) -> None:
+    # Given a job delayed 5 minutes (within SQS's reach: queued, not in the due index)
+    soon = jobs.submit(stack, jobs.synthetic([{"name": "soon"}], delay_seconds=300))
+    assert jobs.ops_view(stack, soon)["waiting_for"]["time"]
+    # When the operator opens the overview
+    sign_in(browser, stack.url, "ops")
+    wait_until(lambda: text_of(browser, "#counts"), what="the overview")
+    # Then a card counts the queued jobs waiting for a time, under that name
+    card = "#waiting [data-waiting=time]"
+    assert text_of(browser, f"{card} .label") == "waiting for time"
+    assert int(text_of(browser, f"{card} .value")) >= 1
+    assert "in the delayed card" in text_of(browser, "#waiting-scope")

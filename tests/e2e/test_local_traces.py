@@ -1,12 +1,16 @@
 """One trace per job on the embedded local stack: `local up --traces FILE` writes every span of
 every function as OTLP JSON lines, and one job — across a retry — is one trace from its
-`POST /jobs` to its outcome (docs/trace-walkthrough.md, decisions TR1–TR5)."""
+`POST /jobs` to its outcome (docs/trace-walkthrough.md, decisions TR1–TR5); the console's job
+page leads an operator to that trace, drawn from the file (decision TR7). One stack serves
+every test here (CI has 2 cores): each test follows jobs of its own."""
 
 from __future__ import annotations
 
 import json
 import re
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,8 +54,9 @@ def of_job(spans: list[dict[str, Any]], job_id: str, name: str) -> list[dict[str
     return [s for s in spans if s["name"] == name and attribute(s, "leasehold.job_id") == job_id]
 
 
-@pytest.fixture
-def traced(tmp_path: Path) -> Iterator[tuple[LocalStackProcess, Path]]:
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStackProcess, Path]]:
+    tmp_path = tmp_path_factory.mktemp("traced")
     traces = tmp_path / "traces.jsonl"
     running = LocalStackProcess(tmp_path, workers=1, extra=("--traces", str(traces)))
     try:
@@ -140,3 +145,59 @@ def test_a_job_without_a_valid_traceparent_gets_a_trace_of_its_own(
     for trace_id in ids:
         roots = [s for s in spans if s["traceId"] == trace_id and "parentSpanId" not in s]
         assert [s["name"] for s in roots] == ["POST /jobs"], roots
+
+
+def test_the_console_leads_from_a_job_to_its_trace_drawn_from_the_file(
+    traced: tuple[LocalStackProcess, Path], browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    from tests.support.browser import sign_in, text_of, wait_until
+
+    stack, traces = traced
+    # Given a job that ran to its end over a retry, on a stack started with --traces
+    _, accepted = stack.request("POST", "/jobs", FLAKY)
+    job_id = accepted["job_id"]
+    view = stack.wait_for(job_id, {"succeeded", "failed", "dead"}, timeout=120)
+    assert view["state"] == "succeeded"
+    deadline = time.monotonic() + 30
+    while len(of_job(read_spans(traces), job_id, "leasehold.attempt")) < 2:
+        assert time.monotonic() < deadline, "the attempts' spans were never written"
+        time.sleep(0.2)
+    # When the operator opens its page
+    sign_in(browser, stack.url, "ops")
+    browser.get(f"{stack.url}/console#/job/{job_id}")
+    # Then it names the trace and links to its spans in the file
+    wait_until(lambda: text_of(browser, "#trace-id") == view["trace_id"], what="the trace id")
+    link = browser.find_element(By.CSS_SELECTOR, "#trace-link")
+    assert link.get_attribute("data-source") == "trace_file"
+    # When they follow the link
+    link.click()
+    # Then the trace is drawn as a tree: the request, a relay span per dispatch under it, an
+    # attempt under each relay span, the step tries under their attempts
+    root = "#spans > li[data-span='POST /jobs'][data-function='api']"
+    relays = f"{root} > ul > li[data-span='leasehold.relay'][data-function='relay']"
+    attempts = f"{relays} > ul > li[data-span='leasehold.attempt'][data-function='worker']"
+    found = wait_until(
+        lambda: len(browser.find_elements(By.CSS_SELECTOR, attempts)) == 2, what="the attempts"
+    )
+    assert found
+    assert len(browser.find_elements(By.CSS_SELECTOR, relays)) >= 2
+    tries = browser.find_elements(By.CSS_SELECTOR, f"{attempts} > ul > li.mine")
+    assert sorted(t.get_attribute("data-span") for t in tries) == [
+        "leasehold.step after",
+        "leasehold.step flaky",
+        "leasehold.step flaky",
+    ]
+    assert "retry_scheduled" in text_of(browser, attempts) or "succeeded" in text_of(
+        browser, attempts
+    )
+    assert str(traces) in text_of(browser, "#trace-source")
+    # And the trace's spans are no one else's to read: a non-operator gets a 403 from the
+    # gateway's own route (not in docs/openapi.yaml: no API Gateway route)
+    request = urllib.request.Request(
+        f"{stack.url}/local/traces/{view['trace_id']}", headers={"X-Demo-User": "alice"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 403

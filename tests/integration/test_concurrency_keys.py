@@ -282,6 +282,8 @@ def test_a_job_over_its_limit_waits_queued_saying_for_what(harness: Harness) -> 
     view = jobs(harness).view(ALICE, third)
     assert view["state"] == "queued" and view["attempts"] == 0
     assert view["waiting_for"] == {"concurrency": "tenant:study-group"}
+    # ...and the operator's overview counts it as waiting for a limit (issue 34 item 5)
+    assert harness.ops().summary()["queued_waiting"] == {"concurrency": 1}
     # another tenant is not held back
     carols = submit(harness, "per_tenant", {}, owner=CAROL)
     assert harness.worker(kinds=KINDS).handle(harness.wakeup(carols)).outcome == "succeeded"

@@ -86,3 +86,51 @@ def test_a_replay_runs_in_a_trace_of_its_own() -> None:
         view = tb.view(job_id)
         assert view["replays"] == 1 and len(view["trace_id"]) == 32
         assert view["trace_id"] != TRACE
+
+
+fan = Kind("traced_fan")
+
+
+@fan.step()
+def spread(ctx: StepContext, payload: dict[str, Any]) -> int:
+    return len(ctx.map("traced_leaf", [{"n": n} for n in range(2)]))
+
+
+leaf = Kind("traced_leaf")
+
+
+@leaf.step()
+def settle(ctx: StepContext, payload: dict[str, Any]) -> int:
+    return int(payload["n"])
+
+
+def test_children_join_their_parents_trace() -> None:
+    from leasehold.domain.waits import child_id
+
+    with LeaseholdTestbed([fan, leaf]) as tb:
+        # Given a parent submitted under the caller's trace, whose step starts two children
+        job_id = tb.submit("traced_fan", {}, options=JobOptions(traceparent=TRACEPARENT))
+        # When it runs
+        tb.run_until_idle()
+        tb.drain()
+        # Then each child is in the parent's trace
+        children = [tb.view(child_id(job_id, 0, n)) for n in range(2)]
+        assert [child["state"] for child in children] == ["succeeded", "succeeded"]
+        assert {child["trace_id"] for child in children} == {TRACE}
+
+
+def test_each_schedule_tick_starts_a_trace_of_its_own(harness: Any) -> None:
+    from tests.integration.test_schedules import alices_jobs, create, service, to_tick
+    from tests.support.harness import ALICE
+
+    # Given a schedule, when two of its ticks fire
+    view = create(harness)
+    to_tick(harness, view)
+    assert service(harness).fire_due() == {"schedule_jobs": 1}
+    view = service(harness).get(ALICE, view["schedule_id"])
+    to_tick(harness, view)
+    assert service(harness).fire_due() == {"schedule_jobs": 1}
+    # Then each tick's job has a trace, and no two share one
+    traces = [job.traceparent for job in alices_jobs(harness)]
+    assert len(traces) == 2 and all(traces)
+    assert len({tp[3:35] for tp in traces if tp}) == 2

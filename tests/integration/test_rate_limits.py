@@ -225,6 +225,8 @@ def test_a_job_over_its_rate_waits_until_its_start_is_due_saying_so(harness: Har
     view = service.view(ALICE, second)
     assert view["state"] == "queued" and view["attempts"] == 0
     assert view["waiting_for"] == {"rate": "kind:five_a_second"}
+    # ...and the operator's overview counts it as waiting for a rate (issue 34 item 5)
+    assert harness.ops().summary()["queued_waiting"] == {"rate": 1}
     # Woken once, when the next start is due (150 ms away: SQS's least delay, 1 s), not polled.
     messages = harness.receive_all(wait_for_delay=True)
     assert len(messages) == 1

@@ -73,7 +73,8 @@ def test_code_reads_no_environment_variable_outside_settings() -> None:
             continue
         read |= set(re.findall(r'environ(?:\.get)?\(?\[?"([A-Z_]+)"', path.read_text()))
         read |= set(re.findall(r'_(?:required|int|optional)\(env, "([A-Z_]+)"\)', path.read_text()))
-    lambda_provided = {"AWS_LAMBDA_LOG_STREAM_NAME", "LAMBDA_TASK_ROOT"}
+    # Lambda sets these itself (AWS_REGION: the X-Ray trace link's region, decision TR7)
+    lambda_provided = {"AWS_LAMBDA_LOG_STREAM_NAME", "LAMBDA_TASK_ROOT", "AWS_REGION"}
     assert read - lambda_provided <= set(ENV_VARIABLES) | set(OPTIONAL_ENV_VARIABLES)
     assert "LEASEHOLD_FAULTS" in read  # the fault switch is read, and only through Settings
     globals_env = template()["Globals"]["Function"]["Environment"]["Variables"]

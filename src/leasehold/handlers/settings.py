@@ -100,6 +100,9 @@ class Settings(Tunings):
     traces: str = ""
     """LEASEHOLD_TRACES: a file every span of this function is appended to, as OTLP JSON lines
     (`local up --traces FILE`, handlers/trace_file.py); empty = off."""
+    xray_region: str = ""
+    """AWS_REGION where X-Ray records this function (`xray_tracing`), else empty: the operator
+    view links a job's trace to X-Ray's console there (service/trace_links.py, decision TR7)."""
     high_queue_url: str = ""
     """HIGH_QUEUE_URL: the high-priority work queue (decision F4); empty: high jobs go to
     QUEUE_URL."""
@@ -191,6 +194,7 @@ class Settings(Tunings):
             kinds=_required(env, "LEASEHOLD_KINDS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
             traces=_optional(env, "LEASEHOLD_TRACES"),
+            xray_region=_optional(env, "AWS_REGION") if xray_tracing(env) else "",
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),

@@ -33,6 +33,7 @@ from leasehold.service.schedules import ScheduleService
 from leasehold.service.signals import WorkflowService
 from leasehold.service.sweeper import SweepSettings
 from leasehold.service.telemetry import Telemetry
+from leasehold.service.trace_links import TraceLinks
 from leasehold.service.worker import WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
 from leasehold.store.counters import OutcomeCounters
@@ -140,7 +141,10 @@ class Runtime:
 
     def ops(self) -> OpsService:
         """The operator's routes."""
-        return OpsService(self.stores, self.queue, self.clock, self.telemetry, self.kinds)
+        links = TraceLinks(self.settings.xray_region, trace_file=bool(self.settings.traces))
+        return OpsService(
+            self.stores, self.queue, self.clock, self.telemetry, self.kinds, trace_links=links
+        )
 
     def worker(
         self,

@@ -18,7 +18,8 @@ from leasehold.service.jobs import parse_limit, parse_state_filter
 from leasehold.service.redrive import DeadLetterService
 from leasehold.service.summary import OpsSummary, summarize
 from leasehold.service.telemetry import Telemetry
-from leasehold.service.tracing import current_traceparent, job_attributes, span_under
+from leasehold.service.trace_links import TraceLinks
+from leasehold.service.tracing import current_traceparent, job_attributes, span_under, trace_id_of
 from leasehold.service.view import Kinds, job_view, operator_view, ops_row
 from leasehold.store import Stores
 from leasehold.store.queue import WakeupQueue
@@ -65,8 +66,11 @@ class OpsService:
         clock: Clock,
         telemetry: Telemetry,
         kinds: Kinds = None,
+        *,
+        trace_links: TraceLinks | None = None,
     ) -> None:
         self._kinds = kinds
+        self._trace_links = trace_links or TraceLinks()
         self._stores = stores
         self._store = stores.jobs
         self._queue = queue
@@ -111,7 +115,18 @@ class OpsService:
         if job is None:
             raise JobNotFoundError(f"no job {job_id}")
         done = children_done(self._stores, job)  # a parent's fan-in count, as its owner sees
-        return operator_view(job, self._clock.now_ms(), self._kinds, done)
+        now = self._clock.now_ms()
+        view = operator_view(job, now, self._kinds, done)
+        # where its trace can be seen: X-Ray deployed, the trace file locally (decision TR7)
+        link = self._trace_links.link(
+            trace_id_of(job.traceparent),
+            created_at=job.created_at,
+            updated_at=job.updated_at,
+            now=now,
+        )
+        if link is not None:
+            view.update(link)
+        return view
 
     def replay(self, job_id: str, operator: Owner, body: Any) -> JsonObject:
         """Body optional: `{"note"?, "checked_provider"?, "from"?}`; an `unknown` job needs the

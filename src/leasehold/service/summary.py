@@ -156,7 +156,8 @@ def summarize(stores: Stores, queue: WakeupQueue, clock: Clock) -> OpsSummary:
         counts[JobState.RUNNING.value] = len(oldest_active) - ready
     waits: Counter[str] = Counter()
     for job in queued:
-        waits.update((waiting_for(job, now) or {}).keys())
+        # the first key names the wait (`signal`); any other is a detail of it (`until`)
+        waits.update(list(waiting_for(job, now) or {})[:1])
     oldest_by_kind: dict[str, OldestJob] = {}
     for job in queued:  # oldest first: the first of each kind is its oldest
         oldest_by_kind.setdefault(job.kind, _oldest(job, now))

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from leasehold.service.trace_links import LOCAL_TRACE_ROUTE
 from leasehold_dev.local.invoke import Handler, LocalContext
 from leasehold_dev.local.listen import LISTEN_BACKLOG
 from leasehold_dev.local.template import Route
+from leasehold_dev.local.trace_route import answer_trace
 
 DEMO_USERS: dict[str, dict[str, str]] = {
     "alice": {"sub": "alice", "custom:tenant": "study-group"},
@@ -99,8 +101,10 @@ class Gateway:
         handlers: dict[str, Handler],
         *,
         openapi: Path = OPENAPI_DOCUMENT,
+        traces: Path | None = None,
     ) -> None:
         self._openapi = openapi
+        self._traces = traces  # `local up --traces FILE`: served by GET /local/traces/{id}
         self._routes = routes
         self._handlers = handlers
         self._lock = threading.Lock()  # one handler instance, one request at a time (as one Lambda)
@@ -184,6 +188,13 @@ class Gateway:
         body = request.rfile.read(length) if length else b""
         if request.command == "GET" and parts.path == OPENAPI_ROUTE:
             self._serve_openapi(request)
+            return
+        if request.command == "GET" and parts.path.startswith(LOCAL_TRACE_ROUTE):
+            claims = DEMO_USERS.get(request.headers.get("X-Demo-User") or "")
+            trace_id = parts.path[len(LOCAL_TRACE_ROUTE) :]
+            status, doc = answer_trace(self._traces, trace_id, claims)
+            headers = {"Content-Type": "application/json", "Cache-Control": "no-store"}
+            self._reply(request, status, headers, json.dumps(doc).encode())
             return
         for route in self._routes:
             params = route.match(request.command, parts.path)

@@ -250,7 +250,12 @@ class LocalStack:
         log_keys_per_thread()
         api = info.function_for("handlers.api.handler")
         apply_environment(info, api)
-        self.gateway = Gateway(self.port, info.routes, {api: serialised(load_handler(info, api))})
+        self.gateway = Gateway(
+            self.port,
+            info.routes,
+            {api: serialised(load_handler(info, api))},
+            traces=self.traces.resolve() if self.traces is not None else None,
+        )
         endpoint = info.endpoint
         for mapping in info.stream_mappings:
             pump = StreamPump(

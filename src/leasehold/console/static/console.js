@@ -10,17 +10,19 @@
 //   out only as a request header: never in a URL, never logged.
 //
 // This file starts the console; each view and each concern is a module of its own (dom, api,
-// shell, overview, jobs, job, dialogs), served from /console/ as this one is.
+// shell, overview, jobs, job, dialogs, trace), served from /console/ as this one is.
 
 import { signOut } from "./api.js";
 import { renderJob } from "./job.js";
 import { renderJobs } from "./jobs.js";
 import { renderOverview } from "./overview.js";
 import { route, views } from "./shell.js";
+import { renderTrace } from "./trace.js";
 
 views.overview = renderOverview;
 views.jobs = renderJobs;
 views.job = renderJob;
+views.trace = renderTrace;
 
 document.getElementById("sign-out").addEventListener("click", () => { signOut(); route(); });
 const search = document.getElementById("search-id");

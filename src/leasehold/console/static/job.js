@@ -5,6 +5,7 @@ import { api, failure } from "./api.js";
 import { cancelDialog, replayDialog, resolveDialog, signalDialog } from "./dialogs.js";
 import { clear, el, pretty, safeHref, text, waits, when } from "./dom.js";
 import { countdown, current, handledAway, later, main, stopCountdown, stopTimers } from "./shell.js";
+import { tracePanel } from "./trace.js";
 import { loadWorkflow, workflowPanel } from "./workflow.js";
 
 export const REPLAYABLE = new Set(["dead", "failed", "unknown"]);
@@ -36,6 +37,7 @@ export async function renderJob(jobId, gen, flash) {
   if (flash) view.appendChild(el("p", { class: "message ok", id: "flash", text: flash }));
   view.appendChild(actions(job, gen));
   view.appendChild(facts(job));
+  view.appendChild(tracePanel(job));
   view.appendChild(belongsTo(job));
   const flowPanel = workflowPanel(job, flow, gen, () => { stopTimers(); renderJob(jobId, gen, flash); }, timeline, REPLAYABLE, CANCELLABLE);
   if (flowPanel) view.appendChild(flowPanel);

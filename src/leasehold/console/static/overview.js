@@ -108,9 +108,10 @@ export function fillOverview(view, summary) {
   const waitPanel = el("div", { class: "cards", id: "waiting" }, waitCards);
   view.appendChild(waitPanel);
   view.appendChild(el("p", { class: "muted", id: "waiting-scope",
-    text: waitCards.length
+    text: (waitCards.length
       ? `queued jobs by what they wait for, among ${summary.queued_waiting_scope || "the sample"}`
-      : `no queued job waits for a time, a limit or a rate, among ${summary.queued_waiting_scope || "the sample"}` }));
+      : `no queued job waits for a time, a limit, a rate, a signal or children, among ${summary.queued_waiting_scope || "the sample"}`) +
+      "; a wait due more than 15 minutes ahead (a delay, a signal's time-out, the children's next check) is in the delayed card" }));
   view.appendChild(el("div", { class: "actions" },
     el("button", { id: "redrive", type: "button", class: "danger",
       disabled: !sqs.dead_letter, onclick: () => redriveDialog(sqs.dead_letter),

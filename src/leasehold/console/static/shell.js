@@ -10,7 +10,8 @@ let generation = 0; // each view's render; answers for an older one are dropped
 let refreshTimer = null;
 let countdownTimer = null;
 
-// The views route() shows: { overview(gen), jobs(params, gen), job(jobId, gen, flash) }.
+// The views route() shows: { overview(gen), jobs(params, gen), job(jobId, gen, flash),
+// trace(jobId, gen) }.
 export const views = {};
 
 // An answer no view can show: 401 back to sign-in, 403 the operators-only page.
@@ -49,6 +50,7 @@ export function route() {
   const [where, query] = hash.split("?");
   const params = new URLSearchParams(query || "");
   if (where.startsWith("job/")) views.job(decodeURIComponent(where.slice(4)), generation);
+  else if (where.startsWith("trace/")) views.trace(decodeURIComponent(where.slice(6)), generation);
   else if (where === "jobs") views.jobs(params, generation);
   else views.overview(generation);
 }
