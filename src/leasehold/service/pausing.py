@@ -123,7 +123,9 @@ def wake_parked(store: PauseStore, pause: KindPause, shards: int, now: int, most
             if budget <= 0:
                 result.done = False
                 return result
-            page, start = store.parked_page(pause.kind, shard, limit=min(_PAGE, budget), start=start)
+            page, start = store.parked_page(
+                pause.kind, shard, limit=min(_PAGE, budget), start=start
+            )
             budget -= max(1, len(page))
             for job, parked_at in page:
                 if store.wake(job, parked_at, by=by, now=now):
@@ -209,7 +211,12 @@ class KindPauses:
             return {**kind_view(kind, current), "changed": False, "woken": 0, "more": False}
         logger.info("operator resume", extra={"kind": kind, "operator": by, "note": note})
         woken = wake_parked(self._store, pause, self._stores.table.index_shards, now, WAKE_PER_CALL)
-        return {**kind_view(kind, pause), "changed": True, "woken": woken.woken, "more": not woken.done}
+        return {
+            **kind_view(kind, pause),
+            "changed": True,
+            "woken": woken.woken,
+            "more": not woken.done,
+        }
 
 
 __all__ = [

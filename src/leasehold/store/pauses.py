@@ -23,8 +23,8 @@ from leasehold.store.history import entry
 from leasehold.store.items import (
     ACTIVE_PARTITION,
     DUE_PARTITION,
-    STATE_INDEX,
     JOB_TTL_SECONDS,
+    STATE_INDEX,
     deserialize_item,
     job_from_item,
     job_key,
