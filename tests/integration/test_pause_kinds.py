@@ -180,3 +180,17 @@ def test_a_claim_reads_the_paused_kinds_once_per_cache_period(tb: LeaseholdTestb
     tb.submit("sms", {})
     tb.run_until_idle()
     assert cache.reads == 2
+
+
+def test_a_worker_that_still_thinks_a_resumed_kind_paused_parks_nothing(
+    tb: LeaseholdTestbed,
+) -> None:
+    tb.pause_kind("mail", "brief")
+    parked = tb.submit("mail", {})
+    tb.run_until_idle()  # the worker has read the kind paused, and cached it
+    tb.advance(1, sweep=False)
+    tb.resume_kind("mail", "over")
+    fresh = tb.submit("mail", {})  # within the worker's 5 s: its cache still says paused
+    tb.run_until_idle()
+    # the park's transaction checks the kind is still paused: both run, neither is parked
+    assert tb.state(parked) == "succeeded" and tb.state(fresh) == "succeeded"
