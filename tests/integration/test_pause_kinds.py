@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from leasehold import Kind, StepContext
+from leasehold.domain.errors import JobNotFoundError
 from leasehold.service import pausing
 from leasehold.service.pausing import PAUSE_CACHE_MS
 from leasehold.testing import LeaseholdTestbed
@@ -194,3 +195,13 @@ def test_a_worker_that_still_thinks_a_resumed_kind_paused_parks_nothing(
     tb.run_until_idle()
     # the park's transaction checks the kind is still paused: both run, neither is parked
     assert tb.state(parked) == "succeeded" and tb.state(fresh) == "succeeded"
+
+
+def test_a_kind_dropped_while_paused_can_still_be_resumed(tb: LeaseholdTestbed) -> None:
+    tb.pause_kind("mail", "before the deploy that drops it")
+    tb._ops._pauses._kinds = ["sms", "two_steps"]  # a deploy without `mail`
+    listed = {k["kind"]: k["state"] for k in tb._ops.kinds()["kinds"]}
+    assert listed["mail"] == "paused"  # still listed, so an operator sees it
+    assert tb.resume_kind("mail", "let its jobs go")["changed"] is True
+    with pytest.raises(JobNotFoundError):
+        tb.pause_kind("mail", "a kind no longer registered")

@@ -178,9 +178,14 @@ class KindPauses:
         self._clock = clock
         self._kinds = kinds
 
-    def _known(self, kind: str) -> None:
-        if self._kinds is not None and kind not in self._kinds:
-            raise JobNotFoundError(f"no kind {kind[:100]!r} is registered")
+    def _known(self, kind: str, *, or_paused: bool = False) -> None:
+        """404 for a kind that is not registered — unless resuming one paused before a deploy
+        dropped it (its parked jobs must not be stranded)."""
+        if self._kinds is None or kind in self._kinds:
+            return
+        if or_paused and kind in self._store.read():
+            return
+        raise JobNotFoundError(f"no kind {kind[:100]!r} is registered")
 
     def list(self) -> JsonObject:
         pauses = self._store.read()
@@ -200,7 +205,7 @@ class KindPauses:
     def resume(self, kind: str, by: str, note: str) -> JsonObject:
         """Resume and wake up to WAKE_PER_CALL parked jobs now (`more`: the sweeper wakes the
         rest). Resuming a kind that is not paused is a 200 that changes nothing."""
-        self._known(kind)
+        self._known(kind, or_paused=True)
         now = self._clock.now_ms()
         try:
             pause = self._store.resume(kind, by=by, note=note, now=now)
