@@ -18,6 +18,7 @@ CHECKS = (
     "D1", "D2", "D3", "D4", "D5",  # flow control and time: a delay, a concurrency key, a rate,
     # a schedule, priorities
     "W1", "W2", "W3", "W4",  # workflows: a fan-out, a signal, a callback, a durable sleep
+    "P1",  # a kind paused by an operator and resumed
 )  # fmt: skip
 
 
@@ -47,6 +48,7 @@ def test_demo_passes_every_check_and_leaves_no_process(tmp_path: Path) -> None:
     assert "signal 202, again 409" in observed["W2"], observed["W2"]
     assert "callback 202, again 404" in observed["W3"], observed["W3"]
     assert "lease holder None" in observed["W4"], observed["W4"]
+    assert "3 pings parked: True" in observed["P1"], observed["P1"]
     leftovers = subprocess.run(
         ["pgrep", "-f", "local worker --state .leasehold/demo/stack.json"],
         capture_output=True,

@@ -301,6 +301,21 @@ def test_a_bad_job_request_is_one_line_and_nothing_is_sent(
     assert gateway.posted == []
 
 
+def test_an_operator_pauses_and_resumes_a_kind_with_a_note(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    _state(tmp_path / ".leasehold" / "local-stack.json", api_url=gateway.url)
+    paused = _cli("ops", "pause", "send_sms", "--note", "provider down", cwd=tmp_path)
+    resumed = _cli("ops", "resume", "send_sms", "--note", "back", cwd=tmp_path)
+    for out in (paused, resumed):
+        assert out.returncode == 0, out.stderr
+    assert gateway.posted == [
+        ("/ops/kinds/send_sms/pause", "ops", {"note": "provider down"}),
+        ("/ops/kinds/send_sms/resume", "ops", {"note": "back"}),
+    ]
+    assert _cli("ops", "pause", "send_sms", cwd=tmp_path).returncode != 0  # no --note
+
+
 def test_ops_list_is_ops_jobs(tmp_path: Path, gateway: FakeGateway) -> None:
     _state(tmp_path / ".leasehold" / "local-stack.json", api_url=gateway.url)
     out = _cli("ops", "list", "--state", "unknown", "--limit", "5", cwd=tmp_path)

@@ -487,6 +487,22 @@ def test_a_cursor_that_comes_back_ends_the_listing_instead_of_looping(
     assert listed == [f"j_{min(n, len(cursors) - 1)}" for n in range(len(api.seen))]
 
 
+def test_ops_pause_and_resume_a_kind_send_their_notes(api: ScriptedApi) -> None:
+    kind = {"kind": "send_sms", "state": "paused", "paused": None, "resumed": None}
+    api.script = lambda seen: (200, {}, {**kind, "changed": True})
+    client, _ = _client(api)
+    assert client.ops.pause_kind("send_sms", note="outage")["state"] == "paused"
+    api.script = lambda seen: (200, {}, {**kind, "state": "resuming", "woken": 3, "more": False})
+    assert client.ops.resume_kind("send_sms", note="back")["woken"] == 3
+    api.script = lambda seen: (200, {}, {"kinds": [kind]})
+    assert client.ops.kinds() == [kind]
+    assert [(s.method, s.path, s.body) for s in api.seen] == [
+        ("POST", "/ops/kinds/send_sms/pause", {"note": "outage"}),
+        ("POST", "/ops/kinds/send_sms/resume", {"note": "back"}),
+        ("GET", "/ops/kinds", None),
+    ]
+
+
 def test_ops_jobs_pages_and_asks_the_api_for_kind_and_tenant(api: ScriptedApi) -> None:
     # The API filters by kind and tenant (GET /ops/jobs?kind=&tenant=): the client passes them
     # on every page and yields what the pages hold

@@ -163,6 +163,12 @@ JOBS = {
             "tags": ["t"],
         },
     ),
+    "parked while a durable sleep was due (its kind paused)": _job(
+        wait={"type": "time", "step": 0, "at": NOW + 5},
+        next_attempt_at=NOW + 5_000_000,
+        waiting_for={"paused": {"since": "2026-11-29T15:00:00.000Z", "by": "ops"}},
+        checkpoint=Checkpoint(next_step=1, cost_used=0, steps_used=1),
+    ),
     "title, dead": _job(
         "title",
         state=JobState.DEAD,
@@ -186,3 +192,10 @@ def test_the_document_refuses_a_view_that_drifts() -> None:
     assert _errors("JobView", {**view, "surprise": 1}) != []
     assert _errors("JobView", {k: v for k, v in view.items() if k != "epoch"}) != []
     assert _errors("JobView", {**view, "created_at": NOW}) != []
+
+
+def test_a_parked_job_says_it_waits_for_its_kinds_resume_before_any_other_wait() -> None:
+    job = JOBS["parked while a durable sleep was due (its kind paused)"]
+    assert job_view(job, now=NOW + 100)["waiting_for"] == {
+        "paused": {"since": "2026-11-29T15:00:00.000Z", "by": "ops"}
+    }

@@ -374,6 +374,24 @@ class Ops(Replays):
         body = {"note": note, "max": max_messages}
         return dict(self._client.call("POST", "/ops/dlq/redrive", body, repeat_safe=True))
 
+    def kinds(self) -> list[JsonObject]:
+        """Every kind, `running`, `paused` or `resuming`, with who paused it and why
+        (`GET /ops/kinds`)."""
+        return list(self._client._object("GET", "/ops/kinds")["kinds"])
+
+    def pause_kind(self, kind: str, *, note: str) -> JsonObject:
+        """Pause a kind (`POST /ops/kinds/{kind}/pause`): its jobs wait, `queued` with
+        `waiting_for: {"paused": …}`, until `resume_kind`. Repeating it is safe: a paused kind
+        stays as it was paused (`changed: false`)."""
+        path = f"/ops/kinds/{segment(kind)}/pause"
+        return self._client._object("POST", path, {"note": note}, repeat_safe=True)
+
+    def resume_kind(self, kind: str, *, note: str) -> JsonObject:
+        """Resume a kind (`POST /ops/kinds/{kind}/resume`): its waiting jobs are woken, the
+        first 100 by this call (`woken`), the sweeper the rest (`more`). Repeating it is safe."""
+        path = f"/ops/kinds/{segment(kind)}/resume"
+        return self._client._object("POST", path, {"note": note}, repeat_safe=True)
+
 
 class Schedules:
     """The caller's schedules (`/schedules`, docs/schedules.md) as `client.schedules`: each tick

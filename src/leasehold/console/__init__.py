@@ -38,6 +38,7 @@ ASSETS: dict[str, str] = {
     "dialogs.js": SCRIPT,
     "workflow.js": SCRIPT,
     "trace.js": SCRIPT,
+    "kinds.js": SCRIPT,
 }
 """Every file the console serves, by name, and its media type: nothing else under the package
 is reachable (a name not listed is a 404, so no path can walk out of the folder). A script a

@@ -93,6 +93,8 @@ class WaitingFor(TypedDict, total=False):
 
     concurrency: str
     rate: str
+    paused: dict[str, str]
+    """Its kind is paused: since when (ISO) and by whom (decision PA2)."""
 
 
 __all__ = [

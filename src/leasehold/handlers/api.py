@@ -343,6 +343,24 @@ def ops_signal(job_id: str, name: str) -> Response:
     return _json(202, workflows().ops_signal(who, job_id, name, json_body()))
 
 
+@app.get("/ops/kinds")
+def ops_kinds() -> Response:
+    operator()
+    return _json(200, ops().kinds())
+
+
+@app.post("/ops/kinds/<kind>/pause")
+def ops_pause_kind(kind: str) -> Response:
+    who = operator()
+    return _json(200, ops().pause_kind(kind, who, json_body()))
+
+
+@app.post("/ops/kinds/<kind>/resume")
+def ops_resume_kind(kind: str) -> Response:
+    who = operator()
+    return _json(200, ops().resume_kind(kind, who, json_body()))
+
+
 @app.post("/ops/dlq/redrive")
 def ops_redrive() -> Response:
     who = operator()

@@ -44,6 +44,7 @@ from leasehold.domain.states import JobState
 from leasehold.domain.types import JsonObject
 from leasehold.service.kinds import Disposition, JobKind, RemainingMs, WakeupResult
 from leasehold.service.outcomes import Outcomes
+from leasehold.service.pausing import Parking
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.leases import ClaimRejection, LeaseStore
@@ -285,6 +286,8 @@ class Claiming:
             lease_ms=parts.settings.lease.lease_ms,
         )
         self._outcomes = outcomes
+        self.parking = Parking(parts.stores, parts.clock)
+        """Paused kinds (PA2): read once per few seconds, not per claim."""
         self._limited = any(
             kind.concurrency is not None or kind.rate for kind in parts.kinds.values()
         )
@@ -299,6 +302,11 @@ class Claiming:
         margin = self._settings.lease.safety_margin_ms
         if remaining_ms is not None and remaining_ms() < lease_ms + margin:
             return self.hand_off(wakeup, "no_time", delay_s=0)
+        try:
+            if self.parking.park_if_paused(wakeup):
+                return WakeupResult(Disposition.ACK, "kind_paused")
+        except StoreUnavailableError:
+            return WakeupResult(Disposition.KEEP, "store_unavailable")
         now = self._parts.clock.now_ms()
         held_ms = 0  # how long this wake-up has been held for its rate (F3)
         flow: Flow | None = None

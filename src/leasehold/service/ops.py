@@ -15,6 +15,7 @@ from leasehold.domain.states import JobState
 from leasehold.domain.types import JsonObject
 from leasehold.service.fanin import children_done
 from leasehold.service.jobs import parse_limit, parse_state_filter
+from leasehold.service.pausing import KindPauses
 from leasehold.service.redrive import DeadLetterService
 from leasehold.service.summary import OpsSummary, summarize
 from leasehold.service.telemetry import Telemetry
@@ -50,6 +51,18 @@ def _note(body: JsonObject, *, required: bool) -> str:
     return note
 
 
+def _note_only(body: Any) -> str:
+    if not isinstance(body, dict) or set(body) - {"note"}:
+        raise ValidationError('the body must be {"note": ...}')
+    return _note(body, required=True)
+
+
+def _kind(kind: str) -> str:
+    if not _NAME.fullmatch(kind):
+        raise ValidationError("'kind' must be 1 to 100 of A-Za-z0-9_.:-")
+    return kind
+
+
 def _filter(value: str | None, name: str) -> str | None:
     if value is None or value == "":
         return None
@@ -76,6 +89,7 @@ class OpsService:
         self._queue = queue
         self._clock = clock
         self._telemetry = telemetry
+        self._pauses = KindPauses(stores, clock, None if kinds is None else list(kinds))
 
     def summary(self) -> OpsSummary:
         """The overview: jobs by state now, every outcome of the last hour per minute, the
@@ -207,6 +221,18 @@ class OpsService:
             "JobsCancelled" if job.state is JobState.CANCELLED else "CancelRequested"
         )
         return self._acted("cancel", job, operator, note=note)
+
+    def kinds(self) -> JsonObject:
+        """`GET /ops/kinds`: every registered kind, running, paused or resuming (PA1)."""
+        return self._pauses.list()
+
+    def pause_kind(self, kind: str, operator: Owner, body: Any) -> JsonObject:
+        """Body `{"note"}`: the kind's queued jobs are parked at their claim (PA2)."""
+        return self._pauses.pause(_kind(kind), operator.user_id, _note_only(body))
+
+    def resume_kind(self, kind: str, operator: Owner, body: Any) -> JsonObject:
+        """Body `{"note"}`: the kind's parked jobs are woken (PA4)."""
+        return self._pauses.resume(_kind(kind), operator.user_id, _note_only(body))
 
     def _acted(self, action: str, job: Job, operator: Owner, **logged: object) -> JsonObject:
         """An operator action on one job, done and counted: its log line (the job, who, and

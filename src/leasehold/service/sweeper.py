@@ -28,6 +28,7 @@ from leasehold.domain.states import JobState
 from leasehold.service.kinds import JobKind
 from leasehold.service.outcomes import Outcomes
 from leasehold.service.passes import Budget, Segment, Walk, run_budget
+from leasehold.service.pausing import wake_resuming
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
 from leasehold.store.history import entry
@@ -37,7 +38,7 @@ from leasehold.store.passes import PassCursorStore
 logger = Logger(service="leasehold", child=True)
 
 SWEEPER = "sweeper"
-REPORT_METRICS = {"due": "redispatched"}
+REPORT_METRICS = {"due": "redispatched", "woken": "redispatched"}
 """Report keys counted under another key's metric (the dashboard's 50 metrics are full)."""
 DUE_WINDOW_MS = MAX_SQS_DELAY_SECONDS * 1000
 """A delayed job gets its wake-up once it is due within this (SQS holds a message 15 min)."""
@@ -104,6 +105,14 @@ def sweep_passes(
             results = list(pool.map(one, segments))
     report: Counter[str] = Counter()
     progress: Counter[str] = Counter()
+    if segment is None or segment.index == 0:
+        # a resumed kind's parked jobs the resume left to wake (PA4): one GetItem when none
+        try:
+            woken = wake_resuming(stores, clock)
+            if woken:
+                report["woken"] += woken
+        except StoreUnavailableError as unavailable:
+            _unavailable(report, "resume", unavailable)
     for result in results:
         report.update(result.report)
         progress.update(result.progress)

@@ -97,9 +97,12 @@ def waiting_for(job: Job, now: int | None, children_done: int | None = None) -> 
     when its last claim found that limit (or the per-user one, `user:alice`) full; `{"rate":
     "tenant:acme"}` when its kind's rate had no start due (F3); between two steps, what the next
     waits for: `{"children": {"done", "total"}}`, `{"signal": name, "until": …}` or `{"time": …}`
-    (DESIGN §19)."""
+    (DESIGN §19); before any of these, `{"paused": {"since", "by"}}` while its kind is paused
+    and it is parked (PA2)."""
     if job.state is not JobState.QUEUED:
         return None
+    if job.waiting_for and "paused" in job.waiting_for:
+        return dict(job.waiting_for)
     if job.wait is not None:  # between two steps (DESIGN §19, WF1)
         wait = job.wait
         if wait.get("type") == "time":

@@ -264,11 +264,14 @@ class WorkerService:
 
     def _run_steps(self, kind: JobKind, attempt: Attempt) -> WakeupResult:
         total = len(attempt.plan)
+        first = attempt.checkpoint.next_step
         while attempt.checkpoint.next_step < total:
             index = attempt.checkpoint.next_step
             step = attempt.plan[index]
-            outcome = self._check_before_step(attempt, step, index) or self._run_one(
-                kind, attempt, step, index
+            outcome = (
+                self._paused_since(attempt, index, first)
+                or self._check_before_step(attempt, step, index)
+                or self._run_one(kind, attempt, step, index)
             )
             if not isinstance(outcome, Completed):
                 return self._outcomes.settle(attempt, outcome)
@@ -306,6 +309,17 @@ class WorkerService:
                 attempt.last_beat = self._clock.now_ms()
                 logger.debug("checkpoint", extra=attempt.log_keys | {"step": index + 1})
         return self._succeed(attempt)
+
+    def _paused_since(self, attempt: Attempt, index: int, first: int) -> HandedBack | None:
+        """A kind paused while its job ran (PA3): the step under way ended, the next one is
+        handed back (checkpoint kept, attempt not spent) and its claim parks the job."""
+        if index == first:
+            return None
+        try:
+            paused = self._claiming.parking.cache.paused(attempt.job.kind)
+        except StoreUnavailableError:
+            return None  # unread: the step runs, as it would have a moment before the pause
+        return HandedBack(f"its kind was paused before step {index}") if paused else None
 
     def _children_failed(self, attempt: Attempt, error: dict[str, str]) -> WakeupResult:
         """More children ended other than `succeeded` than the step tolerated (DESIGN §19)."""

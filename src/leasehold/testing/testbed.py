@@ -416,6 +416,18 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
             body["receipt"] = receipt
         return self._ops.resolve(job_id, OPERATOR, body)
 
+    def pause_kind(self, kind: str, note: str) -> JsonObject:
+        """`POST /ops/kinds/{kind}/pause` as the operator: the kind's jobs are parked at their
+        claim (a warm worker sees it within 5 s of the testbed's clock)."""
+        self._ready()
+        return self._ops.pause_kind(kind, OPERATOR, {"note": note})
+
+    def resume_kind(self, kind: str, note: str) -> JsonObject:
+        """`POST /ops/kinds/{kind}/resume` as the operator: its parked jobs are woken (the
+        first 100 at once, the sweeper the rest)."""
+        self._ready()
+        return self._ops.resume_kind(kind, OPERATOR, {"note": note})
+
     # ------------------------------------------------------------------ reading jobs
 
     def _job(self, job_id: str) -> Job:

@@ -60,6 +60,12 @@ def _cmd_ops(args: argparse.Namespace) -> int:
             for child in client.ops.children(args.job_id):
                 print(json.dumps(child))
             return 0
+        elif command == "kinds":
+            result = {"kinds": client.ops.kinds()}
+        elif command == "pause":
+            result = client.ops.pause_kind(args.kind, note=args.note)
+        elif command == "resume":
+            result = client.ops.resume_kind(args.kind, note=args.note)
         elif command == "signal":
             body = json.loads(args.body) if args.body is not None else None
             result = client.ops.signal(args.job_id, args.name, body, note=args.note)
@@ -270,6 +276,13 @@ def add_ops_commands(commands: Any) -> None:
     signal.add_argument("name", help="the signal's name, as the step waits for it")
     signal.add_argument("body", nargs="?", type=_json_text, help="a JSON body (default null)")
     signal.add_argument("--note", required=True, help="why (recorded in the job's history)")
+    command("kinds", "every kind: running, paused (who, when, why) or resuming")
+    pause = command("pause", "pause a kind: its jobs wait, queued, until resume")
+    pause.add_argument("kind")
+    pause.add_argument("--note", required=True, help="why (kept on the kind and its jobs)")
+    resume = command("resume", "resume a kind: its waiting jobs are woken")
+    resume.add_argument("kind")
+    resume.add_argument("--note", required=True, help="why (kept on the kind and its jobs)")
     resolve = command("resolve", "settle an unknown job")
     resolve.add_argument("job_id")
     resolve.add_argument("--outcome", choices=["succeeded", "failed"], required=True)

@@ -19,6 +19,7 @@ from leasehold_dev.demo import (
     delivery,
     effects,
     infrastructure,
+    pausing,
     reading,
     synthetic,
     workflows,
@@ -107,13 +108,14 @@ def phases() -> list[Phase]:
             ),
         ),
         Phase(
-            "phase 6: workflows: a fan-out and its join, a signal, a callback, a sleep",
+            "phase 6: workflows: a fan-out and its join, a signal, a callback, a sleep; a kind paused",
             5,
             (
                 _t("W1", "a fan-out", workflows.w1_fan_out),
                 _t("W2", "a signal", workflows.w2_signal),
                 _t("W3", "a callback", workflows.w3_callback),
                 _t("W4", "a durable sleep", workflows.w4_sleep),
+                _t("P1", "a kind paused and resumed", pausing.p1_pause),
             ),
         ),
         Phase(

@@ -2,6 +2,7 @@
 
 import { api, failure } from "./api.js";
 import { redriveDialog } from "./dialogs.js";
+import { fillKinds } from "./kinds.js";
 import { ALL_STATES, LISTED_STATES, age, clear, el, jobLink, svg, text, waits, when } from "./dom.js";
 import { current, handledAway, later, main } from "./shell.js";
 
@@ -24,6 +25,9 @@ export async function renderOverview(gen) {
     view.appendChild(failure(answer));
   } else {
     fillOverview(view, answer.body);
+    const kinds = el("section", { class: "panel", id: "kinds" });
+    view.appendChild(kinds);
+    fillKinds(kinds, gen);
   }
   view.appendChild(el("p", { class: "refreshed", id: "refreshed" },
     `refreshed ${new Date().toISOString().slice(11, 19)}Z · every ${OVERVIEW_REFRESH_MS / 60000} min while this tab is visible (paused while hidden) `,
