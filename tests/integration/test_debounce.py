@@ -309,3 +309,28 @@ def test_injected_transaction_conflicts_still_give_one_job_run_once(
     assert accepted and len({job for _, job in accepted}) == 1
     tick(tb, 11)
     assert [(job, n) for job, n, _ in ran] == [(accepted[-1][1], accepted[-1][0])]
+
+
+def test_job_writes_of_a_debounced_kind_open_then_collapse_the_window(
+    tb: LeaseholdTestbed,
+) -> None:
+    """An application's own transaction: the first writes open the window (the job and the
+    window's item), the next are one Update of the pending job; the job runs once, with the last
+    payload. A table given by name cannot be read: 400."""
+    from leasehold.apps import job_writes
+
+    table = _api_table(tb)
+    opened = job_writes(table, last, {"account": "w", "n": 1}, tb.owner, now_ms=tb.clock.now_ms())
+    assert not opened.debounced and len(opened.writes) >= 2
+    table.transact(opened.writes)
+    tb.advance(5)
+    collapsed = job_writes(
+        table, last, {"account": "w", "n": 2}, tb.owner, now_ms=tb.clock.now_ms()
+    )
+    assert collapsed.debounced and collapsed.job_id == opened.job_id
+    assert [next(iter(w)) for w in collapsed.writes] == ["Update"]
+    table.transact(collapsed.writes)
+    tick(tb, 11)
+    assert [(job, n) for job, n, _ in ran] == [(opened.job_id, 2)]
+    with pytest.raises(ValidationError, match="pass the Table"):
+        job_writes("t", last, {"account": "w"}, tb.owner)
