@@ -68,3 +68,11 @@ def test_a_rule_goes_through_post_jobs_and_back() -> None:
         JobOptions(debounce=rule, idempotency_key="k")
     with pytest.raises(ValidationError, match="not both"):
         JobOptions(debounce=rule, run_at="2026-12-24T09:00:00Z")
+
+
+def test_a_kind_takes_only_a_debounce_rule() -> None:
+    from leasehold import Kind, KindDefinitionError
+
+    assert Kind("k", debounce=Debounce(seconds=5)).debounce == Debounce(seconds=5)
+    with pytest.raises(KindDefinitionError, match="kind 'k': debounce is a leasehold.Debounce"):
+        Kind("k", debounce={"seconds": 5})  # type: ignore[arg-type]

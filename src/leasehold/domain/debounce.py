@@ -142,6 +142,13 @@ class Debounce:
         )
 
 
+def checked_debounce(debounce: Any) -> Debounce | None:
+    """A kind's `debounce=` as declared: None or a Debounce (TypeError otherwise)."""
+    if debounce is not None and not isinstance(debounce, Debounce):
+        raise TypeError("debounce is a leasehold.Debounce(by=..., seconds=..., keep=...)")
+    return debounce
+
+
 def declared_debounce(kind: object) -> Debounce | None:
     """A kind's declared `debounce` (None for a kind that declares none, or an engine kind
     made before debounce existed)."""

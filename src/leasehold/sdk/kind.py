@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar, overload
 from aws_lambda_powertools import Logger
 
 from leasehold.domain import sizes
-from leasehold.domain.debounce import Debounce
+from leasehold.domain.debounce import Debounce, checked_debounce
 from leasehold.domain.errors import ANSWERED_ERRORS, LeaseholdError, ValidationError
 from leasehold.domain.job import PRIORITIES, Owner, Priority
 from leasehold.domain.limits import Limit, Rate, check_limits, check_rates, key_value
@@ -236,6 +236,7 @@ class Kind:
                 None if concurrency is None else check_limits(concurrency)
             )
             self.rate: tuple[Rate, ...] = check_rates(rate or ())
+            self.debounce: Debounce | None = checked_debounce(debounce)
         except (TypeError, ValueError) as exc:
             raise KindDefinitionError(f"kind '{name}': {exc}") from exc
         self.submittable = submittable
@@ -252,9 +253,6 @@ class Kind:
         self.migrations: dict[str, Migration] = _check_migrations(name, migrations)
         """How a job checkpointed under an older step list (by its fingerprint) goes on under
         this one (kind versions, docs/sdk.md)."""
-        if debounce is not None and not isinstance(debounce, Debounce):
-            raise KindDefinitionError(f"kind '{name}': debounce is a leasehold.Debounce(...)")
-        self.debounce = debounce
         self._steps: list[Step] = []
         self._hooks = _Hooks()
 
