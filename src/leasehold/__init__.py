@@ -25,6 +25,7 @@ import importlib
 import warnings
 from typing import Any
 
+from leasehold.domain.debounce import Debounce
 from leasehold.domain.errors import (
     HandBackError,
     LeaseholdError,
@@ -60,6 +61,7 @@ __all__ = [
     "Budget",
     "Checkpoint",
     "ChildView",
+    "Debounce",
     "Effect",
     "FatalError",
     "Finished",

@@ -17,6 +17,7 @@ CHECKS = (
     "F1", "F2", "F3",  # the infrastructure: a duplicate delivery, a table outage
     "D1", "D2", "D3", "D4", "D5",  # flow control and time: a delay, a concurrency key, a rate,
     # a schedule, priorities
+    "DB1",  # debounce: three submissions, one job, the last payload
     "W1", "W2", "W3", "W4",  # workflows: a fan-out, a signal, a callback, a durable sleep
     "P1",  # a kind paused by an operator and resumed
 )  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from leasehold import Debounce, JobOptions
 from leasehold.client import ApiError, Client, JobHandle, WaitTimeout
 from leasehold.client.http import MAX_ANSWER_BYTES
 from leasehold.service.tracing import span_under
@@ -232,6 +233,23 @@ def test_submit_sends_a_delay_as_the_api_takes_it(api: ScriptedApi) -> None:
     assert api.seen[0].body["delay_seconds"] == 3600 and "run_at" not in api.seen[0].body
     assert api.seen[1].body["run_at"] == "2026-12-24T09:00:00+01:00"
     assert "delay_seconds" not in api.seen[1].body
+
+
+def test_submit_sends_a_debounce_and_reads_the_answers_debounced(api: ScriptedApi) -> None:
+    accepted = {"job_id": "j_9", "state": "queued", "status_url": "/jobs/j_9"}
+    api.answers = [(202, {}, accepted), (202, {}, {**accepted, "debounced": True})]
+    client, _ = _client(api)
+    rule = Debounce(by=["payload.account"], seconds=30, keep="first")
+    first = client.submit("shout", {"account": "a"}, options=JobOptions(debounce=rule))
+    again = client.submit("shout", {"account": "a"}, options=JobOptions(debounce=rule))
+    assert api.seen[0].body["debounce"] == {
+        "by": ["payload.account"],
+        "seconds": 30,
+        "keep": "first",
+    }
+    assert "idempotency-key" not in api.seen[0].headers
+    assert (first.job_id, first.debounced) == ("j_9", False)
+    assert (again.job_id, again.debounced) == ("j_9", True)
 
 
 def test_submit_sends_the_trace_given_else_the_current_spans_as_traceparent(

@@ -24,6 +24,7 @@ PUBLIC_NAMES = {
         "Budget",
         "Checkpoint",
         "ChildView",
+        "Debounce",
         "Effect",
         "FatalError",
         "Finished",
@@ -238,6 +239,7 @@ def test_every_name_leasehold_exported_before_still_resolves() -> None:
     # new in this release: the one options type (decision OW1), a job request for the batches
     added = {"Budget", "JobOptions", "Submission"}
     added |= {"ChildView", "SignalTimeoutError", "SignalWait"}  # workflows (DESIGN §19)
+    added |= {"Debounce"}  # debounce (DESIGN §21, decisions DB1-DB6)
     assert before | added == set(leasehold.__all__) | set(leasehold.MOVED)
 
 

@@ -42,6 +42,8 @@ class JobHandle:
     client: Client
     job_id: str
     state: str
+    debounced: bool = False
+    """The submission collapsed into its debounce key's pending job, this one (decision DB2)."""
 
     def get(self) -> JsonObject:
         """The job view now (`GET /jobs/{job_id}`)."""
@@ -144,7 +146,12 @@ class Client(Transport):
         accepted = self._object("POST", "/jobs", request, headers=headers)
         if not isinstance(accepted.get("job_id"), str):
             raise invalid_answer(202, json.dumps(accepted).encode(), "names no job_id")
-        return JobHandle(self, str(accepted["job_id"]), str(accepted.get("state", "queued")))
+        return JobHandle(
+            self,
+            str(accepted["job_id"]),
+            str(accepted.get("state", "queued")),
+            debounced=accepted.get("debounced") is True,
+        )
 
     def submit_many(self, jobs: Iterable[Submission]) -> list[JobHandle | ApiError]:
         """Submit many jobs (`POST /jobs/batch`, 100 a request, decisions BA1-BA6): one answer

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
+from leasehold.domain.debounce import Debounce
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Budget, Priority, check_priority
 from leasehold.domain.policies import MAX_ATTEMPTS_LIMIT, MAX_DEADLINE_SECONDS, MAX_DELAY_SECONDS
@@ -25,7 +26,7 @@ MAX_BUDGET_COST = 10**12
 MAX_BUDGET_STEPS = 10_000
 JOB_FIELDS = frozenset(
     {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
-    | {"run_at", "delay_seconds", "priority"}
+    | {"run_at", "delay_seconds", "priority", "debounce"}
 )
 """The fields of a `POST /jobs` body."""
 
@@ -94,6 +95,7 @@ class OptionKeywords(TypedDict, total=False):
     run_at: str | datetime | None
     delay_seconds: int | None
     traceparent: str | None
+    debounce: Debounce | None
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,9 @@ class JobOptions:
     OpenTelemetry span's, else a new trace. A malformed one is ignored, as OpenTelemetry's
     propagator ignores it (decision TR1). Not part of the request's fingerprint: a repeat
     with another trace is still a repeat."""
+    debounce: Debounce | None = None
+    """Collapse this submission into its key's pending job (`Debounce`, decisions DB1–DB6);
+    None: the kind's, if it declares one. Not with an idempotency key, nor a delay."""
 
     def __post_init__(self) -> None:
         check_idempotency_key(self.idempotency_key)
@@ -150,6 +155,8 @@ class JobOptions:
             run_at_ms(self.run_at)
         if self.priority is not None:
             check_priority(self.priority)
+        if self.debounce is not None:
+            check_debounce_options(self.debounce, self)
 
     @staticmethod
     def of(options: JobOptions | None = None, **keywords: Any) -> JobOptions:
@@ -188,6 +195,8 @@ class JobOptions:
             body["run_at"] = self.run_at.isoformat()
         elif self.run_at is not None:
             body["run_at"] = self.run_at
+        if self.debounce is not None:
+            body["debounce"] = self.debounce.body()
         return body
 
 
@@ -238,6 +247,7 @@ class Submission:
             priority=body.get("priority"),
             run_at=_run_at_text(body.get("run_at")),
             delay_seconds=body.get("delay_seconds"),
+            debounce=Debounce.from_body(body.get("debounce")),
         )
         return Submission(kind, payload, options)
 
@@ -246,6 +256,22 @@ def _run_at_text(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ValidationError("'run_at' must be an ISO 8601 time with an offset")
     return value
+
+
+def check_debounce_options(debounce: Any, options: JobOptions) -> None:
+    """A 400 unless `debounce` is a Debounce that goes with the other options: not with an
+    idempotency key (a retry collapses into the same pending job anyway), nor with a delay
+    (the window is the delay) — decision DB4."""
+    if not isinstance(debounce, Debounce):
+        raise ValidationError("'debounce' must be a Debounce(by=..., seconds=..., keep=...)")
+    if options.idempotency_key is not None:
+        raise ValidationError(
+            "a debounced submission takes no Idempotency-Key: a retry collapses into the "
+            "same pending job anyway",
+            code="debounce_with_key",
+        )
+    if options.run_at is not None or options.delay_seconds is not None:
+        raise ValidationError("give 'debounce' or 'run_at' / 'delay_seconds', not both")
 
 
 def check_kind_known(kind: str, known: Collection[str]) -> None:

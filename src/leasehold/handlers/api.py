@@ -192,11 +192,14 @@ def submit_job() -> Response:
         "accepted",
         extra={"job_id": accepted.job_id, "new_job": accepted.created, "trace_id": trace_id},
     )
-    return _json(
-        202,
-        {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
-        headers={"Location": location},
-    )
+    answer: dict[str, object] = {
+        "job_id": accepted.job_id,
+        "state": accepted.state,
+        "status_url": location,
+    }
+    if accepted.debounced:  # collapsed into its key's pending job (decision DB2)
+        answer["debounced"] = True
+    return _json(202, answer, headers={"Location": location})
 
 
 @app.post("/jobs/batch")

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Unpack
 
 from leasehold.domain.clock import Clock, SystemClock, iso
+from leasehold.domain.debounce import Debounce, debounced
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.ids import key_of, time_ordered_ids
-from leasehold.domain.job import Owner
+from leasehold.domain.job import Job, Owner
 from leasehold.domain.options import JobOptions, OptionKeywords, Submission, check_idempotency_key
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.domain.tenancy import TenantPolicy
@@ -38,6 +39,7 @@ from leasehold.service.jobs import Intake, parse_limit
 from leasehold.service.telemetry import Telemetry
 from leasehold.store.controls import transact_closing_job as _transact_closing_job
 from leasehold.store.cursors import decode_cursor, encode_cursor
+from leasehold.store.debounce import plan_debounced
 from leasehold.store.guards import new_job_writes
 from leasehold.store.items import deserialize_item, serialize
 from leasehold.store.jobs import JobStore
@@ -142,6 +144,11 @@ class NewJob:
     give the same token, so an SDK retry of a commit whose answer was lost succeeds)."""
     fingerprint: str | None = None
     """With an idempotency key: the hash of the request the job item keeps (`fp`)."""
+    debounced: bool = False
+    """A debounced kind or request: True when `writes` collapse this submission into its
+    key's pending job `job_id` (one Update), False when they open a new window (decision DB5).
+    A transaction that fails their condition lost to another submission or to the job's
+    start: call `job_writes` again and commit what it gives."""
 
     def repeated(self, failed: ConditionFailed, index: int = 0) -> bool:
         """Your transaction failed, holding these writes from `index` on: True when the job
@@ -188,14 +195,19 @@ def job_writes(
     chosen = JobOptions.of(options, **keywords)
     if chosen.idempotency_key is not None and job_id is not None:
         raise ValueError("give a job_id or an idempotency_key, not both")
-    prepared = engine_intake({engine_kind.name: engine_kind}, now_ms).prepare(
+    intake = engine_intake({engine_kind.name: engine_kind}, now_ms)
+    submission = Submission(engine_kind.name, dict(payload), chosen)
+    prepared = intake.prepare(
         owner,
-        Submission(engine_kind.name, dict(payload), chosen),
+        submission,
         submittable_only=False,
         scope=scope,
         fingerprint=fingerprint,
         job_id=job_id,
     )
+    debounce = intake.debounce_for(submission)
+    if debounce is not None:
+        return _debounced_writes(table, prepared.job, debounce)
     name = table if isinstance(table, str) else table.name
     # a table named only is written as one shard: shard 0 is read at every count (decision SH1)
     shards = table.index_shards if isinstance(table, Table) else 1
@@ -204,6 +216,16 @@ def job_writes(
         for item in new_job_writes(prepared.job, prepared.fp_hash, shards=shards)
     ]
     return NewJob(prepared.job.job_id, writes, prepared.token, prepared.fp_hash)
+
+
+def _debounced_writes(table: Table | str, job: Job, debounce: Debounce) -> NewJob:
+    """A debounced submission's entries: read the key's window (so the table, not its name)."""
+    if isinstance(table, str):
+        raise ValidationError("a debounced job's writes read its window: pass the Table")
+    key = debounce.key(job.kind, job.owner, job.payload)
+    plan = plan_debounced(table, debounced(job, debounce), key, debounce, job.created_at)
+    writes = [with_table_name(item, table.name) for item in plan.writes]
+    return NewJob(plan.job_id, writes, debounced=plan.debounced)
 
 
 def run_at_text_of(keywords: OptionKeywords) -> str | None:

@@ -59,6 +59,8 @@ class EngineKind:
         self.rate = kind.rate
         """The kind's declared rates (decision F3)."""
         self.declared_schedules: tuple[DeclaredSchedule, ...] = kind.schedules
+        self.debounce = kind.debounce
+        """The kind's declared debounce (decisions DB1–DB6), or None."""
 
     def validate_for(self, payload: JsonObject, owner: Owner) -> None:
         self.kind.validate_for(payload, owner)

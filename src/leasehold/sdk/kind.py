@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar, overload
 from aws_lambda_powertools import Logger
 
 from leasehold.domain import sizes
+from leasehold.domain.debounce import Debounce, checked_debounce
 from leasehold.domain.errors import ANSWERED_ERRORS, LeaseholdError, ValidationError
 from leasehold.domain.job import PRIORITIES, Owner, Priority
 from leasehold.domain.limits import Limit, Rate, check_limits, check_rates, key_value
@@ -181,6 +182,7 @@ class Kind:
       already done, `fn(Checkpoint) -> Checkpoint` maps the job's checkpoint under the old
       list (`Kind.fingerprint()` before the change) onto this one; without one such a job
       stops `failed` / `kind_changed` (docs/sdk.md, "Changing a kind's steps").
+    - `debounce`: a `Debounce(...)`: submissions with one key run once, as one job (docs/sdk.md).
 
     Unless a `result` hook says otherwise, the job's result is the last step's output."""
 
@@ -198,6 +200,7 @@ class Kind:
         schedules: Sequence[Schedule] = (),
         priority: Priority = "normal",
         migrations: Mapping[str, Migration] | None = None,
+        debounce: Debounce | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise KindDefinitionError(
@@ -233,6 +236,7 @@ class Kind:
                 None if concurrency is None else check_limits(concurrency)
             )
             self.rate: tuple[Rate, ...] = check_rates(rate or ())
+            self.debounce: Debounce | None = checked_debounce(debounce)
         except (TypeError, ValueError) as exc:
             raise KindDefinitionError(f"kind '{name}': {exc}") from exc
         self.submittable = submittable

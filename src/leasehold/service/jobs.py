@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasehold.domain.clock import Clock
+from leasehold.domain.debounce import Debounce, debounced, declared_debounce
 from leasehold.domain.errors import (
     LeaseholdError,
     StoreUnavailableError,
@@ -17,7 +18,7 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.ids import IdFactory
 from leasehold.domain.job import DEFAULT_PRIORITY, Budget, Job, JobSpec, Owner, new_job
-from leasehold.domain.options import Submission, check_kind_known
+from leasehold.domain.options import Submission, check_debounce_options, check_kind_known
 from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
@@ -29,6 +30,7 @@ from leasehold.service.tracing import current_traceparent
 from leasehold.service.view import job_view
 from leasehold.store import Stores
 from leasehold.store.batch import Accepted, NewJobEntry
+from leasehold.store.debounce import accept_debounced
 from leasehold.store.jobs import JobStore
 from leasehold.store.keys import derived_id, fingerprint_hash, request_token
 from leasehold.store.rates import SubmitCounter
@@ -130,7 +132,10 @@ class Intake:
         """Validate, then commit job + outbox together (`JobStore.accept`); only a commit
         returns. A tenant past its submit rate is refused before anything is written."""
         prepared = self.prepare(owner, submission)
+        debounce = self.debounce_for(submission)
         self._take_submission(table, owner, prepared.job.created_at)
+        if debounce is not None:
+            return self._accept_debounced(table, prepared.job, debounce)
         try:
             outcome = JobStore(table).accept(
                 prepared.job, idempotency=prepared.key, fingerprint=prepared.spec.fingerprint()
@@ -149,6 +154,30 @@ class Intake:
             created=outcome.created,
             state=outcome.state,
             traceparent=prepared.job.traceparent if outcome.created else outcome.traceparent,
+        )
+
+    def debounce_for(self, submission: Submission) -> Debounce | None:
+        """The request's debounce, else its kind's (None: none); a kind's is checked against
+        the request's other options as a request's own is (400)."""
+        chosen = submission.options.debounce
+        if chosen is None:
+            chosen = declared_debounce(self._kinds.get(submission.kind))
+            if chosen is not None:
+                check_debounce_options(chosen, submission.options)
+        return chosen
+
+    def _accept_debounced(self, table: Table, job: Job, debounce: Debounce) -> Accepted:
+        """Collapse into the key's pending job, or open its window with `job` (decisions
+        DB1–DB6, store/debounce.py)."""
+        key = debounce.key(job.kind, job.owner, job.payload)
+        plan = accept_debounced(table, debounced(job, debounce), key, debounce, job.created_at)
+        self._telemetry.count("JobsDebounced" if plan.debounced else "JobsAccepted")
+        return Accepted(
+            plan.job_id,
+            created=not plan.debounced,
+            state=plan.state,
+            traceparent=None if plan.debounced else job.traceparent,
+            debounced=plan.debounced,
         )
 
     def accept_many(
@@ -172,6 +201,11 @@ class Intake:
                 outcomes[index] = item
                 continue
             try:
+                if self.debounce_for(item) is not None:
+                    raise ValidationError(
+                        "a batch takes no debounced job: submit it on its own (POST /jobs)",
+                        code="debounce_in_batch",
+                    )
                 ready.append((index, self.prepare(owner, item)))
             except StoreUnavailableError:
                 raise

@@ -69,6 +69,8 @@ class Accepted:
     state: str = JobState.QUEUED.value
     traceparent: str | None = None
     """The trace the new job joined (a repeat's: the one its first request gave it)."""
+    debounced: bool = False
+    """The submission collapsed into its debounce key's pending job (decision DB2)."""
 
 
 Outcome = Accepted | LeaseholdError

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from leasehold_dev.demo import (
     agent,
+    debounce,
     delivery,
     effects,
     infrastructure,
@@ -62,6 +63,7 @@ def phases() -> list[Phase]:
                 _t("D1", "delayed jobs", delivery.d1_delayed),
                 _t("D2", "a concurrency key", delivery.d2_concurrency),
                 _t("D3", "a rate limit", delivery.d3_rate),
+                _t("DB1", "debounce", debounce.db1_debounce),
                 (
                     Task("S1", "a schedule is made (D4 checks it in phase 5)", ()),
                     delivery.d4_schedule_made,
