@@ -294,10 +294,13 @@ class Workflows:
         return WakeupResult(Disposition.ACK, "waiting")
 
     def _look_once(self, job: Job, wait: WaitRecord, now: int) -> None:
-        """Right after a park: a signal that came before it, or children that all ended before
-        it, wake the job now (their own wake found it not parked yet)."""
+        """Right after a park: a signal that came before it, children that all ended before
+        it, or a cancel that came while the step ran (the claim ends it then, with its
+        children: WF52), wake the job now (their own wake found it not parked yet)."""
         step = int(wait.get("step", 0))
-        if wait.get("type") == "signal":
+        if job.cancel_requested:
+            self._waits.wake(job.job_id, step, now)
+        elif wait.get("type") == "signal":
             if self._waits.signal(job.job_id, str(wait.get("name"))) is not None:
                 self._waits.wake(job.job_id, step, now)
         elif wait.get("type") == "children":
