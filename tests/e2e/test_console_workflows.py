@@ -2,7 +2,8 @@
 local stack with the test workflow kinds (tests/support/workflow_kinds.py): an operator opens a
 parent, sees its children as a tree and the count of ended ones, opens a child's timeline,
 signals it and sees it resume, cancels one branch, then the parent, and sees its last child
-cancelled with it (decision WF6)."""
+cancelled with it (decision WF6); and replays a failed branch from the tree, which runs again
+while the parent's count of ended children takes its end back (WF4)."""
 
 from __future__ import annotations
 
@@ -113,3 +114,42 @@ def test_an_operator_sees_the_tree_signals_a_branch_and_cancels_the_parent(
     wait_until(lambda: text_of(browser, "#job-state") == "cancelled", what="parent cancelled")
     wait_until(lambda: _child_state(browser, third) == "cancelled", what="third child cancelled")
     assert _child_state(browser, first) == "succeeded"
+
+
+def test_an_operator_replays_a_failed_branch_and_the_count_takes_it_back(
+    stack: LocalStackProcess, browser: Any, tmp_path: Path
+) -> None:
+    # Given bob's parent of two children waiting for `reviewed`, one failure tolerated, whose
+    # first child failed (its gate shut): ended, so counted — 1 of 2
+    gate = tmp_path / "gate"
+    body = {"n": 2, "wait": True, "tolerate": 1, "gate": str(gate)}
+    parent = jobs.submit(stack, {"kind": "ops_fan", "payload": body}, "bob")
+    sign_in(browser, stack.url, "ops")
+    browser.get(f"{stack.url}/console#/job/{parent}")
+    wait_until(lambda: "1 of 2" in text_of(browser, "#wf-waiting"), what="1 of 2 (a failure)")
+    status, page = stack.request("GET", f"/ops/jobs/{parent}/children", user="ops")
+    assert status == 200, page
+    failed = page["items"][0]["job_id"]
+    assert page["items"][0]["state"] == "failed"
+    # When the gate opens and the operator replays that branch from the tree
+    gate.touch()
+    _click(browser, f"li[data-child-id='{failed}'] button.select-branch")
+    wait_until(lambda: f"Branch {failed}" in text_of(browser, "#workflow"), what="the branch")
+    _click(browser, "#branch-replay")
+    _confirm(browser, "gate fixed")
+    # Then it runs again (past its gate, to its wait) and the count takes its end back
+    wait_until(lambda: "0 of 2" in text_of(browser, "#wf-waiting"), what="0 of 2")
+
+    def branch() -> dict[str, Any]:
+        status, view = stack.request("GET", f"/ops/jobs/{failed}", user="ops")
+        assert status == 200, view
+        return dict(view)
+
+    # (`queued` at once when replayed; waiting for its signal only once it has run again)
+    wait_until(
+        lambda: (branch().get("waiting_for") or {}).get("signal") == "reviewed",
+        what="the branch run again, to its wait",
+    )
+    wait_until(lambda: _child_state(browser, failed) == "queued", what="the tree shows it")
+    assert "0 of 2" in text_of(browser, "#wf-waiting")
+    assert [e["event"] for e in branch()["history"]].count("replayed") == 1

@@ -35,13 +35,14 @@ _SIGNAL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 class WaitRecord(TypedDict, total=False):
     """The `wait` a queued job holds (stored as it is). `type` says which fields it has."""
 
-    type: Literal["time", "signal", "children"]
+    type: Literal["time", "signal", "children", "approval"]
     step: int
-    """The step that asked for it: the job resumes at `step + 1`."""
+    """The step that asked for it: the job resumes at `step + 1` (an approval: the step that
+    needs it, which runs once it is approved)."""
     at: int
     """time: when the next step may start."""
     name: str
-    """signal: its name."""
+    """signal, approval: the signal's name (an approval's is reserved, `approval_signal`)."""
     until: int
     """signal: when the wait times out."""
     total: int
@@ -52,6 +53,10 @@ class WaitRecord(TypedDict, total=False):
     """children: how many may end other than `succeeded` before the parent fails."""
     every: int
     """children: the backstop check's current interval (ms)."""
+    step_name: str
+    """approval: the name of the step that needs it (the view's `approval`)."""
+    requested_at: int
+    """approval: when the job paused for it."""
 
 
 class ParentLink(TypedDict):
@@ -64,6 +69,25 @@ class ParentLink(TypedDict):
     total: int
     """How many children the set has: a child's end wakes the parent when it is the last."""
     tolerate: int
+
+
+def approval_signal(step: int, epoch: int) -> str:
+    """The signal an approval decision is delivered as (decision WF50): reserved — `@` is
+    outside a user's signal names, so no owner's signal or wait can use it — and named by the
+    pause (the step, the epoch that paused), so a replayed job's new pause is never satisfied
+    by an earlier decision."""
+    return f"@approval.{step}.{epoch}"
+
+
+def approval_wait(step: int, step_name: str, requested_at: int, epoch: int) -> WaitRecord:
+    """What a job paused before step `step` waits for: that step's approval."""
+    return {
+        "type": "approval",
+        "step": step,
+        "name": approval_signal(step, epoch),
+        "step_name": step_name,
+        "requested_at": requested_at,
+    }
 
 
 def check_signal_name(name: Any) -> str:
@@ -169,6 +193,8 @@ class StepRequests:
 
 
 __all__ = [
+    "approval_signal",
+    "approval_wait",
     "ChildView",
     "SignalWait",
     "at_ms",

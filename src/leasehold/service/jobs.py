@@ -326,9 +326,12 @@ class JobService:
             or not 1 <= version <= MAX_VERSION
         ):
             raise ValidationError("'version' must be the job's current version (an integer ≥ 1)")
+        now = self._clock.now_ms()
         job = self._stores.controls.decide_approval(
-            owner, job_id, version=version, approve=decision == "approve", now=self._clock.now_ms()
+            owner, job_id, version=version, approve=decision == "approve", now=now
         )
+        if job.state is JobState.CANCELLED:  # a rejected child's end wakes its parent (WF4)
+            child_ended(WaitStore(self._stores.table), job, job.state, now, self._telemetry)
         self._telemetry.count("ApprovalsGranted" if decision == "approve" else "ApprovalsRejected")
         return job_view(job, self._kinds)
 

@@ -23,6 +23,7 @@ from leasehold.domain.sizes import ITEM_TOO_LARGE
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.storable import UNSTORABLE_OUTPUT, storable_error
 from leasehold.domain.types import RawItem
+from leasehold.domain.waits import approval_wait
 from leasehold.service.fanin import child_ended
 from leasehold.service.kinds import Attempt, Disposition, JobKind, StepPlan, WakeupResult
 from leasehold.service.steps import (
@@ -308,17 +309,21 @@ class Outcomes:
         )
 
     def pause(self, attempt: Attempt, step: StepPlan, index: int) -> WakeupResult:
+        """Before a step that needs approval: the job waits for its approval's reserved signal,
+        parked by the one parking path (`WaitStore.park`), `waiting_approval` (decision WF50)."""
         now = self._clock.now_ms()
-        self._leases.finish(
-            attempt.job,
-            JobState.WAITING_APPROVAL,
+        job = attempt.job
+        attempt.job = self._waits.park(
+            job,
+            attempt.checkpoint,
+            approval_wait(index, step.name, now, job.epoch),
+            due_at=None,
             now=now,
-            checkpoint=attempt.checkpoint,
-            approval={"step": index, "step_name": step.name, "requested_at": now},
             history=self._ended(
                 attempt, "paused", JobState.WAITING_APPROVAL, f"approval of step {index}"
             ),
         )
+        self._leases.release_slot(job)  # a waiting job holds no slot (C5)
         self._telemetry.count("JobsPaused")
         logger.info("waiting for approval", extra=attempt.log_keys | {"step": index})
         return self._result(JobState.WAITING_APPROVAL.value)

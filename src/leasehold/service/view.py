@@ -109,6 +109,8 @@ def waiting_for(job: Job, now: int | None, children_done: int | None = None) -> 
             return {"time": iso(wait.get("at"))}
         if wait.get("type") == "signal":
             return {"signal": wait.get("name"), "until": iso(wait.get("until"))}
+        if wait.get("type") == "approval":
+            return None  # approved, due now: nothing to wait for but a worker (WF50)
         done: JsonObject = {"total": wait.get("total", 0)}
         if children_done is not None:
             done["done"] = children_done

@@ -171,6 +171,8 @@ class WorkerService:
         )
         logger.info("claimed", extra=attempt.log_keys | {"step": attempt.checkpoint.next_step})
         try:
+            if job.wait is not None and job.cancel_requested:  # cancelled as it parked (WF52)
+                return self._outcomes.settle(attempt, cancelled())
             if job.wait is not None:  # woken from a wait: over, or parked again (WF2)
                 waited = self._flows.evaluate(attempt, self._children_failed)
                 if waited is not None:

@@ -299,10 +299,13 @@ class Workflows:
         return WakeupResult(Disposition.ACK, "waiting")
 
     def _look_once(self, job: Job, wait: WaitRecord, now: int) -> None:
-        """Right after a park: a signal that came before it, or children that all ended before
-        it, wake the job now (their own wake found it not parked yet)."""
+        """Right after a park: a signal that came before it, children that all ended before
+        it, or a cancel that came while the step ran (the claim ends it then, with its
+        children: WF52), wake the job now (their own wake found it not parked yet)."""
         step = int(wait.get("step", 0))
-        if wait.get("type") == "signal":
+        if job.cancel_requested:
+            self._waits.wake(job.job_id, step, now)
+        elif wait.get("type") == "signal":
             if self._waits.signal(job.job_id, str(wait.get("name"))) is not None:
                 self._waits.wake(job.job_id, step, now)
         elif wait.get("type") == "children":
@@ -325,6 +328,8 @@ class Workflows:
             if now >= int(wait.get("at", 0)):
                 return None
             return self._repark(attempt, wait, int(wait.get("at", now)), now)
+        if kind == "approval":
+            return self._approved(attempt, wait, now)
         if kind == "signal":
             name = str(wait.get("name"))
             if self._waits.signal(job.job_id, name) is not None:
@@ -350,7 +355,24 @@ class Workflows:
         every = min(CHILD_CHECK_MAX_MS, int(wait.get("every", CHILD_CHECK_FIRST_MS)) * 2)
         return self._repark(attempt, {**wait, "every": every}, now + every, now)
 
-    def _repark(self, attempt: Attempt, wait: WaitRecord, due: int, now: int) -> WakeupResult:
+    def _approved(self, attempt: Attempt, wait: WaitRecord, now: int) -> WakeupResult | None:
+        """An approval's wait (WF50): its signal says `approve` → the step runs, approved on
+        the checkpoint (kept by the next write); none yet → paused again. A wait left behind
+        the checkpoint (a replay) is over: the step's own check asks anew."""
+        step, job = int(wait.get("step", -1)), attempt.job
+        if step != job.checkpoint.next_step:
+            return None
+        got = self._waits.signal(job.job_id, str(wait.get("name")))
+        if got is None:
+            return self._repark(attempt, wait, None, now)
+        if isinstance(got.body, dict) and got.body.get("decision") == "approve":
+            job.checkpoint = replace(job.checkpoint, approved_step=step)
+            attempt.checkpoint = replace(attempt.checkpoint, approved_step=step)
+        return None
+
+    def _repark(
+        self, attempt: Attempt, wait: WaitRecord, due: int | None, now: int
+    ) -> WakeupResult:
         held = attempt.job
         attempt.job = self._waits.park(
             held, held.checkpoint, wait, due_at=due, now=now, history=None
@@ -389,11 +411,7 @@ class Workflows:
                 for i in range(index, min(total, index + CASCADE_PAGE))
             ]
             for cid, child in zip(ids, self._waits.children_states(ids), strict=True):
-                if (
-                    child is None
-                    or child.state in TERMINAL_STATES
-                    or child.state is JobState.UNKNOWN
-                ):
+                if child is None or child.state in _SETTLED:
                     continue
                 try:
                     ended = self._stores.controls.cancel(

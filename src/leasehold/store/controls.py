@@ -12,16 +12,11 @@ from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState, StopReason
 from leasehold.domain.types import RawItem
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import (
-    append_history,
-    keep_for_operators,
-    outbox_put,
-    owned,
-    state_change,
-)
+from leasehold.store.guards import append_history, keep_for_operators, owned, state_change
 from leasehold.store.history import entry
-from leasehold.store.items import job_from_item, job_key, outbox_item
+from leasehold.store.items import job_from_item, job_key
 from leasehold.store.table import ConditionFailed, Table
+from leasehold.store.waits import WaitStore, signal_put
 from leasehold.store.waits_ends import end_items
 
 
@@ -198,68 +193,65 @@ class ControlStore:
     def decide_approval(
         self, owner: Owner, job_id: str, *, version: int, approve: bool, now: int
     ) -> Job:
-        """Approve (back to `queued` through the outbox, resuming at the paused step) or reject
-        (`cancelled` / `approval_rejected`), only in `waiting_approval` at the given version."""
-        expr = owned(Expression(), owner)
-        expr.condition(
-            f"{expr.name('state')} = {expr.value(JobState.WAITING_APPROVAL.value)}"
-            f" AND {expr.name('version')} = {expr.value(version)}"
-        )
-        expr.increment("version").set("updated_at", now).remove("approval")
-        if approve:
-            state_change(expr, JobState.QUEUED, job_id, self._table, from_active=False)
-            expr.set_raw("approved_step", expr.name("next_step"))
-            expr.set("next_attempt_at", now).set("last_dispatch_at", now)
-            append_history(
-                expr, entry("approved", at=now, state=JobState.QUEUED.value, by=owner.user_id)
-            )
-        else:
-            _cancelled(expr, "rejected", StopReason.APPROVAL_REJECTED, now, by=owner.user_id)
-        update = expr.update_params(job_key(job_id))
-        if not approve:
-            new, old = self._update_or_old(update)
-            if new is not None:
-                return new
-            raise self._approval_conflict(old, owner, job_id, version)
-        # The wake-up goes to the job's own queue with its kind (decision F4): both are fixed
-        # at accept, so reading them before the conditional write cannot race with it.
+        """An approval is a wait for its reserved signal (decision WF50): the decision is that
+        signal (`{"decision", "by"}`), delivered in one transaction with what it does, only in
+        `waiting_approval` at the given version. Approve: the job woken as a signal wakes a
+        waiting job (`WaitStore.wake_read`), `queued`; the claim then runs the step. Reject:
+        `cancelled` / `approval_rejected` at once, with what any end brings (a child's count
+        on its parent's fan-in, WF4)."""
         seen = self._table.get(job_key(job_id))
-        fixed = job_from_item(seen) if seen else None
+        job = _require_owned(job_from_item(seen) if seen else None, owner, job_id)
+        wait = job.wait or {}
+        if job.version != version or wait.get("type") != "approval":
+            raise self._approval_conflict(job, owner, job_id, version)
+        body = {"decision": "approve" if approve else "reject", "by": owner.user_id}
+        signal = signal_put(job, str(wait.get("name")), body, now)
         try:
-            self._table.transact(
-                [
-                    {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                    outbox_put(
-                        outbox_item(
-                            job_id,
-                            owner,
-                            version=version + 1,
-                            deliver_at=now,
-                            now_ms=now,
-                            kind=fixed.kind if fixed else None,
-                            priority=fixed.priority if fixed else "normal",
-                            traceparent=fixed.traceparent if fixed else None,
-                        )
+            if approve:
+                WaitStore(self._table).wake_read(
+                    job,
+                    int(wait.get("step", 0)),
+                    now,
+                    owner=owner,
+                    also=[signal],
+                    history=entry(
+                        "approved", at=now, state=JobState.QUEUED.value, by=owner.user_id
                     ),
-                ]
-            )
+                )
+            else:
+                self._table.transact(
+                    [
+                        self._reject(job, owner, now),
+                        signal,
+                        *end_items(job, JobState.CANCELLED, now),
+                    ]
+                )
         except ConditionFailed as failed:
-            if not failed.failed_at(0):
-                raise LeaseholdError("approval failed a condition it cannot explain") from failed
-            old_item = failed.old_item(0)
+            again = self._table.get(job_key(job_id))
             raise self._approval_conflict(
-                job_from_item(old_item) if old_item else None, owner, job_id, version
+                job_from_item(again) if again else None, owner, job_id, version
             ) from failed
         # A transaction returns no attributes: the job is read once after the commit (D9).
         item = self._table.get(job_key(job_id))
         return _require_owned(job_from_item(item) if item else None, owner, job_id)
 
     @staticmethod
+    def _reject(job: Job, owner: Owner, now: int) -> RawItem:
+        expr = owned(Expression(), owner)
+        expr.condition(
+            f"{expr.name('state')} = {expr.value(JobState.WAITING_APPROVAL.value)}"
+            f" AND {expr.name('version')} = {expr.value(job.version)}"
+        )
+        expr.increment("version").set("updated_at", now).remove("approval", "wait")
+        _cancelled(expr, "rejected", StopReason.APPROVAL_REJECTED, now, by=owner.user_id)
+        return {"Update": expr.update_params(job_key(job.job_id))}
+
+    @staticmethod
     def _approval_conflict(
         old: Job | None, owner: Owner, job_id: str, version: int
     ) -> LeaseholdError:
         job = _require_owned(old, owner, job_id)
-        if job.state is not JobState.WAITING_APPROVAL:
+        if job.state is not JobState.WAITING_APPROVAL or (job.wait or {}).get("type") != "approval":
             return ConflictError(
                 f"job {job_id} is {job.state.value}, not waiting_approval", code="not_waiting"
             )

@@ -13,8 +13,10 @@ from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from leasehold.domain.errors import JobNotFoundError
 from leasehold.domain.ids import key_of
 from leasehold.domain.job import Budget, Checkpoint, Job, Owner
+from leasehold.domain.records import ApprovalRequest
 from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
+from leasehold.domain.waits import WaitRecord, approval_wait
 from leasehold.store.shards import item_key
 
 JOB_SK = "JOB"
@@ -242,6 +244,32 @@ def new_job_item(job: Job, *, due_indexed: bool = False, shards: int = 1) -> Raw
     return {name: serialize(value) for name, value in doc.items() if value is not None}
 
 
+def approval_of(doc: Mapping[str, Any]) -> ApprovalRequest | None:
+    """A job paused for an approval shows it (`approval` in the view), read from its wait
+    (decision WF50), or from the `approval` an item paused before WF50 holds."""
+    wait = doc.get("wait")
+    if doc.get("state") != JobState.WAITING_APPROVAL.value:
+        return None
+    if not wait or wait.get("type") != "approval":
+        return doc.get("approval")
+    return {
+        "step": wait.get("step"),
+        "step_name": wait.get("step_name"),
+        "requested_at": wait.get("requested_at"),
+    }
+
+
+def legacy_approval_wait(doc: Mapping[str, Any]) -> WaitRecord | None:
+    """An item paused for an approval before WF50 (`approval`, no `wait`) read as the wait
+    it would have now, so its decision takes the one path."""
+    old = doc.get("approval")
+    if not old or doc.get("state") != JobState.WAITING_APPROVAL.value:
+        return None
+    return approval_wait(
+        int(old["step"]), str(old.get("step_name", "")), int(old["requested_at"]), doc["epoch"]
+    )
+
+
 def job_from_item(item: Mapping[str, Any]) -> Job:
     doc = deserialize_item(item)
     return Job(
@@ -274,7 +302,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         slots=doc.get("slots"),
         waiting_for=doc.get("waiting_for"),
         lease_expires_at=doc.get("lease_expires_at"),
-        approval=doc.get("approval"),
+        approval=approval_of(doc),
         result=json.loads(doc["result"]) if "result" in doc else None,
         error=doc.get("error"),
         stop_reason=doc.get("stop_reason"),
@@ -290,7 +318,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         priority=doc.get("priority", "normal"),
         step_list=doc.get("step_list"),
         traceparent=unpacked_traceparent(doc.get("tp")),
-        wait=doc.get("wait"),
+        wait=doc.get("wait") or legacy_approval_wait(doc),
         parent=doc.get("parent"),
         spawned=doc.get("spawned"),
         cap=doc.get("cap"),

@@ -17,7 +17,6 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.job import Checkpoint, Job, Owner
 from leasehold.domain.records import (
-    ApprovalRequest,
     EffectIntent,
     HistoryEntry,
     LedgerEntry,
@@ -94,6 +93,8 @@ def _set_checkpoint(expr: Expression, checkpoint: Checkpoint, *, live: bool = Tr
     expr.set("steps_used", checkpoint.steps_used)
     expr.remove("wait")  # a step ran (or the job ended) after the wait: it is over
     if live:
+        if checkpoint.approved_step is not None:  # given at the claim (WF50): kept for a retry
+            expr.set("approved_step", checkpoint.approved_step)
         expr.set("step_failures", checkpoint.step_failures)
         expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
 
@@ -243,10 +244,8 @@ class LeaseStore:
         _set_checkpoint(expr, checkpoint)
         expr.set("step_list", step_list).set("steps_total", steps_total)
         expr.set("lease_expires_at", now + lease_ms)
-        if checkpoint.approved_step is None:
+        if checkpoint.approved_step is None:  # set by `_set_checkpoint` otherwise
             expr.remove("approved_step")
-        else:
-            expr.set("approved_step", checkpoint.approved_step)
         return self._fenced_update(expr, job, stale_message="step list under a lost lease")
 
     def save_progress(self, job: Job, state: JsonObject, *, now: int, lease_ms: int) -> Job:
@@ -276,7 +275,6 @@ class LeaseStore:
         error: dict[str, str] | None = None,
         stop_reason: str | None = None,
         retry_at: int | None = None,
-        approval: ApprovalRequest | None = None,
         settle_effect: bool = False,
         also: list[RawItem] | None = None,
         shed: bool = False,
@@ -319,10 +317,6 @@ class LeaseStore:
             assert retry_at is not None, "a retry needs retry_at"
             extra.insert(0, _queued_again(expr, job, retry_at, now))
             first_related = 2
-        if target is JobState.WAITING_APPROVAL:
-            assert approval is not None, "a pause needs the approval request"
-            # A pause is not a failed try: the attempt it used is given back.
-            expr.set("approval", approval).increment("attempts", -1)
         self._write(
             expr,
             job,

@@ -12,14 +12,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasehold.domain.errors import JobNotFoundError, StaleEpochError
-from leasehold.domain.job import Checkpoint, Job
+from leasehold.domain.job import Checkpoint, Job, Owner
 from leasehold.domain.policies import in_due_index
 from leasehold.domain.records import HistoryEntry
 from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
 from leasehold.domain.waits import WaitRecord
 from leasehold.store.expressions import Expression
-from leasehold.store.guards import fenced, new_job_writes, outbox_put, set_history, write_job
+from leasehold.store.guards import (
+    fenced,
+    new_job_writes,
+    outbox_put,
+    owned,
+    set_history,
+    state_change,
+    write_job,
+)
 from leasehold.store.items import (
     ACTIVE_PARTITION,
     DUE_PARTITION,
@@ -84,7 +92,7 @@ class WaitStore:
         checkpoint: Checkpoint,
         wait: WaitRecord,
         *,
-        due_at: int,
+        due_at: int | None,
         now: int,
         history: HistoryEntry | None,
         spawned: list[list[int]] | None = None,
@@ -93,29 +101,26 @@ class WaitStore:
         `due_at` (in the due index when SQS cannot hold the wake-up that long, decision F1),
         the lease let go and the attempt given back — a wait is not a failed try. The deadline
         moves on by the wait's length: it counts the job's running time, not its waits (WF3).
-        `history` None: a look that found the wait not over (no entry for it)."""
+        `history` None: a look that found the wait not over (no entry for it). An approval's
+        wait (`due_at` None) is due at no time: `waiting_approval` until it is decided, its
+        deadline where it was (WF50)."""
         expr = fenced(job, now)
         expr.set("next_step", checkpoint.next_step).set("cost_used", checkpoint.cost_used)
         expr.set("steps_used", checkpoint.steps_used).set("step_failures", 0)
         expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
-        expr.set("wait", wait).set("state", JobState.QUEUED.value)
+        expr.set("wait", wait)
         expr.remove("lease_owner", "lease_expires_at", "effect_intent", "slot_token", "slots")
         expr.increment("attempts", -1)
-        expr.set("next_attempt_at", due_at).set("last_dispatch_at", now)
         if spawned is not None:
             expr.set("spawned", spawned)
-        deadline = job.deadline_at + max(0, due_at - now)
-        expr.set("deadline_at", deadline).set("expires_at", deadline // 1000 + JOB_TTL_SECONDS)
         if history is not None:
             set_history(expr, job, history)
         extra: list[RawItem] = []
-        shards = self._table.index_shards
-        if in_due_index(now, due_at):
-            expr.set("gsi1pk", item_key(DUE_PARTITION, job.job_id, shards))
-            expr.set("gsi1sk", time_sort_key(due_at, job.job_id))
+        if due_at is None:
+            state_change(expr, JobState.WAITING_APPROVAL, job.job_id, self._table, from_active=True)
+            expr.remove("next_attempt_at")
         else:
-            expr.set("gsi1pk", item_key(ACTIVE_PARTITION, job.job_id, shards))
-            extra.append(wakeup_item(job, due_at, now))
+            self._due(expr, job, due_at, now, extra)
         try:
             write_job(self._table, expr, job.job_id, extra)
         except ConditionFailed as failed:
@@ -124,6 +129,20 @@ class WaitStore:
         if got is None:
             raise StaleEpochError("the job is gone")
         return job_from_item(got)
+
+    def _due(self, expr: Expression, job: Job, due_at: int, now: int, extra: list[RawItem]) -> None:
+        """A parked job `queued`, due at `due_at`, its deadline moved on by the wait (WF3)."""
+        expr.set("state", JobState.QUEUED.value)
+        expr.set("next_attempt_at", due_at).set("last_dispatch_at", now)
+        deadline = job.deadline_at + max(0, due_at - now)
+        expr.set("deadline_at", deadline).set("expires_at", deadline // 1000 + JOB_TTL_SECONDS)
+        shards = self._table.index_shards
+        if in_due_index(now, due_at):
+            expr.set("gsi1pk", item_key(DUE_PARTITION, job.job_id, shards))
+            expr.set("gsi1sk", time_sort_key(due_at, job.job_id))
+        else:
+            expr.set("gsi1pk", item_key(ACTIVE_PARTITION, job.job_id, shards))
+            extra.append(wakeup_item(job, due_at, now))
 
     def wake(self, job_id: str, step: int, now: int) -> bool:
         """A parked job's wait may be over (a signal came, its last child ended): due now,
@@ -135,21 +154,48 @@ class WaitStore:
         job = job_from_item(got)
         if job.wait is None or job.state is not JobState.QUEUED:
             return False
-        expr = Expression()
-        wait_step = f"{expr.name('wait')}.{expr.name('step')}"
-        expr.condition(
-            f"{expr.name('state')} = {expr.value(JobState.QUEUED.value)}"
-            f" AND {wait_step} = {expr.value(step)}"
-            f" AND {expr.name('version')} = {expr.value(job.version)}"
-        )
-        expr.increment("version").set("updated_at", now)
-        expr.set("next_attempt_at", now).set("last_dispatch_at", now)
-        expr.set("gsi1pk", item_key(ACTIVE_PARTITION, job_id, self._table.index_shards))
         try:
-            write_job(self._table, expr, job_id, [wakeup_item(job, now, now)])
+            self.wake_read(job, step, now)
         except ConditionFailed:
             return False
         return True
+
+    def wake_read(
+        self,
+        job: Job,
+        step: int,
+        now: int,
+        *,
+        owner: Owner | None = None,
+        also: list[RawItem] | None = None,
+        history: HistoryEntry | None = None,
+    ) -> None:
+        """The wake of `job` as read (its version), parked on the wait of `step`: due now, with
+        a wake-up, and `also` in the same transaction (an approval's signal). A job paused
+        for an approval (`waiting_approval`, WF50) is `queued` again by it; `owner`: only its
+        owner's. ConditionFailed when the job is no longer as read."""
+        expr = Expression()
+        if owner is not None:
+            owned(expr, owner)
+        paused = job.state is JobState.WAITING_APPROVAL
+        state = JobState.WAITING_APPROVAL if paused else JobState.QUEUED
+        expr.condition(
+            f"{expr.name('state')} = {expr.value(state.value)}"
+            f" AND {expr.name('version')} = {expr.value(job.version)}"
+        )
+        if paused:  # written whole: an item paused before WF50 had none (`legacy_approval_wait`)
+            assert job.wait is not None
+            expr.set("wait", job.wait).remove("approval")
+            state_change(expr, JobState.QUEUED, job.job_id, self._table, from_active=False)
+        else:
+            wait_step = f"{expr.name('wait')}.{expr.name('step')}"
+            expr.condition(f"{wait_step} = {expr.value(step)}")
+            expr.set("gsi1pk", item_key(ACTIVE_PARTITION, job.job_id, self._table.index_shards))
+        expr.increment("version").set("updated_at", now)
+        expr.set("next_attempt_at", now).set("last_dispatch_at", now)
+        if history is not None:
+            set_history(expr, job, history)
+        write_job(self._table, expr, job.job_id, [wakeup_item(job, now, now), *(also or [])])
 
     # ------------------------------------------------------------------ signals
 
@@ -161,13 +207,7 @@ class WaitStore:
         in the same transaction: a crash between the two would have lost the signal, its
         caller's retry finding the token used (decision WF11). An unknown, used or expired
         token is JobNotFoundError (404)."""
-        item = {
-            **signal_key(job.job_id, name),
-            "body": serialize(json.dumps(body, separators=(",", ":"))),
-            "at": serialize(now),
-            "expires_at": serialize(_expires(job)),
-        }
-        put = {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+        put = signal_put(job, name, body, now)["Put"]
         try:
             if token_hash is None:
                 self._table.put(put)
@@ -298,6 +338,17 @@ class WaitStore:
         return [found.get(i) for i in ids]
 
 
+def signal_put(job: Job, name: str, body: Any, now: int) -> RawItem:
+    """The Put that keeps signal `name` of `job` once (a second one fails its condition)."""
+    item = {
+        **signal_key(job.job_id, name),
+        "body": serialize(json.dumps(body, separators=(",", ":"))),
+        "at": serialize(now),
+        "expires_at": serialize(_expires(job)),
+    }
+    return {"Put": {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+
+
 def _use_token(token_hash: str, now: int) -> dict[str, Any]:
     """The update that marks a callback token used, if it is known, unused and not expired."""
     expr = Expression()
@@ -370,4 +421,5 @@ __all__ = [
     "WaitStore",
     "fence_check",
     "signal_key",
+    "signal_put",
 ]

@@ -34,6 +34,8 @@ def expire_wait(table: Table, job_id: str, now: int) -> None:
             table.update(expr.update_params(job_key(job_id)), return_new=False)
         except ConditionFailed:
             raise ValueError(f"job {job_id} moved on while its wait was expired") from None
+    elif wait.get("type") == "approval":
+        raise ValueError(f"job {job_id} was approved: it waits for nothing (run it)")
     else:
         raise ValueError(
             f"job {job_id} waits for children: run them (expire_wait ends a signal wait or a sleep)"
