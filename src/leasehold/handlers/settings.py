@@ -100,6 +100,9 @@ class Settings(Tunings):
     traces: str = ""
     """LEASEHOLD_TRACES: a file every span of this function is appended to, as OTLP JSON lines
     (`local up --traces FILE`, handlers/trace_file.py); empty = off."""
+    data_bucket: str = ""
+    """DATA_BUCKET: where values too large for the job item live (store/blobs.py, DESIGN §20);
+    empty (an engine built for a unit test): values stay inline, within the item's budget."""
     high_queue_url: str = ""
     """HIGH_QUEUE_URL: the high-priority work queue (decision F4); empty: high jobs go to
     QUEUE_URL."""
@@ -191,6 +194,7 @@ class Settings(Tunings):
             kinds=_required(env, "LEASEHOLD_KINDS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
             traces=_optional(env, "LEASEHOLD_TRACES"),
+            data_bucket=_optional(env, "DATA_BUCKET"),
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),

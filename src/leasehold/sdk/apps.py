@@ -195,6 +195,7 @@ def job_writes(
         scope=scope,
         fingerprint=fingerprint,
         job_id=job_id,
+        blobs=table.blobs if isinstance(table, Table) else None,
     )
     name = table if isinstance(table, str) else table.name
     # a table named only is written as one shard: shard 0 is read at every count (decision SH1)
@@ -227,6 +228,7 @@ def engine_intake(kinds: Mapping[str, JobKind], now_ms: int | None) -> Intake:
         default_max_attempts=engine.max_attempts if engine else DEFAULT_MAX_ATTEMPTS,
         tenancy=engine.tenancy if engine else None,
         key_name="idempotency_key",
+        blobs=engine.table.blobs if engine else None,
     )
 
 
