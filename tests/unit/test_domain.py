@@ -226,6 +226,7 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
         "SCHEDULES_PER_OWNER": "0",
         "TENANT_SUBMIT_RATE": "0",
         "INDEX_SHARDS": "64",
+        "DATA_BUCKET": "data",
         "MAX_ATTEMPTS": "3",
         "BACKOFF_BASE_MS": "1",
         "BACKOFF_CAP_MS": "1",

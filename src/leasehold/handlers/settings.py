@@ -194,7 +194,7 @@ class Settings(Tunings):
             kinds=_required(env, "LEASEHOLD_KINDS"),
             faults=_optional(env, "LEASEHOLD_FAULTS"),
             traces=_optional(env, "LEASEHOLD_TRACES"),
-            data_bucket=_optional(env, "DATA_BUCKET"),
+            data_bucket=_required(env, "DATA_BUCKET"),
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),
@@ -299,6 +299,7 @@ ENV_VARIABLES = (
     "SCHEDULES_PER_OWNER",
     "TENANT_SUBMIT_RATE",
     "INDEX_SHARDS",
+    "DATA_BUCKET",
     "POWERTOOLS_TRACE_DISABLED",
 )
 """What `Settings.from_env` requires (and `xray_tracing` reads): a test checks the template sets
