@@ -106,3 +106,174 @@ def test_a_reference_is_what_the_item_holds(tb: Any) -> None:
     stored = json.loads(item["payload"]["S"])
     assert set(stored) == {REF} and set(stored[REF]) == {"key", "size", "sha256"}
     assert stored[REF]["size"] > 2 * MIB
+
+
+# ------------------------------------------------------------------ fencing (LD4)
+
+tries: list[int] = []
+"""How many times `twice`'s first step ran: each run's output differs, so a result shows which."""
+
+twice = Kind("twice")
+
+
+@twice.step()
+def first(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    tries.append(1)
+    return {"run": len(tries), "data": "y" * 8_000 + str(len(tries))}
+
+
+@twice.step()
+def second(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"from_first": ctx.outputs["first"], "more": "z" * 8_000}
+
+
+@pytest.fixture
+def tb2() -> Iterator[Any]:
+    tries.clear()
+    with LeaseholdTestbed([twice]) as testbed:
+        yield testbed
+
+
+def _refs(tb: Any, job_id: str) -> list[str]:
+    """Every blob key the job's item references (payload, outputs, result)."""
+    item = tb.client("dynamodb").get_item(
+        TableName=tb.table_name,
+        Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}},
+        ConsistentRead=True,
+    )["Item"]
+    text = json.dumps({k: v.get("S") for k, v in item.items()})
+    return sorted(set(__import__("re").findall(r"jobs/[^\"\\\\]+", text)))
+
+
+def _keys(tb: Any, job_id: str) -> list[str]:
+    listed = tb.client("s3").list_objects_v2(Bucket=DATA_BUCKET, Prefix=f"jobs/{job_id}/")
+    return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+def test_a_crash_between_the_blob_and_its_reference_loses_nothing_and_reuses_nothing(
+    tb2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leasehold.testing import WorkerCrashed
+
+    blobs = tb2.runtime.stores.table.blobs
+    real_spill = blobs.spill
+    crashed: list[str] = []
+
+    def spill_then_die(job_id: str, name: str, data: bytes, *, epoch: int | None = None) -> Any:
+        ref = real_spill(job_id, name, data, epoch=epoch)
+        if name == "out/0" and not crashed:  # the blob is in S3; its checkpoint never comes
+            crashed.append(ref[REF]["key"])
+            raise WorkerCrashed("died after the blob, before the checkpoint")
+        return ref
+
+    monkeypatch.setattr(blobs, "spill", spill_then_die)
+    job_id = tb2.submit("twice", {})
+    tb2.run_until_idle()
+    assert crashed == [f"jobs/{job_id}/e1/out/0"]
+    assert tb2.state(job_id) == "running"  # the lease holds until it runs out
+    tb2.advance(tb2.settings.lease_seconds + 1)
+    tb2.run_until_idle()
+    view = tb2.view(job_id)
+    assert view["state"] == "succeeded", view
+    result = tb2.result(job_id)
+    assert result["from_first"]["run"] == 2  # the retry's own output, whole
+    assert result["from_first"]["data"] == "y" * 8_000 + "2"
+    refs = _refs(tb2, job_id)
+    assert refs == [f"jobs/{job_id}/e2/result"], refs  # the orphan is not referenced
+    # the orphan stays for the lifecycle rule; nothing else was written twice
+    assert _keys(tb2, job_id) == [
+        f"jobs/{job_id}/e1/out/0",
+        f"jobs/{job_id}/e2/out/0",
+        f"jobs/{job_id}/e2/result",
+    ]
+
+
+def test_a_stale_workers_blob_is_never_referenced(
+    tb2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs = tb2.runtime.stores.table.blobs
+    real_spill = blobs.spill
+    ddb = tb2.client("dynamodb")
+
+    def spill_then_lose_the_lease(
+        job_id: str, name: str, data: bytes, *, epoch: int | None = None
+    ) -> Any:
+        ref = real_spill(job_id, name, data, epoch=epoch)
+        if name == "out/0" and epoch == 1:
+            # another worker claims the job meanwhile (its claim bumps the epoch): this one's
+            # checkpoint is fenced out
+            ddb.update_item(
+                TableName=tb2.table_name,
+                Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}},
+                UpdateExpression="SET epoch = epoch + :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )
+        return ref
+
+    monkeypatch.setattr(blobs, "spill", spill_then_lose_the_lease)
+    job_id = tb2.submit("twice", {})
+    report = tb2.run_until_idle()
+    assert "stale" in [d.outcome for d in report.deliveries]
+    tb2.advance(tb2.settings.lease_seconds + 1)
+    tb2.run_until_idle()
+    assert tb2.view(job_id)["state"] == "succeeded"
+    result = tb2.result(job_id)
+    assert result["from_first"]["run"] == 2  # not the stale worker's output
+    assert f"jobs/{job_id}/e1/out/0" in _keys(tb2, job_id)  # written, and left unreferenced
+    assert not [key for key in _refs(tb2, job_id) if "/e1/" in key]
+
+
+def test_another_tenant_cannot_read_a_large_result(tb: Any) -> None:
+    from leasehold.domain.errors import JobNotFoundError
+    from leasehold.domain.job import Owner
+
+    job_id = tb.submit("big", _payload())
+    tb.run_until_idle()
+    assert tb.view(job_id)["result_url"] == f"/jobs/{job_id}/result"
+    with pytest.raises(JobNotFoundError):  # the API's 404
+        tb.result(job_id, owner=Owner(tenant="other-group", user_id="carol"))
+    with pytest.raises(JobNotFoundError):  # the same tenant, another user: 404 too
+        tb.result(job_id, owner=Owner(tenant=tb.owner.tenant, user_id="mallory"))
+
+
+def test_a_payload_naming_another_jobs_blob_cannot_read_it(tb: Any) -> None:
+    # a forged reference in a payload is only ever followed inside its own job's prefix
+    victim = tb.submit("big", _payload())
+    item = tb.client("dynamodb").get_item(
+        TableName=tb.table_name, Key={"pk": {"S": f"JOB#{victim}"}, "sk": {"S": "JOB"}}
+    )["Item"]
+    forged = json.loads(item["payload"]["S"])
+    blobs = tb.runtime.stores.table.blobs
+    from leasehold.domain.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="outside job"):
+        blobs.load("j_someone_else", forged)
+
+
+# ------------------------------------------------------------------ limits at the API (LD2)
+
+
+def test_a_12_mib_body_is_a_413_naming_the_limit(call: Any) -> None:
+    big = {"kind": "synthetic", "payload": {"steps": [{"name": "a"}], "blob": "x" * (12 * MIB)}}
+    status, answer, _ = call("api-submit-job.json", body=big)
+    assert status == 413 and answer["error"]["code"] == "payload_too_large"
+    assert str(sizes.API_BODY_LIMIT) in answer["error"]["message"]
+    # just over the API's limit too; a body within it but past the kind's limit is a 413 also
+    over = {"kind": "synthetic", "payload": {"blob": "x" * sizes.API_BODY_LIMIT}}
+    assert call("api-submit-job.json", body=over)[0] == 413
+    within = {"kind": "synthetic", "payload": {"steps": [{"name": "a"}], "blob": "x" * MIB}}
+    status, answer, _ = call("api-submit-job.json", body=within)
+    assert (status, answer["error"]["code"]) == (413, "payload_too_large")
+    assert "kind 'synthetic'" in answer["error"]["message"]
+
+
+def test_the_result_route_is_the_owners_only(call: Any) -> None:
+    status, body, _ = call(
+        "api-submit-job.json", body={"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
+    )
+    assert status == 202
+    # not succeeded yet: no result, the same 404 another tenant gets for any job
+    status, answer, _ = call("api-get-result.json", path_id=body["job_id"])
+    assert (status, answer["error"]["code"]) == (404, "not_found")
+    status, answer, _ = call("api-get-result.json", path_id=body["job_id"], user="carol")
+    assert (status, answer["error"]["code"]) == (404, "not_found")

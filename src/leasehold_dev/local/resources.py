@@ -216,6 +216,14 @@ def clients() -> tuple[Any, Any]:
     return session.client("dynamodb"), session.client("sqs")
 
 
+def create_data_bucket(name: str = DATA_BUCKET) -> str:
+    """The data bucket (template.yaml's DataBucket) with the template's settings, in moto."""
+    s3 = boto3.session.Session(region_name=REGION).client("s3")
+    s3.create_bucket(Bucket=name)
+    apply_bucket_settings(s3, name, _resource("DataBucket"))
+    return name
+
+
 def create_documents_bucket(s3: Any, name: str = DOCUMENTS_BUCKET) -> str:
     """The documents bucket with the template's encryption, public access block, ownership and
     lifecycle (moto's CloudFormation applies only the encryption; the local stack does the rest
