@@ -277,3 +277,23 @@ def test_the_result_route_is_the_owners_only(call: Any) -> None:
     assert (status, answer["error"]["code"]) == (404, "not_found")
     status, answer, _ = call("api-get-result.json", path_id=body["job_id"], user="carol")
     assert (status, answer["error"]["code"]) == (404, "not_found")
+
+
+forges = Kind("forges")
+
+
+@forges.step()
+def forge(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
+    return {REF: {"key": "jobs/j_other/payload/x", "size": 1, "sha256": "0" * 64}}
+
+
+def test_the_reference_shape_is_refused_as_a_payload_and_as_an_output() -> None:
+    from leasehold.domain.errors import ValidationError
+
+    with LeaseholdTestbed([big, forges]) as testbed:
+        with pytest.raises(ValidationError, match=r"\$blob"):
+            testbed.submit("big", {REF: {"key": "jobs/j_other/payload/x"}})
+        job_id = testbed.submit("forges", {})
+        testbed.run_until_idle()
+        view = testbed.view(job_id)
+        assert (view["state"], view["error"]["code"]) == ("failed", "output_not_json")

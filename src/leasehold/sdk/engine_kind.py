@@ -101,6 +101,13 @@ class EngineKind:
                 code=OUTPUT_NOT_JSON,
                 effect_settled=operation is None,
             ) from exc
+        if isinstance(output, dict) and set(output) == {"$blob"}:  # the engine's reference
+            raise FatalError(
+                f"step '{step.name}' returned an object whose only key is '$blob': that shape "
+                "is the engine's reference to stored data (DESIGN §20); wrap it",
+                code=OUTPUT_NOT_JSON,
+                effect_settled=operation is None,
+            )
         limit = MAX_OUTPUT_BYTES if operation is not None else sizes.BLOB_LIMIT
         if len(encoded.encode()) > limit:
             # An effect step's output is copied into the ledger, on the job item (its budget:

@@ -116,6 +116,8 @@ class Intake:
         known = self.submittable() if submittable_only else list(self._kinds)
         check_kind_known(submission.kind, known)
         kind = self._kinds[submission.kind]
+        if is_ref(submission.payload):  # the engine's own shape for stored data (DESIGN §20)
+            raise ValidationError("'payload' may not be an object whose only key is '$blob'")
         spec = resolve_spec(kind, submission, self._default_max_attempts)
         options = submission.options
         if tenant_limits:
