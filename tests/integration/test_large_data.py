@@ -297,3 +297,23 @@ def test_the_reference_shape_is_refused_as_a_payload_and_as_an_output() -> None:
         testbed.run_until_idle()
         view = testbed.view(job_id)
         assert (view["state"], view["error"]["code"]) == ("failed", "output_not_json")
+
+
+def test_the_operators_result_route_is_operators_only(call: Any) -> None:
+    status, body, _ = call(
+        "api-submit-job.json", body={"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
+    )
+    assert status == 202
+    status, answer, _ = call("api-ops-result.json", path_id=body["job_id"])
+    assert (status, answer["error"]["code"]) == (403, "forbidden")
+    status, answer, _ = call("api-ops-result.json", path_id=body["job_id"], user="ops")
+    assert (status, answer["error"]["code"]) == (404, "not_found")  # no result yet
+
+
+def test_an_operator_reads_any_tenants_large_result(tb: Any) -> None:
+    from leasehold.domain.job import Owner
+
+    job_id = tb.submit("big", _payload())
+    tb.run_until_idle()
+    operator = Owner(tenant="ops-tenant", user_id="olga", is_operator=True)
+    assert tb.result(job_id, owner=operator)["payload_sha"] == _sha(_payload()["blob"])

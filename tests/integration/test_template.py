@@ -255,6 +255,7 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("POST", "/ops/jobs/{job_id}/resolve"),
         ("POST", "/ops/jobs/{job_id}/cancel"),
         ("GET", "/ops/jobs/{job_id}/children"),
+        ("GET", "/ops/jobs/{job_id}/result"),
         ("POST", "/ops/jobs/{job_id}/signals/{name}"),
         ("POST", "/ops/dlq/redrive"),
         ("GET", "/console"),

@@ -316,6 +316,13 @@ def ops_summary() -> Response:
     return _json(200, ops().summary())
 
 
+@app.get("/ops/jobs/<job_id>/result")
+def ops_result(job_id: str) -> Response:
+    """Any job's result, whole, for an operator (the console's download, DESIGN §20)."""
+    body = jobs().result(operator(), job_id)
+    return Response(status_code=200, content_type="application/json", body=body.decode())
+
+
 @app.get("/ops/jobs")
 def ops_jobs() -> Response:
     operator()
