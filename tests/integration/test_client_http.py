@@ -661,6 +661,13 @@ def test_get_and_wait_read_a_large_result_whole_from_its_url(api: ScriptedApi) -
     assert client.get("j_1")["result"] == large
     assert client.wait("j_1", timeout=1)["result"] == large
     assert [s.path for s in api.seen].count("/presigned/j_1") == 2
+    # up to 5 MiB the route answers {"job_id", "result"} itself
+    api.script = lambda seen: (
+        (200, {}, settled)
+        if seen.path == "/jobs/j_1"
+        else (200, {}, {"job_id": "j_1", "result": large})
+    )
+    assert client.get("j_1")["result"] == large
     # a small result is inline: nothing more is read
     api.seen.clear()
     api.script = lambda seen: (200, {}, {**VIEW, "state": "succeeded", "result": 3})

@@ -252,16 +252,22 @@ class Transport:
             return view
         reply = self.request("GET", url, retry=True)
         location = reply.header("Location")
-        if reply.status == 303 and location:
+        if reply.status == 303 and location:  # the bare result, at a presigned URL
             answer = self._pool.request("GET", location, retries=False, preload_content=False)
             reply = Reply(answer.status, {}, None, self._read_answer(answer))
+            wrapped = False
+        else:  # {"job_id": …, "result": …}
+            wrapped = True
         error = reply.error()
         if error is not None:
             raise error
         try:
-            result = json.loads(reply.raw)
+            answer_body = json.loads(reply.raw)
         except ValueError:
             raise invalid_answer(reply.status, reply.raw, "is not JSON") from None
+        if wrapped and not (isinstance(answer_body, dict) and "result" in answer_body):
+            raise invalid_answer(reply.status, reply.raw, "has no 'result'")
+        result = answer_body["result"] if wrapped else answer_body
         return {**view, "result": result}
 
     def _object(

@@ -247,15 +247,22 @@ def get_job(job_id: str) -> Response:
 
 @app.get("/jobs/<job_id>/result")
 def get_result(job_id: str) -> Response:
-    """A large result, the owner's only (DESIGN §20): its JSON when a Lambda answer can carry
-    it, else a 303 to a presigned URL good for five minutes (decision LD3)."""
+    """A large result, the owner's only (DESIGN §20): `{"job_id", "result"}` when a Lambda
+    answer can carry it, else a 303 to a presigned URL (the bare result) good for five minutes
+    (decision LD3)."""
     owner, service = caller(), jobs()
     body = service.result(owner, job_id)
     if len(body) > sizes.API_BODY_LIMIT:
         link = service.result_link(owner, job_id)
         if link is not None:
             return Response(status_code=303, body="", headers={"Location": link})
-    return Response(status_code=200, content_type="application/json", body=body.decode())
+    return _result_answer(job_id, body)
+
+
+def _result_answer(job_id: str, body: bytes) -> Response:
+    """`{"job_id": …, "result": …}` around the stored JSON, without parsing it again."""
+    text = f'{{"job_id":{json.dumps(job_id)},"result":{body.decode()}}}'
+    return Response(status_code=200, content_type="application/json", body=text)
 
 
 @app.post("/jobs/<job_id>/cancel")
@@ -319,8 +326,7 @@ def ops_summary() -> Response:
 @app.get("/ops/jobs/<job_id>/result")
 def ops_result(job_id: str) -> Response:
     """Any job's result, whole, for an operator (the console's download, DESIGN §20)."""
-    body = jobs().result(operator(), job_id)
-    return Response(status_code=200, content_type="application/json", body=body.decode())
+    return _result_answer(job_id, jobs().result(operator(), job_id))
 
 
 @app.get("/ops/jobs")
