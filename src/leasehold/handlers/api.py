@@ -189,7 +189,8 @@ def submit_job() -> Response:
     except ValidationError as refused:
         if refused.code == "too_large":  # 413, naming what to do instead (decision LD2)
             raise ValidationError(
-                f"{refused}; a larger input goes to S3 first (docs/sdk.md, large data)",
+                f"{refused}; pass larger inputs by submit_direct or as a key to your own "
+                "bucket (docs/sdk.md, large data)",
                 code="payload_too_large",
             ) from None
         raise
