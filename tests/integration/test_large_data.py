@@ -317,3 +317,41 @@ def test_an_operator_reads_any_tenants_large_result(tb: Any) -> None:
     tb.run_until_idle()
     operator = Owner(tenant="ops-tenant", user_id="olga", is_operator=True)
     assert tb.result(job_id, owner=operator)["payload_sha"] == _sha(_payload()["blob"])
+
+
+def test_the_result_route_reads_a_large_result_whole_for_its_owner_only(call: Any) -> None:
+    # The real Api handler under its role: a job made succeeded with a 1 MB result in the data
+    # bucket (as a worker leaves it), read back through GET /jobs/{id}/result byte for byte
+    import boto3
+
+    from leasehold.store.blobs import BlobStore, encoded
+
+    status, body, _ = call(
+        "api-submit-job.json", body={"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
+    )
+    job_id = body["job_id"]
+    result = {"text": "é" + "r" * 1_000_000}
+    session = boto3.session.Session(region_name="us-east-1")
+    ref = BlobStore(session.client("s3"), DATA_BUCKET).spill(
+        job_id, "result", encoded(result), epoch=1
+    )
+    table = session.client("dynamodb").list_tables()["TableNames"][0]
+    session.client("dynamodb").update_item(
+        TableName=table,
+        Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}},
+        UpdateExpression="SET #s = :s, #r = :r REMOVE gsi1pk, gsi1sk",
+        ExpressionAttributeNames={"#s": "state", "#r": "result"},
+        ExpressionAttributeValues={":s": {"S": "succeeded"}, ":r": {"S": json.dumps(ref)}},
+    )
+    status, view, _ = call("api-get-job.json", path_id=job_id)
+    assert status == 200 and "result" not in view
+    assert (view["result_url"], view["result_size"]) == (
+        f"/jobs/{job_id}/result",
+        len(encoded(result)),
+    )
+    status, answer, _ = call("api-get-result.json", path_id=job_id)
+    assert status == 200 and answer == {"job_id": job_id, "result": result}
+    status, answer, _ = call("api-get-result.json", path_id=job_id, user="carol")
+    assert (status, answer["error"]["code"]) == (404, "not_found")
+    status, answer, _ = call("api-ops-result.json", path_id=job_id, user="ops")
+    assert status == 200 and answer["result"] == result
