@@ -118,7 +118,8 @@ def test_malformed_json_oversized_body_and_bad_key_are_400(call: Call) -> None:
     assert call("api-submit-job.json", raw_body="{not json")[1]["error"]["code"] == "malformed_json"
     big = {"kind": "synthetic", "payload": {"steps": [{"name": "a"}], "blob": "x" * 70_000}}
     status, answer, _ = call("api-submit-job.json", body=big)
-    assert status == 400 and answer["error"]["code"] == "too_large"
+    # within the body's limit but past the kind's payload limit: a 413 (decision LD2)
+    assert status == 413 and answer["error"]["code"] == "payload_too_large"
     status, answer, _ = call(
         "api-submit-job.json", body=SUBMIT, headers={"idempotency-key": "bad key!"}
     )

@@ -669,3 +669,50 @@ def test_signal_callback_and_children_use_their_routes(api: ScriptedApi) -> None
         {"note": "by phone", "body": {"ok": True}},
     )
     assert [seen.path for seen in api.seen[1:]] == ["/ops/jobs/j_1/children"] * 3
+
+
+# ----------------------------------------------------------------------- large results
+
+
+def test_get_and_wait_read_a_large_result_whole_from_its_url(api: ScriptedApi) -> None:
+    # DESIGN §20: a view with `result_url` instead of `result` is completed by the client, by
+    # following the route — and the 303 to a presigned URL it answers past 5 MiB
+    large = {"rows": ["r" * 100] * 50}
+    settled = {**VIEW, "state": "succeeded", "result_url": "/jobs/j_1/result", "result_size": 1}
+
+    def script(seen: Seen) -> Answer:
+        if seen.path == "/jobs/j_1":
+            return (200, {}, settled)
+        if seen.path == "/jobs/j_1/result":
+            return (303, {"Location": f"{api.url}/presigned/j_1?sig=abc"}, None)
+        if seen.path == "/presigned/j_1":
+            assert "authorization" not in seen.headers and "x-demo-user" not in seen.headers
+            return (200, {}, large)
+        return (404, {}, envelope("not_found", seen.path))
+
+    api.script = script
+    client, _ = _client(api)
+    assert client.get("j_1")["result"] == large
+    assert client.wait("j_1", timeout=1)["result"] == large
+    assert [s.path for s in api.seen].count("/presigned/j_1") == 2
+    # up to 5 MiB the route answers {"job_id", "result"} itself
+    api.script = lambda seen: (
+        (200, {}, settled)
+        if seen.path == "/jobs/j_1"
+        else (200, {}, {"job_id": "j_1", "result": large})
+    )
+    assert client.get("j_1")["result"] == large
+    # a small result is inline: nothing more is read
+    api.seen.clear()
+    api.script = lambda seen: (200, {}, {**VIEW, "state": "succeeded", "result": 3})
+    assert client.get("j_1")["result"] == 3 and len(api.seen) == 1
+
+
+def test_a_result_url_that_answers_404_is_the_callers_not_found(api: ScriptedApi) -> None:
+    settled = {**VIEW, "state": "succeeded", "result_url": "/jobs/j_1/result", "result_size": 9}
+    api.script = lambda seen: (
+        (200, {}, settled) if seen.path == "/jobs/j_1" else (404, {}, envelope("not_found", "no"))
+    )
+    client, _ = _client(api, retries=0)
+    with pytest.raises(ApiError.NotFound):
+        client.get("j_1")

@@ -204,7 +204,7 @@ def _over_http(harness: Harness, kind: str, payload: Any, **extra: Any) -> Lease
         ("shout", {}, {}, "invalid_request"),  # the kind's schema: required field
         ("shout", {"text": 5}, {}, "invalid_request"),  # the schema: a field's type
         ("shout", {"text": "a" * 101}, {}, "invalid_request"),  # the schema: maxLength
-        ("shout", {"text": "a", "pad": "x" * 17_000}, {}, "too_large"),  # too large
+        ("shout", {"text": "a", "pad": "x" * 17_000}, {}, "payload_too_large"),  # too large
         ("shout", {"text": "a"}, {"max_attempts": 11}, "invalid_request"),
         ("shout", {"text": "a"}, {"deadline_seconds": 0}, "invalid_request"),
         ("shout", {"text": "a"}, {"budget": {"max_cost": -1}}, "invalid_request"),

@@ -106,21 +106,19 @@ def test_the_budget_adds_up_far_from_dynamodbs_limit() -> None:
     assert sizes.ITEM_BUDGET <= 0.75 * sizes.DYNAMODB_ITEM_LIMIT
 
 
-def test_outputs_past_their_share_fail_the_job_at_the_checkpoint(tb: Any) -> None:
-    # Given a kind whose eight outputs are each allowed but together pass the outputs' share
+def test_outputs_past_their_share_go_to_the_data_bucket_not_the_item(tb: Any) -> None:
+    # Given a kind whose eight outputs together pass what the item may hold (they once ended
+    # the job `item_too_large`, SZ2; with a data bucket they are kept there, decision LD1)
     job_id = tb.submit("piles_up", {})
     # When it runs
     report = tb.run_until_idle()
-    # Then the seventh step's output is refused before the write that would carry it
-    view = tb.view(job_id)
-    assert _ended(view) == ("failed", "handler_error", "item_too_large")
-    message = view["error"]["message"]
-    assert "'s6'" in message and str(sizes.OUTPUTS_BUDGET) in message
-    assert [d.outcome for d in report.deliveries] == ["failed"]
+    # Then it succeeds, its item holds references, and stays small
+    assert _ended(tb.view(job_id)) == ("succeeded", None, None)
+    assert [d.outcome for d in report.deliveries] == ["succeeded"]
     assert _left_on_queues(tb) == {"work": 0, "dlq": 0}
-    item = _item(tb, job_id)
-    assert len(json.loads(item["outputs"]["S"])) == 6  # the checkpoint before it, kept
-    assert _json_bytes(item) < sizes.ITEM_BUDGET
+    assert _json_bytes(_item(tb, job_id)) < 8 * 1024
+    kept = tb.client("s3").list_objects_v2(Bucket="leasehold-data", Prefix=f"jobs/{job_id}/")
+    assert len(kept["Contents"]) == 1  # eight equal outputs and the result: one blob (LD2)
 
 
 def test_kind_state_past_its_share_fails_the_job_unsaved(tb: Any) -> None:

@@ -72,7 +72,8 @@ def _pay(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 too_big = Kind("too_big")
-too_big.step("dump")(lambda ctx, payload: {"blob": "x" * (17 * 1024)})
+# over the 10 MiB a plain step's output may be (16 KiB before large data, decision LD2)
+too_big.step("dump")(lambda ctx, payload: {"blob": "x" * (10 * 1024 * 1024)})
 
 unregistered = Kind("unregistered")
 unregistered.step("only")(lambda ctx, payload: None)
@@ -142,7 +143,7 @@ def test_a_confirmed_operation_keeps_what_the_step_returned(tb: Any) -> None:
     assert (_output_of(counted), _output_of(charged)) == (7, {"amount": 250})
 
 
-def test_a_step_output_over_16_kib_fails_the_job(tb: Any) -> None:
+def test_a_step_output_over_10_mib_fails_the_job(tb: Any) -> None:
     job_id = tb.submit("too_big", {})
     tb.run_until_idle()
     assert _ended(tb, job_id) == ("failed", "handler_error", "output_too_large")

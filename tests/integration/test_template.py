@@ -101,6 +101,7 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
         "LOW_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/low",
         "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
         "DOCUMENTS_BUCKET": "leasehold-documents",
+        "DATA_BUCKET": "leasehold-data",
         "QUEUE_SHARD_URLS": "",  # QueueShards 1, the default
         "POWERTOOLS_TRACE_DISABLED": "false",  # Tracing: Active, the default
     }
@@ -137,6 +138,15 @@ def test_each_handler_imports_and_configures_with_the_template_environment(modul
 
 DOCUMENTS_READ = {"Fn::Sub": "${DocumentsBucket.Arn}/tenants/*/documents/*"}
 """The one other wildcard: the worker reads any tenant's documents by exact key (doc_prep)."""
+DATA_OBJECTS = {"Fn::Sub": "${DataBucket.Arn}/jobs/*"}
+"""Large values under jobs/<id>/ (DESIGN §20): by exact key, objects only, never a listing."""
+DATA_ACTIONS = {
+    "ApiRole": ["s3:PutObject", "s3:GetObject"],
+    "WorkerRole": ["s3:PutObject", "s3:GetObject"],
+    "SweeperRole": ["s3:PutObject"],
+}
+"""Who may touch the data bucket, and how: the relay never; the sweeper only writes (a tick's
+large payload)."""
 
 
 def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
@@ -181,6 +191,8 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
                 assert resource != "*", (name, statement)
                 if resource == DOCUMENTS_READ:
                     assert (name, statement["Action"]) == ("WorkerRole", ["s3:GetObject"])
+                elif resource == DATA_OBJECTS:
+                    assert statement["Action"] == DATA_ACTIONS.get(name), name
                 elif "*" in json.dumps(resource):
                     log_group = name.replace("Role", "LogGroup")
                     assert resource == {"Fn::GetAtt": [log_group, "Arn"]}, (name, statement)
@@ -235,6 +247,7 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("POST", "/jobs/{job_id}/approval"),
         ("POST", "/jobs/{job_id}/signals/{name}"),
         ("GET", "/jobs/{job_id}/children"),
+        ("GET", "/jobs/{job_id}/result"),
         ("POST", "/callbacks/{token}"),
         ("GET", "/ops/summary"),
         ("GET", "/ops/jobs"),
@@ -243,6 +256,7 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("POST", "/ops/jobs/{job_id}/resolve"),
         ("POST", "/ops/jobs/{job_id}/cancel"),
         ("GET", "/ops/jobs/{job_id}/children"),
+        ("GET", "/ops/jobs/{job_id}/result"),
         ("POST", "/ops/jobs/{job_id}/signals/{name}"),
         ("POST", "/ops/dlq/redrive"),
         ("GET", "/ops/kinds"),
@@ -446,4 +460,7 @@ def test_every_table_and_bucket_of_the_template_is_kept_in_the_data_directory(
     # Then the journal keeps the new table too, by its logical id, with nothing else to change
     assert set(kept["tables"]) == {"JobsTable", "SchedulesTable"}
     assert kept["tables"]["JobsTable"] == info.outputs["JobsTable"]
-    assert kept["buckets"] == {"DocumentsBucket": info.outputs["DocumentsBucket"]}
+    assert kept["buckets"] == {
+        "DocumentsBucket": info.outputs["DocumentsBucket"],
+        "DataBucket": info.outputs["DataBucket"],
+    }

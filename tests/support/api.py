@@ -16,6 +16,7 @@ from leasehold_dev.local.invoke import LocalContext
 from tests.support.contract import Exchange, check_exchange
 from tests.support.resources import (
     clients,
+    create_data_bucket,
     create_queues,
     create_table,
     function_roles,
@@ -74,6 +75,7 @@ def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Itera
     description = create_table(dynamodb)
     table = description["TableName"]
     queues = create_queues(sqs)
+    create_data_bucket()  # large values (DESIGN §20), as the template's DataBucket
     roles = function_roles(description, queues)
     role = roles["ApiFunction"]
     for name, value in template_environment(table, queues, **env_overrides).items():

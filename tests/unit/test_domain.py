@@ -191,7 +191,9 @@ def test_settings_are_strict_about_missing_or_bad_values() -> None:
         "TENANT_SUBMIT_RATE": "0",
         "SWEEP_SCHEDULE": "rate(1 minute)",
         "INDEX_SHARDS": "64",
+        "DATA_BUCKET": "data",
     }
+    assert Settings.from_env(env).data_bucket == "data"  # large values go there (LD1)
     assert (
         Settings.from_env(env | {"LEASE_SECONDS": 60}).lease_seconds == 60
     )  # moto's numbers work too
@@ -224,6 +226,7 @@ def test_settings_refuse_a_timeout_lease_and_queue_that_do_not_fit_together(
         "SCHEDULES_PER_OWNER": "0",
         "TENANT_SUBMIT_RATE": "0",
         "INDEX_SHARDS": "64",
+        "DATA_BUCKET": "data",
         "MAX_ATTEMPTS": "3",
         "BACKOFF_BASE_MS": "1",
         "BACKOFF_CAP_MS": "1",

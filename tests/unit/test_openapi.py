@@ -244,7 +244,10 @@ def test_every_error_code_the_api_raises_is_documented_under_its_status() -> Non
     raised_409 = _codes_raised("ConflictError") | {"conflict"}
     assert {"malformed_json", "invalid_url", "checked_provider_required"} <= raised_400
     assert {"idempotency_key_reused", "stale_version", "not_replayable"} <= raised_409
-    assert raised_400 <= _documented_codes("BadRequest")
+    # a body or payload over its limit is a 413 (decision LD2), every other one a 400
+    assert "payload_too_large" in raised_400
+    assert raised_400 - {"payload_too_large"} <= _documented_codes("BadRequest")
+    assert _documented_codes("PayloadTooLarge") == {"payload_too_large"}
     assert raised_409 <= _documented_codes("Conflict")
     assert _documented_codes("NotFound") == {"not_found"}
     assert _documented_codes("Forbidden") == {"forbidden"}

@@ -195,9 +195,9 @@ class Client(Transport):
         return error_for(status, result, json.dumps(result).encode(), {})
 
     def get(self, job_id: str) -> JsonObject:
-        """One of the caller's jobs (`GET /jobs/{job_id}`); `ApiError.NotFound` when it is
-        unknown or not the caller's."""
-        return self._object("GET", f"/jobs/{segment(job_id)}")
+        """One of the caller's jobs (`GET /jobs/{job_id}`), a large result read in whole from
+        its `result_url`; `ApiError.NotFound` when it is unknown or not the caller's."""
+        return self._whole(self._object("GET", f"/jobs/{segment(job_id)}"))
 
     def wait(
         self,
@@ -232,7 +232,7 @@ class Client(Transport):
                 if error is None:
                     view = dict(reply.body)
                     if view.get("state") in SETTLED_STATES:
-                        return view
+                        return self._whole(view)  # a large result read in whole
                 elif isinstance(error, Unavailable) or error.status == 429:
                     last_error = error
                 else:

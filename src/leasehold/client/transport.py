@@ -244,6 +244,32 @@ class Transport:
             raise invalid_answer(reply.status, reply.raw, "is not JSON")
         return reply.body
 
+    def _whole(self, view: JsonObject) -> JsonObject:
+        """A job view with its large result read in (`result_url`, DESIGN §20): the route
+        answers the JSON, or a 303 to a presigned URL, which is read without our headers."""
+        url = view.get("result_url")
+        if "result" in view or not isinstance(url, str) or not url.startswith("/"):
+            return view
+        reply = self.request("GET", url, retry=True)
+        location = reply.header("Location")
+        if reply.status == 303 and location:  # the bare result, at a presigned URL
+            answer = self._pool.request("GET", location, retries=False, preload_content=False)
+            reply = Reply(answer.status, {}, None, self._read_answer(answer))
+            wrapped = False
+        else:  # {"job_id": …, "result": …}
+            wrapped = True
+        error = reply.error()
+        if error is not None:
+            raise error
+        try:
+            answer_body = json.loads(reply.raw)
+        except ValueError:
+            raise invalid_answer(reply.status, reply.raw, "is not JSON") from None
+        if wrapped and not (isinstance(answer_body, dict) and "result" in answer_body):
+            raise invalid_answer(reply.status, reply.raw, "has no 'result'")
+        result = answer_body["result"] if wrapped else answer_body
+        return {**view, "result": result}
+
     def _object(
         self, method: str, path: str, body: Any = None, **sending: Unpack[Sending]
     ) -> JsonObject:

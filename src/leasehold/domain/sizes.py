@@ -50,6 +50,11 @@ ITEM_BUDGET = (
     + ENGINE_BUDGET
 )
 """The most a job item can hold: 284 KiB, far from DynamoDB's 400 KB."""
+BLOB_LIMIT = 10 * 1024 * 1024
+"""The largest single value (payload, output, result) the engine keeps, in S3 (DESIGN §20)."""
+API_BODY_LIMIT = 5 * 1024 * 1024
+"""The largest `POST /jobs` body (decision LD2): a Lambda function behind API Gateway takes a
+request of at most 6 MB, event included, below API Gateway's own 10 MB."""
 ITEM_TOO_LARGE = "item_too_large"
 """The error code of a job ended for its item's size."""
 

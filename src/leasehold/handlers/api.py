@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from leasehold import console
+from leasehold.domain import sizes
 from leasehold.domain.batch import MAX_BATCH_BODY_BYTES, submissions_of
 from leasehold.domain.errors import (
     ConflictError,
@@ -76,8 +77,10 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
 
 
 def _on_leasehold_error(error: LeaseholdError) -> Response:
-    for error_type, status in STATUS_BY_ERROR:
+    for error_type, mapped in STATUS_BY_ERROR:
         if isinstance(error, error_type):
+            # a body or payload over its limit is a 413 (decision LD2)
+            status = 413 if error.code == "payload_too_large" else mapped
             headers = {"Retry-After": "2"} if status == 503 else None
             if isinstance(error, SubmitRateExceededError):
                 headers = {"Retry-After": str(error.retry_after_seconds)}
@@ -181,8 +184,18 @@ def submit_job() -> Response:
     # one only starts a new trace, decision TR1).
     _header("traceparent")
     # Parsed here, at the edge: the service takes typed values (decision OW1).
+    try:
+        body = body_of(app.current_event.raw_event, max_bytes=sizes.API_BODY_LIMIT)
+    except ValidationError as refused:
+        if refused.code == "too_large":  # 413, naming what to do instead (decision LD2)
+            raise ValidationError(
+                f"{refused}; pass larger inputs by submit_direct or as a key to your own "
+                "bucket (docs/sdk.md, large data)",
+                code="payload_too_large",
+            ) from None
+        raise
     submission = Submission.from_body(
-        json_body(), _header("Idempotency-Key"), known_kinds=service.intake.submittable()
+        body, _header("Idempotency-Key"), known_kinds=service.intake.submittable()
     )
     accepted = service.accept(owner, submission)
     location = f"/jobs/{accepted.job_id}"
@@ -234,6 +247,26 @@ def list_jobs() -> Response:
 @app.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
     return _json(200, jobs().view(caller(), job_id))
+
+
+@app.get("/jobs/<job_id>/result")
+def get_result(job_id: str) -> Response:
+    """A large result, the owner's only (DESIGN §20): `{"job_id", "result"}` when a Lambda
+    answer can carry it, else a 303 to a presigned URL (the bare result) good for five minutes
+    (decision LD3)."""
+    owner, service = caller(), jobs()
+    body = service.result(owner, job_id)
+    if len(body) > sizes.API_BODY_LIMIT:
+        link = service.result_link(owner, job_id)
+        if link is not None:
+            return Response(status_code=303, body="", headers={"Location": link})
+    return _result_answer(job_id, body)
+
+
+def _result_answer(job_id: str, body: bytes) -> Response:
+    """`{"job_id": …, "result": …}` around the stored JSON, without parsing it again."""
+    text = f'{{"job_id":{json.dumps(job_id)},"result":{body.decode()}}}'
+    return Response(status_code=200, content_type="application/json", body=text)
 
 
 @app.post("/jobs/<job_id>/cancel")
@@ -292,6 +325,12 @@ def delete_schedule(schedule_id: str) -> Response:
 def ops_summary() -> Response:
     operator()
     return _json(200, ops().summary())
+
+
+@app.get("/ops/jobs/<job_id>/result")
+def ops_result(job_id: str) -> Response:
+    """Any job's result, whole, for an operator (the console's download, DESIGN §20)."""
+    return _result_answer(job_id, jobs().result(operator(), job_id))
 
 
 @app.get("/ops/jobs")

@@ -103,6 +103,9 @@ class Settings(Tunings):
     xray_region: str = ""
     """AWS_REGION where X-Ray records this function (`xray_tracing`), else empty: the operator
     view links a job's trace to X-Ray's console there (service/trace_links.py, decision TR7)."""
+    data_bucket: str = ""
+    """DATA_BUCKET: where values too large for the job item live (store/blobs.py, DESIGN §20);
+    empty (an engine built for a unit test): values stay inline, within the item's budget."""
     high_queue_url: str = ""
     """HIGH_QUEUE_URL: the high-priority work queue (decision F4); empty: high jobs go to
     QUEUE_URL."""
@@ -195,6 +198,7 @@ class Settings(Tunings):
             faults=_optional(env, "LEASEHOLD_FAULTS"),
             traces=_optional(env, "LEASEHOLD_TRACES"),
             xray_region=_optional(env, "AWS_REGION") if xray_tracing(env) else "",
+            data_bucket=_required(env, "DATA_BUCKET"),
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),
@@ -299,6 +303,7 @@ ENV_VARIABLES = (
     "SCHEDULES_PER_OWNER",
     "TENANT_SUBMIT_RATE",
     "INDEX_SHARDS",
+    "DATA_BUCKET",
     "POWERTOOLS_TRACE_DISABLED",
 )
 """What `Settings.from_env` requires (and `xray_tracing` reads): a test checks the template sets

@@ -36,6 +36,7 @@ from leasehold.service.telemetry import Telemetry
 from leasehold.service.trace_links import TraceLinks
 from leasehold.service.worker import WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
+from leasehold.store.blobs import BlobStore
 from leasehold.store.counters import OutcomeCounters
 from leasehold.store.queue import WakeupQueue
 from leasehold.store.table import CLIENT_CONFIG as TABLE_CLIENT_CONFIG
@@ -195,14 +196,18 @@ def build_engine(
     loaded: Loaded | None = None,
     new_id: IdFactory | None = None,
     retry: TransactionRetry | None = None,
+    s3: Any = None,
 ) -> Runtime:
     """The one place an engine is wired (River's `NewClient`, decision OW3): the stores over the
     table, the wake-up queues (a queue per priority the deployment has) and the services, all
     from `settings`. The Lambda handlers (through `runtime()`), the local stack (which runs
     those handlers) and `leasehold.testing` build theirs here, so a test harness cannot run
     with settings a deployed function does not have. `retry`: how a conflicted transaction is
-    retried (a testbed's waits take no time)."""
+    retried (a testbed's waits take no time). `s3`: the data bucket's client (DESIGN §20),
+    used when `settings.data_bucket` names one."""
     table = Table(dynamodb, settings.table_name, retry=retry, index_shards=settings.index_shards)
+    if settings.data_bucket and s3 is not None:
+        table.blobs = BlobStore(s3, settings.data_bucket)
     return Runtime(
         settings=settings,
         stores=Stores.over(
@@ -234,6 +239,7 @@ def runtime() -> Runtime:
     session = boto3.session.Session()
     dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
     sqs = session.client("sqs", config=CLIENT_CONFIG)
+    s3 = session.client("s3", config=CLIENT_CONFIG) if settings.data_bucket else None
     if settings.faults:  # tests and `local up --faults` only (docs/architecture.md rule 9)
         from leasehold.store.faults import FaultPlan, install_faults
 
@@ -253,6 +259,7 @@ def runtime() -> Runtime:
         telemetry=MetricsTelemetry(),
         kinds=dict(loaded.kinds),
         loaded=loaded,
+        s3=s3,
     )
     # What an application's routes reach through `leasehold.apps.Engine.current()`: this door
     # (faults and all), clock and metrics — never a client of their own.

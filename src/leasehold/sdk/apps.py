@@ -204,6 +204,7 @@ def job_writes(
         scope=scope,
         fingerprint=fingerprint,
         job_id=job_id,
+        blobs=table.blobs if isinstance(table, Table) else None,
     )
     debounce = intake.debounce_for(submission)
     if debounce is not None:
@@ -249,6 +250,7 @@ def engine_intake(kinds: Mapping[str, JobKind], now_ms: int | None) -> Intake:
         default_max_attempts=engine.max_attempts if engine else DEFAULT_MAX_ATTEMPTS,
         tenancy=engine.tenancy if engine else None,
         key_name="idempotency_key",
+        blobs=engine.table.blobs if engine else None,
     )
 
 

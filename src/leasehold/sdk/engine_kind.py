@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from leasehold.domain import sizes
 from leasehold.domain.errors import FatalStepError, StepError, ValidationError
 from leasehold.domain.job import Checkpoint as SavedCheckpoint
 from leasehold.domain.job import Owner
@@ -102,12 +103,19 @@ class EngineKind:
                 code=OUTPUT_NOT_JSON,
                 effect_settled=operation is None,
             ) from exc
-        if len(encoded.encode()) > MAX_OUTPUT_BYTES:
-            # Outputs live on the job item (its budget: leasehold.domain.sizes), and every
-            # checkpoint rewrites them.
+        if isinstance(output, dict) and set(output) == {"$blob"}:  # the engine's reference
             raise FatalError(
-                f"step '{step.name}' returned {len(encoded.encode())} bytes of JSON, over "
-                f"{MAX_OUTPUT_BYTES}",
+                f"step '{step.name}' returned an object whose only key is '$blob': that shape "
+                "is the engine's reference to stored data (DESIGN §20); wrap it",
+                code=OUTPUT_NOT_JSON,
+                effect_settled=operation is None,
+            )
+        limit = MAX_OUTPUT_BYTES if operation is not None else sizes.BLOB_LIMIT
+        if len(encoded.encode()) > limit:
+            # An effect step's output is copied into the ledger, on the job item (its budget:
+            # leasehold.domain.sizes); any other goes to S3 when large (DESIGN §20, LD3).
+            raise FatalError(
+                f"step '{step.name}' returned {len(encoded.encode())} bytes of JSON, over {limit}",
                 code=OUTPUT_TOO_LARGE,
                 effect_settled=operation is None,
             )

@@ -44,7 +44,7 @@ StepFunction = Callable[[StepContext, JsonObject], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-MAX_PAYLOAD_LIMIT = sizes.PAYLOAD_BUDGET
+MAX_PAYLOAD_LIMIT = sizes.BLOB_LIMIT
 """The most a kind may allow for its payload (the API's whole body is at most 64 KiB): the
 payload's share of the job item's budget (leasehold.domain.sizes)."""
 MAX_OUTPUT_BYTES = sizes.OUTPUT_LIMIT

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from leasehold.domain import sizes
 from leasehold.domain.clock import Clock
 from leasehold.domain.debounce import Debounce, debounced, declared_debounce
 from leasehold.domain.errors import (
+    JobNotFoundError,
     LeaseholdError,
     StoreUnavailableError,
     SubmitRateExceededError,
@@ -30,6 +32,7 @@ from leasehold.service.tracing import current_traceparent
 from leasehold.service.view import job_view
 from leasehold.store import Stores
 from leasehold.store.batch import Accepted, NewJobEntry
+from leasehold.store.blobs import BlobStore, encoded, is_ref
 from leasehold.store.debounce import accept_debounced
 from leasehold.store.jobs import JobStore
 from leasehold.store.keys import derived_id, fingerprint_hash, request_token
@@ -74,8 +77,11 @@ class Intake:
         default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         tenancy: TenantPolicy | None = None,
         key_name: str = "Idempotency-Key",
+        blobs: BlobStore | None = None,
     ) -> None:
         self._key_name = key_name
+        self._blobs = blobs
+        """Where a payload too large for the item goes (DESIGN §20), when no door names one."""
         """What the caller calls the key (the header, or a keyword argument), in a 503's text."""
         self._kinds = kinds
         self._clock = clock
@@ -99,6 +105,7 @@ class Intake:
         job_id: str | None = None,
         tenant_limits: bool = True,
         now: int | None = None,
+        blobs: BlobStore | None = None,
     ) -> Prepared:
         """The job `submission` makes for `owner`, after every check: the kind (one a caller
         may submit, unless `submittable_only` is False), the kind's defaults, the payload's size,
@@ -106,10 +113,13 @@ class Intake:
         derived from the owner, the key and `scope`, and `fingerprint` (default: the request's
         own canonical text) is what a repeat is compared by. `tenant_limits` False: the
         tenant's priority was checked already (a schedule's tick: at the schedule's create).
-        `now`: the accept time, by default the clock's."""
+        `now`: the accept time, by default the clock's. A payload over the inline limit is
+        written to `blobs` (else the intake's own) before the job that references it."""
         known = self.submittable() if submittable_only else list(self._kinds)
         check_kind_known(submission.kind, known)
         kind = self._kinds[submission.kind]
+        if is_ref(submission.payload):  # the engine's own shape for stored data (DESIGN §20)
+            raise ValidationError("'payload' may not be an object whose only key is '$blob'")
         spec = resolve_spec(kind, submission, self._default_max_attempts)
         options = submission.options
         if tenant_limits:
@@ -124,6 +134,15 @@ class Intake:
             job_id = self._new_id()
         at = self._clock.now_ms() if now is None else now
         job = new_job_for(kind, spec, owner, job_id, at)
+        store = blobs or self._blobs
+        if store is not None:  # the kind saw it whole; the item keeps what fits (LD3)
+            job.payload = store.keep(job_id, "payload/{sha}", job.payload)
+        elif sizes.json_bytes(job.payload) > sizes.PAYLOAD_BUDGET:  # no bucket: the item's share
+            raise ValidationError(
+                f"'payload' is larger than {sizes.PAYLOAD_BUDGET} bytes, and this engine has no "
+                "data bucket (DATA_BUCKET) to keep it in",
+                code="payload_too_large",
+            )
         # The caller's trace, else the current span's, else a new one (decision TR1).
         job.traceparent = current_traceparent(options.traceparent)
         return Prepared(job, spec, key, fp_hash, token)
@@ -131,7 +150,7 @@ class Intake:
     def accept(self, table: Table, owner: Owner, submission: Submission) -> Accepted:
         """Validate, then commit job + outbox together (`JobStore.accept`); only a commit
         returns. A tenant past its submit rate is refused before anything is written."""
-        prepared = self.prepare(owner, submission)
+        prepared = self.prepare(owner, submission, blobs=table.blobs)
         debounce = self.debounce_for(submission)
         self._take_submission(table, owner, prepared.job.created_at)
         if debounce is not None:
@@ -206,7 +225,7 @@ class Intake:
                         "a batch takes no debounced job: submit it on its own (POST /jobs)",
                         code="debounce_in_batch",
                     )
-                ready.append((index, self.prepare(owner, item)))
+                ready.append((index, self.prepare(owner, item, blobs=table.blobs)))
             except StoreUnavailableError:
                 raise
             except LeaseholdError as refused:
@@ -289,6 +308,28 @@ class JobService:
         job = self._stores.jobs.get_owned(owner, job_id)
         return job_view(job, self._kinds, self._clock.now_ms(), children_done(self._stores, job))
 
+    def result(self, owner: Owner, job_id: str) -> bytes:
+        """`GET /jobs/{job_id}/result`: the succeeded job's result as JSON, read whole from the
+        data bucket when large; the owner's only (another caller's job is not found), or any
+        job's for an operator (`GET /ops/jobs/{job_id}/result`, the console's download)."""
+        job = (
+            self._stores.jobs.get(job_id) if owner.is_operator else None
+        ) or self._stores.jobs.get_owned(owner, job_id)
+        if job.state is not JobState.SUCCEEDED or job.result is None:
+            raise JobNotFoundError(f"job {job_id} has no result (it is {job.state.value})")
+        blobs = self._stores.table.blobs
+        if blobs is None or not is_ref(job.result):
+            return encoded(job.result)
+        return blobs.read(job.job_id, job.result)
+
+    def result_link(self, owner: Owner, job_id: str, *, seconds: int = 300) -> str | None:
+        """A presigned URL reading the owner's large result for `seconds` (None: inline)."""
+        job = self._stores.jobs.get_owned(owner, job_id)
+        blobs = self._stores.table.blobs
+        if blobs is None or job.state is not JobState.SUCCEEDED or not is_ref(job.result):
+            return None
+        return blobs.presigned(job.result, seconds=seconds)
+
     def list(
         self, owner: Owner, *, state: str | None, limit: str | None, cursor: str | None
     ) -> JsonObject:
@@ -362,7 +403,10 @@ def resolve_spec(kind: JobKind, submission: Submission, default_max_attempts: in
     limit = kind.max_payload_bytes
     size = len(json.dumps(submission.payload, separators=(",", ":"), ensure_ascii=False).encode())
     if size > limit:
-        raise ValidationError(f"'payload' is larger than {limit} bytes", code="too_large")
+        raise ValidationError(
+            f"'payload' is larger than {limit} bytes (kind '{kind.name}')",
+            code="payload_too_large",
+        )
     options = submission.options
     attempts = options.max_attempts or kind.default_max_attempts or default_max_attempts
     return JobSpec(

@@ -291,7 +291,12 @@ class ScheduleService:
         tenant's limits are checked when the schedule is created, not at each tick."""
         submission = Submission.from_body(template, known_kinds=self._kinds)
         prepared = self._intake.prepare(
-            owner, submission, job_id=job_id, tenant_limits=tenant_limits, now=now
+            owner,
+            submission,
+            job_id=job_id,
+            tenant_limits=tenant_limits,
+            now=now,
+            blobs=self._table.blobs,
         )
         return prepared.job
 

@@ -13,6 +13,7 @@ from leasehold.domain.states import JobState
 from leasehold.domain.storable import NotStorableError, check_storable
 from leasehold.domain.types import JsonObject
 from leasehold.service.tracing import trace_id_of
+from leasehold.store.blobs import ref_size
 from leasehold.store.history import expand
 
 logger = Logger(service="leasehold", child=True)
@@ -175,7 +176,12 @@ def job_view(
     fields, _, _ = _extras(job, kinds)
     view.update({name: value for name, value in fields.items() if value is not None})
     if job.state is JobState.SUCCEEDED and job.result is not None:
-        view["result"] = job.result
+        size = ref_size(job.result)
+        if size is None:
+            view["result"] = job.result
+        else:  # too large to inline: read whole at its own route (DESIGN §20, LD3)
+            view["result_url"] = f"/jobs/{job.job_id}/result"
+            view["result_size"] = size
     if job.error:
         view["error"] = {"code": job.error.get("code", ""), "message": job.error.get("message", "")}
     if job.stop_reason:

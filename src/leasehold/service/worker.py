@@ -93,6 +93,7 @@ class WorkerService:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._leases = stores.leases
+        self._blobs = stores.table.blobs
         self._keeper = LeaseKeeper(
             stores.leases,
             stores.ledger,
@@ -154,6 +155,12 @@ class WorkerService:
 
     def _run(self, job: Job, remaining_ms: RemainingMs | None) -> WakeupResult:
         kind = self._kinds.get(job.kind)
+        if self._blobs is not None:  # payload and outputs whole for the steps (LD3)
+            try:
+                job = self._blobs.resolved(job)
+            except StoreUnavailableError as unavailable:
+                logger.warning("data bucket unavailable", extra={"detail": str(unavailable)})
+                return WakeupResult(Disposition.KEEP, "store_unavailable")
         attempt = Attempt(
             job=job,
             kind=kind or _NO_KIND,
@@ -280,7 +287,7 @@ class WorkerService:
             checkpoint = attempt.checkpoint
             outputs = [*checkpoint.outputs, outcome.output]
             outputs_bytes = sizes.json_bytes(outputs)
-            if outputs_bytes > sizes.OUTPUTS_BUDGET:
+            if self._blobs is None and outputs_bytes > sizes.OUTPUTS_BUDGET:
                 # Refused before the write that would carry it: the item keeps the last
                 # checkpoint, and the step ran to its end (an effect it opened is settled).
                 return self._outcomes.too_large(
@@ -450,10 +457,11 @@ class WorkerService:
                 attempt,
                 {"code": "result_not_json", "message": f"the result is not JSON: {exc}"[:500]},
             )
-        if size > MAX_RESULT_BYTES:
+        limit = MAX_RESULT_BYTES if self._blobs is None else sizes.BLOB_LIMIT
+        if size > limit:
             return self._outcomes.handler_error(
                 attempt,
-                {"code": "result_too_large", "message": f"result over {MAX_RESULT_BYTES} bytes"},
+                {"code": "result_too_large", "message": f"result over {limit} bytes"},
             )
         return self._outcomes.succeed(attempt, result)
 

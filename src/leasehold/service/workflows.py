@@ -155,6 +155,7 @@ class Workflows:
                     job_id=cid,
                     tenant_limits=False,
                     now=now,
+                    blobs=self._stores.table.blobs,
                 )
             except ValidationError as bad:
                 raise FatalStepError(

@@ -87,8 +87,11 @@ def reconcilable(job: Job) -> bool:
     return (job.effect_intent or {}).get("capability") in RECONCILABLE
 
 
-def _set_checkpoint(expr: Expression, checkpoint: Checkpoint, *, live: bool = True) -> None:
-    """The checkpoint's fields; a finished job (`live` False) keeps only the counters."""
+def _set_checkpoint(
+    expr: Expression, checkpoint: Checkpoint, *, live: bool = True, outputs: list[Any] | None = None
+) -> None:
+    """The checkpoint's fields; a finished job (`live` False) keeps only the counters.
+    `outputs`: the outputs as the item holds them (references for large ones, `kept_outputs`)."""
     expr.set("next_step", checkpoint.next_step).set("cost_used", checkpoint.cost_used)
     expr.set("steps_used", checkpoint.steps_used)
     expr.remove("wait")  # a step ran (or the job ended) after the wait: it is over
@@ -96,7 +99,24 @@ def _set_checkpoint(expr: Expression, checkpoint: Checkpoint, *, live: bool = Tr
         if checkpoint.approved_step is not None:  # given at the claim (WF50): kept for a retry
             expr.set("approved_step", checkpoint.approved_step)
         expr.set("step_failures", checkpoint.step_failures)
-        expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
+        stored = checkpoint.outputs if outputs is None else outputs
+        expr.set("outputs", json.dumps(stored, separators=(",", ":")))
+
+
+def kept_outputs(table: Table, job: Job, checkpoint: Checkpoint) -> list[Any]:
+    """The checkpoint's outputs as the item holds them: with a data bucket, each large one a
+    reference to its blob, written (under the lease's epoch) before the fenced write that will
+    reference it, and only once (DESIGN §20, decision LD4)."""
+    if table.blobs is None:
+        return list(checkpoint.outputs)
+    return table.blobs.keep_outputs(job.job_id, job.epoch, list(checkpoint.outputs))
+
+
+def same_payload(before: Job, after: Job) -> Job:
+    """`after` (a fenced write's answer) with the payload `before` held: the worker holds the
+    payload whole, the item a reference to it, and a payload never changes after accept."""
+    after.payload = before.payload
+    return after
 
 
 def wakeup_item(job: Job, deliver_at: int, now: int) -> RawItem:
@@ -211,7 +231,7 @@ class LeaseStore:
         except ConditionFailed as failed:
             raise StaleEpochError(stale_message) from failed
         assert item is not None
-        return job_from_item(item)
+        return same_payload(job, job_from_item(item))
 
     def heartbeat(self, job: Job, *, now: int, lease_ms: int) -> Job:
         """Extend my lease; returns the item so the worker sees `cancel_requested`."""
@@ -222,7 +242,7 @@ class LeaseStore:
         """Progress after a finished step, under the lease, extending it. A finished step also
         settles the effect it opened, so the intent goes with it."""
         expr = fenced(job, now)
-        _set_checkpoint(expr, checkpoint)
+        _set_checkpoint(expr, checkpoint, outputs=kept_outputs(self._table, job, checkpoint))
         expr.set("lease_expires_at", now + lease_ms).remove("effect_intent")
         return self._fenced_update(expr, job, stale_message="checkpoint under a lost lease")
 
@@ -241,7 +261,7 @@ class LeaseStore:
         a step of it runs. Only a job that crossed a deploy changing its kind's steps (or that
         recorded none) makes this write."""
         expr = fenced(job, now)
-        _set_checkpoint(expr, checkpoint)
+        _set_checkpoint(expr, checkpoint, outputs=kept_outputs(self._table, job, checkpoint))
         expr.set("step_list", step_list).set("steps_total", steps_total)
         expr.set("lease_expires_at", now + lease_ms)
         if checkpoint.approved_step is None:  # set by `_set_checkpoint` otherwise
@@ -289,7 +309,9 @@ class LeaseStore:
         Raises StaleEpochError when the fence fails, RelatedItemChangedError (with the item's
         index in `also`) when one of `also`'s conditions fails."""
         expr = fenced(job, now, require_deadline=target is not JobState.DEAD)
-        _set_checkpoint(expr, checkpoint, live=target is not JobState.SUCCEEDED)
+        live = target is not JobState.SUCCEEDED
+        outputs = kept_outputs(self._table, job, checkpoint) if live else None
+        _set_checkpoint(expr, checkpoint, live=live, outputs=outputs)
         state_change(expr, target, job.job_id, self._table, from_active=True)
         expr.remove("lease_owner", "lease_expires_at")
         if settle_effect:
@@ -299,6 +321,8 @@ class LeaseStore:
         keep_for_operators(expr, target, now)
         set_history(expr, job, history)
         if result is not None:
+            if self._table.blobs is not None:  # a large result: its blob, written first (LD4)
+                result = self._table.blobs.keep(job.job_id, "result", result, epoch=job.epoch)
             expr.set("result", json.dumps(result, separators=(",", ":")))
         if target is JobState.SUCCEEDED:
             # The result carries what the steps produced: the checkpoint's copy goes, with what
@@ -397,7 +421,7 @@ class LedgerStore:
         except ConditionFailed as failed:
             raise StaleEpochError(f"{what} under a lost lease") from failed
         assert item is not None
-        return job_from_item(item)
+        return same_payload(job, job_from_item(item))
 
     def submit(self, job: Job, entry: LedgerEntry, intent: EffectIntent, *, now: int) -> Job:
         expr = fenced(job, now).set_entry("operations", intent["operation_id"], entry)

@@ -38,6 +38,8 @@ from leasehold.store.errors import error_code, is_item_size_message, translate
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
+    from leasehold.store.blobs import BlobStore
+
 CLIENT_CONFIG = Config(
     connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"}
 )
@@ -145,6 +147,8 @@ class Table:
         """How many shards each `by_state` key is written over (decision SH1, `IndexShards`)."""
         self.retry = retry or TransactionRetry()
         self.stats = TableStats()
+        self.blobs: BlobStore | None = None
+        """The engine's data bucket (DESIGN §20), reached by every store through this door."""
 
     # ---------------------------------------------------------------- reads
 

@@ -38,7 +38,7 @@ from leasehold.store.items import (
     serialize,
     time_sort_key,
 )
-from leasehold.store.leases import wakeup_item
+from leasehold.store.leases import kept_outputs, wakeup_item
 from leasehold.store.shards import item_key
 from leasehold.store.table import ConditionFailed, Table
 from leasehold.store.waits_ends import _expires, fanin_key
@@ -107,7 +107,8 @@ class WaitStore:
         expr = fenced(job, now)
         expr.set("next_step", checkpoint.next_step).set("cost_used", checkpoint.cost_used)
         expr.set("steps_used", checkpoint.steps_used).set("step_failures", 0)
-        expr.set("outputs", json.dumps(checkpoint.outputs, separators=(",", ":")))
+        outputs = kept_outputs(self._table, job, checkpoint)  # large ones as blobs (LD4)
+        expr.set("outputs", json.dumps(outputs, separators=(",", ":")))
         expr.set("wait", wait)
         expr.remove("lease_owner", "lease_expires_at", "effect_intent", "slot_token", "slots")
         expr.increment("attempts", -1)

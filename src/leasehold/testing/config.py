@@ -41,6 +41,7 @@ class OtherQueues(TypedDict, total=False):
     high_queue_url: str
     low_queue_url: str
     queue_shard_urls: tuple[str, ...]
+    data_bucket: str
 
 
 @dataclass(frozen=True)

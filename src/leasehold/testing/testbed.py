@@ -50,6 +50,8 @@ DEFAULT_OWNER = Owner("testing", "alice")
 OPERATOR = Owner("testing", "operator", is_operator=True)
 """Who replays and resolves jobs (an operator of the same tenant)."""
 TABLE_NAME = "leasehold-jobs"
+DATA_BUCKET = "leasehold-data"
+"""The testbed's data bucket (template.yaml's DataBucket): large values, DESIGN §20."""
 """The jobs table's name on the testbed's moto."""
 QUEUE_PREFIX = "leasehold-"
 """The queues are `leasehold-work`, `leasehold-dlq` and `leasehold-relay-failures`."""
@@ -146,6 +148,11 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
             self._dynamodb_plain.delete_table(TableName=TABLE_NAME)
             for url in self.queue_urls.values():
                 self._sqs_plain.delete_queue(QueueUrl=url)
+            s3 = new_session().client("s3")
+            listed = s3.list_objects_v2(Bucket=DATA_BUCKET).get("Contents", [])
+            for entry in listed:
+                s3.delete_object(Bucket=DATA_BUCKET, Key=entry["Key"])
+            s3.delete_bucket(Bucket=DATA_BUCKET)
         finally:
             self._world.close()
 
@@ -166,6 +173,9 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         plain_dynamodb = self._dynamodb_plain = session.client("dynamodb")
         plain_sqs = self._sqs_plain = session.client("sqs")
         table = create_table(plain_dynamodb, self.definitions, TABLE_NAME)
+        # The data bucket large values go to (DESIGN §20), judged by each function's role too
+        session.client("s3").create_bucket(Bucket=DATA_BUCKET)
+        self._s3 = session.client("s3", config=CLIENT_CONFIG)
         self.queue_urls: dict[str, str] = create_queues(
             plain_sqs,
             self.definitions,
@@ -191,6 +201,7 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
                 high_queue_url=self.queue_urls["high"],
                 low_queue_url=self.queue_urls["low"],
                 queue_shard_urls=shard_urls,
+                data_bucket=DATA_BUCKET,
             ),
             self._dynamodb,
             self._sqs,
@@ -199,6 +210,7 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
             kinds=self.kinds,
             new_id=seeded_ids(self.clock, random.Random(seed)),
             retry=TransactionRetry(sleep=lambda _: None, rng=random.Random(seed)),
+            s3=self._s3,
         )
         """The engine the testbed's functions share (`leasehold.handlers.wiring.Runtime`)."""
         self._stores = self.runtime.stores
@@ -263,6 +275,7 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
     def _roles(self, table: Mapping[str, Any]) -> dict[str, iam.Role]:
         physical = {
             "JobsTable": TABLE_NAME,
+            "DataBucket": DATA_BUCKET,
             "WorkQueue": self.queue_urls["work"],
             "HighPriorityQueue": self.queue_urls["high"],
             "LowPriorityQueue": self.queue_urls["low"],
@@ -441,6 +454,13 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         """The job as `GET /jobs/{id}` shows it to its owner (or to `owner`: another tenant's
         caller gets the API's not-found)."""
         return self._viewer.view(owner or self._job(job_id).owner, job_id)
+
+    def result(self, job_id: str, *, owner: Owner | None = None) -> Any:
+        """The succeeded job's result, whole, as `GET /jobs/{id}/result` reads it for its owner
+        (or for `owner`: another tenant's caller gets the API's not-found)."""
+        import json
+
+        return json.loads(self._api.result(owner or self._job(job_id).owner, job_id))
 
     def state(self, job_id: str) -> str:
         """The job's state (`queued`, `running`, `succeeded`, `unknown`, …)."""

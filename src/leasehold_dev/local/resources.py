@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "template.yaml"
 REGION = "us-east-1"
 DOCUMENTS_BUCKET = "documents"
+DATA_BUCKET = "leasehold-data"
+"""The data bucket's name in tests (large values, DESIGN §20; the testbed's is the same)."""
 """The documents bucket's name in tests (created in moto by `create_documents_bucket`)."""
 
 
@@ -135,6 +137,7 @@ def template_environment(table: str, queues: dict[str, str], **overrides: str) -
         "LowPriorityQueue": queues.get("low", ""),
         "DeadLetterQueue": queues["dlq"],
         "DocumentsBucket": queues.get("documents", DOCUMENTS_BUCKET),
+        "DataBucket": queues.get("data", DATA_BUCKET),
         **params,
     }
     conditions = condition_values(tpl, params)
@@ -173,6 +176,7 @@ def function_roles(
     physical = {
         "JobsTable": str(table["TableName"]),
         "DocumentsBucket": bucket,
+        "DataBucket": queues.get("data", DATA_BUCKET),
         **{
             logical_id: queues[key]
             for key, logical_id in (
@@ -210,6 +214,14 @@ def function_roles(
 def clients() -> tuple[Any, Any]:
     session = boto3.session.Session(region_name=REGION)
     return session.client("dynamodb"), session.client("sqs")
+
+
+def create_data_bucket(name: str = DATA_BUCKET) -> str:
+    """The data bucket (template.yaml's DataBucket) with the template's settings, in moto."""
+    s3 = boto3.session.Session(region_name=REGION).client("s3")
+    s3.create_bucket(Bucket=name)
+    apply_bucket_settings(s3, name, _resource("DataBucket"))
+    return name
 
 
 def create_documents_bucket(s3: Any, name: str = DOCUMENTS_BUCKET) -> str:

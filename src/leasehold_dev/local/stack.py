@@ -352,9 +352,10 @@ def _complete_documents_bucket(s3: Any, template: dict[str, Any], info: StackInf
     through the S3 API, so the local bucket is the template's bucket."""
     from leasehold_dev.local.buckets import apply_bucket_settings
 
-    bucket = info.outputs.get("DocumentsBucket")
-    if bucket:
-        apply_bucket_settings(s3, bucket, template["Resources"]["DocumentsBucket"]["Properties"])
+    for name in ("DocumentsBucket", "DataBucket"):
+        bucket = info.outputs.get(name)
+        if bucket:
+            apply_bucket_settings(s3, bucket, template["Resources"][name]["Properties"])
 
 
 def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
@@ -438,6 +439,7 @@ def describe_stack(endpoint: str, template: dict[str, Any]) -> StackInfo:
                 "DeadLetterQueue",
                 "RelayFailureQueue",
                 "DocumentsBucket",
+                "DataBucket",
             }
         },
     )

@@ -55,9 +55,31 @@ export async function renderJob(jobId, gen, flash) {
   if (job.result !== undefined) {
     view.appendChild(el("h2", { text: "Result" }));
     view.appendChild(el("pre", { id: "result", text: pretty(job.result) }));
+  } else if (job.result_url !== undefined) {
+    view.appendChild(el("h2", { text: "Result" }));
+    view.appendChild(largeResult(job));
   }
   const settled = ["succeeded", "cancelled"].includes(job.state);
   later(() => { if (current(gen)) renderJob(jobId, gen, flash); }, settled ? SETTLED_JOB_REFRESH_MS : JOB_REFRESH_MS);
+}
+
+// A result too large for the view (DESIGN §20): its size, and a download read through the
+// operator's route with the console's credential (the owner's result_url would be a 404 here).
+export function largeResult(job) {
+  const status = el("span", { class: "muted", id: "result-status" });
+  const download = el("button", { id: "result-download", type: "button", text: "Download",
+    onclick: async () => {
+      status.textContent = " reading…";
+      const answer = await api("GET", `/ops/jobs/${encodeURIComponent(job.job_id)}/result`);
+      if (answer.status !== 200) { status.textContent = ` ${answer.status}: not read`; return; }
+      const file = new Blob([JSON.stringify(answer.body)], { type: "application/json" });
+      const link = el("a", { href: URL.createObjectURL(file), download: `${job.job_id}-result.json` });
+      link.click();
+      URL.revokeObjectURL(link.href);
+      status.textContent = "";
+    } });
+  return el("p", { id: "result-large" },
+    `${job.result_size.toLocaleString("en")} bytes of JSON, kept in the data bucket `, download, status);
 }
 
 export function actions(job, gen) {

@@ -1,0 +1,203 @@
+"""The claim-check (DESIGN §20, decisions LD1–LD6): a value too large to ride on the job item —
+a payload, a step output, a result — is written to S3 under the job's prefix, and the item keeps
+only a reference to it, `{"$blob": {"key", "size", "sha256"}}`.
+
+- A value is inline while its compact JSON is at most `INLINE_LIMIT` bytes and its part's
+  inline values together stay within the part's inline share (outputs: `OUTPUTS_INLINE`), so
+  the item stays small whatever the data (LD1).
+- A worker's blob is keyed by the epoch of its lease (`jobs/<id>/e<epoch>/out/<step>`), and is
+  written before the fenced write that references it: a stale worker's fenced write fails, so
+  its blob is never referenced; a crash between the two leaves an unreferenced blob the retry
+  (a new epoch, a new key) never reuses (LD4).
+- A blob already referenced is never written again: the outputs a checkpoint carries are
+  matched by content hash against those this process read or wrote (LD2).
+- A reference is only ever followed inside its own job's prefix, and its hash is checked: a
+  payload that names another job's key cannot read it (LD5).
+
+Without a bucket (`DATA_BUCKET` unset: an engine built for a unit test) values stay inline
+and the item's size budget (domain/sizes.py) refuses what does not fit, as before."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from leasehold.domain import sizes
+from leasehold.domain.errors import StoreUnavailableError, ValidationError
+from leasehold.domain.job import Job
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.client import S3Client
+
+REF = "$blob"
+"""The one key of a reference's object."""
+INLINE_LIMIT = 4 * 1024
+"""The largest value kept on the item (bytes of compact JSON). See decision LD1 for the sum."""
+OUTPUTS_INLINE = 8 * 1024
+"""All of a job's inline step outputs together; later large ones go to S3."""
+MAX_BLOB_BYTES = sizes.BLOB_LIMIT
+"""The largest value the engine stores in one blob (10 MiB)."""
+_CACHE = 4096
+
+
+def encoded(value: Any) -> bytes:
+    """A value as the engine stores it: compact JSON, UTF-8."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def is_ref(value: Any) -> bool:
+    """Whether `value` is a reference the engine wrote."""
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(REF), dict)
+
+
+def ref_size(value: Any) -> int | None:
+    """The size in bytes of the value a reference stands for (None: not a reference)."""
+    return int(value[REF]["size"]) if is_ref(value) else None
+
+
+def job_prefix(job_id: str) -> str:
+    """Where every blob of a job lives."""
+    return f"jobs/{job_id}/"
+
+
+class BlobStore:
+    """The data bucket, as the engine uses it (one per engine, shared by its stores)."""
+
+    def __init__(self, s3: S3Client, bucket: str, *, inline_limit: int = INLINE_LIMIT) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+        self.inline_limit = inline_limit
+        self._known: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        """(job id, sha256) → a reference already on an item (read or committed)."""
+        self._mine: OrderedDict[tuple[str, int, str], dict[str, Any]] = OrderedDict()
+        """(job id, epoch, sha256) → a reference this process wrote under that epoch."""
+        self.puts = 0
+        """Blobs written by this store (a test counts them)."""
+
+    # ------------------------------------------------------------------ writing
+
+    def keep(self, job_id: str, name: str, value: Any, *, epoch: int | None = None) -> Any:
+        """`value` as the item should hold it: itself when small, else a reference to the blob
+        `jobs/<job_id>/[e<epoch>/]<name>` (written now unless this content is already stored
+        for the job)."""
+        data = encoded(value)
+        if len(data) <= self.inline_limit:
+            return value
+        return self.spill(job_id, name, data, epoch=epoch)
+
+    def spill(self, job_id: str, name: str, data: bytes, *, epoch: int | None = None) -> Any:
+        """The reference to `data` stored for the job (written unless already stored)."""
+        if len(data) > MAX_BLOB_BYTES:
+            raise ValidationError(
+                f"a value of {len(data)} bytes is over the {MAX_BLOB_BYTES} bytes one job value "
+                "may hold",
+                code="payload_too_large",
+            )
+        digest = hashlib.sha256(data).hexdigest()
+        known = self._known.get((job_id, digest))
+        if known is None and epoch is not None:
+            known = self._mine.get((job_id, epoch, digest))
+        if known is not None:
+            return {REF: dict(known)}
+        name = name.replace("{sha}", digest[:16])  # content-named: a reused key cannot clobber
+        where = f"e{epoch}/{name}" if epoch is not None else name
+        key = f"{job_prefix(job_id)}{where}"
+        try:
+            self.s3.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=data,
+                ContentType="application/json",
+                ChecksumSHA256=_b64(digest),
+            )
+        except (ClientError, BotoCoreError) as failed:
+            raise StoreUnavailableError(f"the data bucket did not take {key}: {failed}") from None
+        self.puts += 1
+        ref = {"key": key, "size": len(data), "sha256": digest}
+        if epoch is not None:
+            _remember(self._mine, (job_id, epoch, digest), ref)
+        return {REF: ref}
+
+    def keep_outputs(self, job_id: str, epoch: int, outputs: list[Any]) -> list[Any]:
+        """The checkpoint's outputs as the item holds them: small ones inline while together
+        within OUTPUTS_INLINE, every other one a reference (each written at most once)."""
+        stored: list[Any] = []
+        inline = 0
+        for index, value in enumerate(outputs):
+            if is_ref(value):
+                stored.append(value)
+                continue
+            data = encoded(value)
+            if len(data) <= self.inline_limit and inline + len(data) <= OUTPUTS_INLINE:
+                inline += len(data)
+                stored.append(value)
+            else:
+                stored.append(self.spill(job_id, f"out/{index}", data, epoch=epoch))
+        return stored
+
+    def committed(self, job_id: str, refs: list[Any]) -> None:
+        """The references a fenced write just put on the item: known from now on."""
+        for value in refs:
+            if is_ref(value):
+                _remember(self._known, (job_id, value[REF]["sha256"]), value[REF])
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, job_id: str, value: Any) -> bytes:
+        """The bytes a reference of job `job_id` stands for, checked against its hash."""
+        ref = value[REF]
+        key = str(ref.get("key", ""))
+        if not key.startswith(job_prefix(job_id)) or ".." in key:
+            raise ValidationError(f"a reference outside job {job_id}'s data")
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except (ClientError, BotoCoreError) as failed:
+            raise StoreUnavailableError(f"the data bucket did not give {key}: {failed}") from None
+        if hashlib.sha256(body).hexdigest() != ref.get("sha256"):
+            raise StoreUnavailableError(f"{key} does not match its reference's sha256")
+        _remember(self._known, (job_id, str(ref["sha256"])), ref)
+        return bytes(body)
+
+    def load(self, job_id: str, value: Any) -> Any:
+        """`value` whole: a reference read back, anything else as it is."""
+        if not is_ref(value):
+            return value
+        return json.loads(self.read(job_id, value))
+
+    def resolved(self, job: Job) -> Job:
+        """`job` as a step sees it: its payload and its checkpoint's outputs whole. The stores
+        write references back (`keep_outputs` finds each by its hash), never these values."""
+        outputs = [self.load(job.job_id, value) for value in job.checkpoint.outputs]
+        return replace(
+            job,
+            payload=self.load(job.job_id, job.payload),
+            checkpoint=replace(job.checkpoint, outputs=outputs),
+        )
+
+    def presigned(self, value: Any, *, seconds: int = 300) -> str:
+        """A URL that reads the blob for `seconds` (deployed: the view's `result_url`)."""
+        return str(
+            self.s3.generate_presigned_url(
+                "get_object",
+                Params={"Bucket": self.bucket, "Key": value[REF]["key"]},
+                ExpiresIn=seconds,
+            )
+        )
+
+
+def _remember(cache: OrderedDict[Any, dict[str, Any]], key: Any, ref: dict[str, Any]) -> None:
+    cache[key] = dict(ref)
+    cache.move_to_end(key)
+    while len(cache) > _CACHE:
+        cache.popitem(last=False)
+
+
+def _b64(hex_digest: str) -> str:
+    import base64
+
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode()
