@@ -92,11 +92,12 @@ down: setup
 	$(BIN)/leasehold local down
 
 # Unit and integration tests spread over the cores (in-process moto: CPU-bound, independent);
-# then the end-to-end tests, two local stacks at a time: each test's stack has its own tmp
-# directories and binds port 0, and they mostly wait on real processes. --dist loadfile keeps a
-# file's tests on one worker, so a module's shared stack boots once.
-# make test: every unit and integration test, and the end-to-end tests but the long ones;
-# make test-long: the long end-to-end runs (about 5 min)
+# then the end-to-end tests, one at a time by default (PYTEST_E2E_WORKERS=2 runs two local stacks
+# at a time; decisions CI10, CI12, CI13): each test's stack has its own tmp directories and binds
+# port 0, and they mostly wait on real processes. --dist loadfile keeps a file's tests on one
+# worker, so a module's shared stack boots once.
+# make test: every test but the long ones; make test-long: the long ones (the long end-to-end
+# runs, the 1,000-due-jobs pass, the workflow crash-matrix cells' quarter)
 test: setup
 	$(BIN)/pytest -m "not e2e and not long" -n $${PYTEST_WORKERS:-2} --dist worksteal
 	$(BIN)/pytest -m "e2e and not long" -n $${PYTEST_E2E_WORKERS:-1} --dist loadfile

@@ -4,7 +4,7 @@ rate limit, a schedule and priorities — each shown on the local stack."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from leasehold_dev.demo.session import TERMINAL, Session, Task
@@ -12,30 +12,23 @@ from leasehold_dev.demo.synthetic import settled_counting_running, synthetic_job
 
 
 def d1_delayed(s: Session, task: Task) -> None:
-    """A job delayed 3 s is `queued` with `waiting_for` until due and starts no earlier (polled
-    every 0.2 s); a job delayed 2 h waits in the due index (the operator summary's `delayed`) and
-    is cancelled before it is due."""
+    """No attempt of a job delayed 3 s starts earlier than 3 s after it was accepted (each
+    attempt's `started` in its history: the claim's clock, not a poll's); a job delayed 2 h is
+    due 2 h after it was accepted, `queued` with `waiting_for` that time, waits in the due index
+    (the operator summary's `delayed`) and is cancelled before it is due. Nothing here depends
+    on when a read happens: a view read late on a busy machine says the same."""
     soon = s.submit(task, "a job delayed 3 s", synthetic_job([{"name": "ping"}], delay_seconds=3))
     late = s.submit(
         task, "a job delayed 2 h", synthetic_job([{"name": "ping"}], delay_seconds=7200)
     )
-    first = s.job(soon, "alice")
-    due = first.get("next_attempt_at") or ""
-    waits = first.get("waiting_for") == {"time": due} and first.get("state") == "queued"
-    early: list[str] = []  # a poll before due that saw it anything but queued
-    seen_started = ""
-
-    def probe() -> dict[str, Any] | None:
-        nonlocal seen_started
-        view = s.job(soon, "alice")
-        stamp = iso_now()
-        if view.get("state") != "queued" and not seen_started:
-            seen_started = stamp
-            if stamp < due:
-                early.append(f"{view.get('state')} at {stamp}")
-        return view if view.get("state") in TERMINAL else None
-
-    done = s.wait(probe, timeout=30) or {}
+    done = s.wait_settled(soon, "alice", timeout=60)
+    # due at acceptance + the delay (a settled job's view no longer says when it was due)
+    accepted = str(done.get("created_at") or "")
+    due = _ms(accepted) + 3_000 if accepted else None
+    starts = attempt_starts(s.ops_job(soon))
+    early = [start for start in starts if due is None or _ms(start) < due]
+    waiting = s.job(late, "alice")
+    late_due = str(waiting.get("next_attempt_at") or "")
     summary = s.call("GET", "/ops/summary", user="ops").body
     delayed = int(summary.get("delayed") or 0) if isinstance(summary, dict) else 0
     cancelled = s.call("POST", f"/jobs/{late}/cancel", user="alice").body
@@ -44,13 +37,16 @@ def d1_delayed(s: Session, task: Task) -> None:
         task,
         "D1",
         "a delayed job waits, starts no earlier than due; a long delay can be cancelled",
-        f"3-s job queued waiting_for {first.get('waiting_for')}, first seen out of queued at "
-        f"{seen_started or '–'} (due {due}), {done.get('state')}; 2-h job: /ops/summary "
+        f"3-s job accepted {accepted or '–'}, attempts started {starts or '–'} (none 3 s "
+        f"earlier: {not early}), {done.get('state')}; 2-h job {waiting.get('state')} waiting_for "
+        f"{waiting.get('waiting_for')} (accepted {waiting.get('created_at')}), /ops/summary "
         f"delayed {delayed}, then {cancelled.get('state')}",
-        waits
+        bool(starts)
         and not early
-        and bool(seen_started)
         and done.get("state") == "succeeded"
+        and delay_ms(waiting) == 7_200_000
+        and waiting.get("state") == "queued"
+        and waiting.get("waiting_for") == {"time": late_due}
         and delayed >= 1
         and cancelled.get("state") == "cancelled",
     )
@@ -172,8 +168,10 @@ def d4_schedule_made(s: Session, task: Task) -> None:
 
 
 def d4_schedule(s: Session, task: Task) -> None:
-    """The schedule made in phase 1: its first tick made exactly one job, whatever the sweeper's
-    runs every second since; the job ran (at high priority); the schedule is deleted."""
+    """The schedule made in phase 1: each of its ticks so far made exactly one job (its count of
+    jobs made is the number of minutes from its first tick to its last, whatever the sweeper's
+    runs every second since, and however late this check comes on a busy machine); the job ran
+    (at high priority); the schedule is deleted."""
     made = s.shared.get("D4")
     if made is None:
         raise RuntimeError("phase 1 made no schedule")
@@ -188,26 +186,31 @@ def d4_schedule(s: Session, task: Task) -> None:
     if job_id:
         s.track(task, job_id)
     done = s.wait_settled(job_id, "carol", timeout=30) if job_id else {}
-    time.sleep(2)  # two more sweeps: the tick is not fired again
+    time.sleep(2)  # two more sweeps: no tick is fired again
     again = s.call("GET", f"/schedules/{schedule_id}", user="carol").body
     gone = s.call("DELETE", f"/schedules/{schedule_id}", user="carol")
     s.act(task, f"carol deletes {schedule_id} → {gone.status}")
+    ticks = ticks_from(first_tick, str(again.get("last_tick_at") or ""), period_ms=60_000)
+    # a tick after the one seen made its own job; none did: the job seen is still the last
+    same_tick = again.get("last_tick_at") == view.get("last_tick_at")
     s.check(
         task,
         "D4",
         "a schedule's tick makes exactly one job, which runs; the schedule can be deleted",
         f"tick {view.get('last_tick_at')} (first tick {first_tick}) made {job_id or '–'} "
         f"({done.get('state')}, priority {done.get('priority')}); sweeps every second since, "
-        f"and 2 s more: ticks_fired "
-        f"{again.get('ticks_fired')}, last job {again.get('last_job_id')}, next tick "
-        f"{again.get('next_tick_at')}; DELETE → {gone.status}",
+        f"and 2 s more: last tick {again.get('last_tick_at')} ({ticks} ticks from the first), "
+        f"ticks_fired {again.get('ticks_fired')}, skipped {again.get('ticks_skipped')}, last job "
+        f"{again.get('last_job_id')}, next tick {again.get('next_tick_at')}; DELETE → "
+        f"{gone.status}",
         bool(job_id)
         and done.get("state") == "succeeded"
         and done.get("priority") == "high"
-        and view.get("last_tick_at") == first_tick
-        and again.get("ticks_fired") == 1
-        and again.get("last_job_id") == job_id
-        and str(again.get("next_tick_at")) > str(view.get("last_tick_at"))
+        and ticks >= 1
+        and again.get("ticks_fired") == ticks
+        and again.get("ticks_skipped") == 0
+        and (again.get("last_job_id") == job_id) == same_tick
+        and str(again.get("next_tick_at")) > str(again.get("last_tick_at"))
         and gone.status in (200, 204),
     )
 
@@ -254,10 +257,33 @@ def _started_ms(view: dict[str, Any]) -> int:
     """When the job's succeeding attempt was claimed (its history's `started`), in ms."""
     for entry in view.get("history") or []:
         if entry.get("state") == "succeeded" and entry.get("started"):
-            return int(datetime.fromisoformat(str(entry["started"])).timestamp() * 1000)
+            return _ms(str(entry["started"]))
     return 0
 
 
-def iso_now() -> str:
-    """Now as the API writes times (ISO 8601 UTC, milliseconds, `Z`): comparable as text."""
-    return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def attempt_starts(view: dict[str, Any]) -> list[str]:
+    """When each attempt of the job was claimed: its operator view's history entries' `started`
+    (the claim's clock), in order."""
+    return [str(e["started"]) for e in view.get("history") or [] if e.get("started")]
+
+
+def ticks_from(first: str, last: str, *, period_ms: int) -> int:
+    """How many ticks of a fixed-rate schedule fall from its `first` tick to its `last` one,
+    both included (0 when it has not ticked, or `last` is not on `first`'s grid)."""
+    if not first or not last:
+        return 0
+    span = _ms(last) - _ms(first)
+    if span < 0 or span % period_ms:
+        return 0
+    return span // period_ms + 1
+
+
+def delay_ms(view: dict[str, Any]) -> int | None:
+    """How long after it was accepted the job was first due (its view's `next_attempt_at` less
+    its `created_at`); None when either is missing."""
+    accepted, due = view.get("created_at"), view.get("next_attempt_at")
+    return _ms(str(due)) - _ms(str(accepted)) if accepted and due else None
+
+
+def _ms(stamp: str) -> int:
+    return int(datetime.fromisoformat(stamp).timestamp() * 1000)
