@@ -42,6 +42,9 @@ class JobHandle:
     client: Client
     job_id: str
     state: str
+    duplicate: bool = False
+    """True when no job was made: another job holds the request's unique key, and this is it
+    (`POST /jobs` answered 200 `"duplicate": true`, decision UQ2)."""
 
     def get(self) -> JsonObject:
         """The job view now (`GET /jobs/{job_id}`)."""
@@ -144,7 +147,8 @@ class Client(Transport):
         accepted = self._object("POST", "/jobs", request, headers=headers)
         if not isinstance(accepted.get("job_id"), str):
             raise invalid_answer(202, json.dumps(accepted).encode(), "names no job_id")
-        return JobHandle(self, str(accepted["job_id"]), str(accepted.get("state", "queued")))
+        state = str(accepted.get("state", "queued"))
+        return JobHandle(self, str(accepted["job_id"]), state, accepted.get("duplicate") is True)
 
     def submit_many(self, jobs: Iterable[Submission]) -> list[JobHandle | ApiError]:
         """Submit many jobs (`POST /jobs/batch`, 100 a request, decisions BA1-BA6): one answer
@@ -181,7 +185,8 @@ class Client(Transport):
 
     def _batch_answer(self, result: Any) -> JobHandle | ApiError:
         if isinstance(result, dict) and isinstance(result.get("job_id"), str):
-            return JobHandle(self, result["job_id"], str(result.get("state", "queued")))
+            state = str(result.get("state", "queued"))
+            return JobHandle(self, result["job_id"], state, result.get("duplicate") is True)
         error = result.get("error") if isinstance(result, dict) else None
         code = str(error.get("code", "")) if isinstance(error, dict) else ""
         status = ITEM_STATUS_BY_CODE.get(code, 400)

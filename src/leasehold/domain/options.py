@@ -18,6 +18,7 @@ from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Budget, Priority, check_priority
 from leasehold.domain.policies import MAX_ATTEMPTS_LIMIT, MAX_DEADLINE_SECONDS, MAX_DELAY_SECONDS
 from leasehold.domain.types import JsonObject
+from leasehold.domain.unique import Unique, unique_of
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 """What an `Idempotency-Key` may be (docs/openapi.yaml says the same)."""
@@ -25,7 +26,7 @@ MAX_BUDGET_COST = 10**12
 MAX_BUDGET_STEPS = 10_000
 JOB_FIELDS = frozenset(
     {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
-    | {"run_at", "delay_seconds", "priority"}
+    | {"run_at", "delay_seconds", "priority", "unique"}
 )
 """The fields of a `POST /jobs` body."""
 
@@ -94,6 +95,7 @@ class OptionKeywords(TypedDict, total=False):
     run_at: str | datetime | None
     delay_seconds: int | None
     traceparent: str | None
+    unique: Unique | None
 
 
 @dataclass(frozen=True)
@@ -126,9 +128,15 @@ class JobOptions:
     OpenTelemetry span's, else a new trace. A malformed one is ignored, as OpenTelemetry's
     propagator ignores it (decision TR1). Not part of the request's fingerprint: a repeat
     with another trace is still a repeat."""
+    unique: Unique | None = None
+    """At most one job per unique key in a window (`Unique(by=[...], period_seconds=…)`): a
+    second is not created, the first one answers (`duplicate`). A kind that declares one keeps
+    it: a request may repeat it, not change it. Not part of the request's fingerprint."""
 
     def __post_init__(self) -> None:
         check_idempotency_key(self.idempotency_key)
+        if self.unique is not None and not isinstance(self.unique, Unique):
+            raise ValidationError("'unique' must be a Unique(by=[...], period_seconds=...)")
         if self.traceparent is not None and not isinstance(self.traceparent, str):
             raise ValidationError("'traceparent' must be a string")
         if self.budget is not None:
@@ -188,6 +196,8 @@ class JobOptions:
             body["run_at"] = self.run_at.isoformat()
         elif self.run_at is not None:
             body["run_at"] = self.run_at
+        if self.unique is not None:
+            body["unique"] = self.unique.body()
         return body
 
 
@@ -238,6 +248,7 @@ class Submission:
             priority=body.get("priority"),
             run_at=_run_at_text(body.get("run_at")),
             delay_seconds=body.get("delay_seconds"),
+            unique=unique_of(body.get("unique")),
         )
         return Submission(kind, payload, options)
 

@@ -192,11 +192,10 @@ def submit_job() -> Response:
         "accepted",
         extra={"job_id": accepted.job_id, "new_job": accepted.created, "trace_id": trace_id},
     )
-    return _json(
-        202,
-        {"job_id": accepted.job_id, "state": accepted.state, "status_url": location},
-        headers={"Location": location},
-    )
+    answer = {"job_id": accepted.job_id, "state": accepted.state, "status_url": location}
+    if accepted.duplicate:  # another job holds the request's unique key (decision UQ2)
+        return _json(200, answer | {"duplicate": True}, headers={"Location": location})
+    return _json(202, answer, headers={"Location": location})
 
 
 @app.post("/jobs/batch")
