@@ -18,6 +18,7 @@ CHECKS = (
     "D1", "D2", "D3", "D4", "D5",  # flow control and time: a delay, a concurrency key, a rate,
     # a schedule, priorities
     "W1", "W2", "W3", "W4",  # workflows: a fan-out, a signal, a callback, a durable sleep
+    "U1",  # unique jobs: a duplicate answered with the first job
 )  # fmt: skip
 
 

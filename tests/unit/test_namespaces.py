@@ -52,6 +52,7 @@ PUBLIC_NAMES = {
         "StepLogger",
         "StopJobError",
         "Submission",
+        "Unique",
         "ValidationError",
         "at_cold_start",
         "int_setting",
@@ -238,6 +239,7 @@ def test_every_name_leasehold_exported_before_still_resolves() -> None:
     # new in this release: the one options type (decision OW1), a job request for the batches
     added = {"Budget", "JobOptions", "Submission"}
     added |= {"ChildView", "SignalTimeoutError", "SignalWait"}  # workflows (DESIGN §19)
+    added |= {"Unique"}  # unique jobs (DESIGN §21, decision UQ1)
     assert before | added == set(leasehold.__all__) | set(leasehold.MOVED)
 
 
