@@ -15,6 +15,8 @@ import pytest
 from bench.meter import CapacityMeter, TableSpec, client_requery, moto_peek
 
 from leasehold import Kind, StepContext, Unique
+from leasehold.apps import ConditionFailed, job_writes, submit_direct
+from leasehold.client import Client
 from leasehold.domain.errors import StoreUnavailableError, ValidationError
 from leasehold.domain.ids import time_ordered_ids
 from leasehold.domain.job import Owner
@@ -27,6 +29,7 @@ from tests.support.api import Call
 from tests.support.atomic import serialise_dynamodb
 from tests.support.harness import ALICE, BOB, CAROL, Harness, make_job
 from tests.support.resources import REGION, template
+from tests.support.scripted_api import ScriptedApi
 
 HOUR = 3600
 
@@ -313,3 +316,56 @@ def test_a_batch_answers_duplicates_in_their_places(call: Call) -> None:
     _, again, _ = call("api-submit-batch.json", body={"jobs": [job("b")]})
     assert again["results"][0] == {**second, "duplicate": True}
     assert len(items_with("JOB#")) == 3
+
+
+# ------------------------------------------------------------------ the other ways in
+
+
+@pytest.fixture
+def api() -> Any:
+    server = ScriptedApi()
+    yield server
+    server.close()
+
+
+def test_the_client_sends_unique_and_reads_a_duplicate(api: Any) -> None:
+    first = {"job_id": "j_1", "state": "queued", "status_url": "/jobs/j_1"}
+    api.answers = [(202, {}, first), (200, {}, {**first, "duplicate": True})]
+    client = Client(api.url, user="alice", timeout=5)
+    unique = Unique(by=["payload.account", "owner"], period_seconds=60, states=["queued"])
+    made = client.submit("sync_account", {"account": "a1"}, unique=unique)
+    again = client.submit("sync_account", {"account": "a1"}, options=JobOptions(unique=unique))
+    assert (made.job_id, made.duplicate) == ("j_1", False)
+    assert (again.job_id, again.duplicate) == ("j_1", True)
+    assert api.seen[0].body["unique"] == {
+        "by": ["payload.account", "owner"],
+        "period_seconds": 60,
+        "states": ["queued"],
+    }
+    assert Submission.from_body(api.seen[1].body).options.unique == unique  # as the API reads it
+
+
+def test_submit_direct_answers_a_duplicate(harness: Harness) -> None:
+    def direct(payload: dict[str, Any]) -> Any:
+        return submit_direct(
+            harness.stores.table, sync, payload, ALICE, now_ms=harness.clock.now_ms()
+        )
+
+    first = direct({"account": "a1"})
+    again = direct({"account": "a1"})
+    assert first.created and not first.duplicate
+    assert (again.job_id, again.created, again.duplicate) == (first.job_id, False, True)
+
+
+def test_job_writes_takes_the_key_and_names_its_holder(harness: Harness) -> None:
+    now = harness.clock.now_ms()
+    first = job_writes(harness.stores.table, sync, {"account": "a1"}, ALICE, now_ms=now)
+    assert [next(iter(w)) for w in first.writes] == ["Put", "Put", "Put"]
+    harness.stores.table.transact(first.writes)
+    second = job_writes(harness.stores.table, sync, {"account": "a1"}, ALICE, now_ms=now)
+    with pytest.raises(ConditionFailed) as failed:
+        harness.stores.table.transact(second.writes)
+    assert second.held_by(failed.value) == first.job_id
+    assert harness.stores.jobs.get(second.job_id) is None
+    plain_writes = job_writes(harness.stores.table, plain, {}, ALICE, now_ms=now)
+    assert len(plain_writes.writes) == 2 and plain_writes.unique_at is None
