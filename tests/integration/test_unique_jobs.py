@@ -131,6 +131,25 @@ def test_a_job_that_ended_in_a_state_that_does_not_count_is_replaced(harness: Ha
     assert accept(harness, {"account": "a1"}).job_id == second.job_id
 
 
+def test_a_holder_that_left_the_table_no_longer_counts(harness: Harness) -> None:
+    first = accept(harness, {"account": "a1"})
+    harness.stores.table.client.delete_item(
+        TableName=harness.stores.table.name, Key=job_key(first.job_id)
+    )
+    second = accept(harness, {"account": "a1"})
+    assert second.created and second.job_id != first.job_id
+
+
+def test_a_keyed_repeat_is_a_repeat_and_another_key_a_duplicate(harness: Harness) -> None:
+    first = accept(harness, {"account": "a1"}, idempotency_key="k-1")
+    repeat = accept(harness, {"account": "a1"}, idempotency_key="k-1")
+    other = accept(harness, {"account": "a1"}, idempotency_key="k-2")
+    assert (repeat.job_id, repeat.created, repeat.duplicate) == (first.job_id, False, False)
+    assert (other.job_id, other.created, other.duplicate) == (first.job_id, False, True)
+    assert harness.telemetry.counts["IdempotentReplays"] == 1
+    assert harness.telemetry.counts["UniqueDuplicates"] == 1
+
+
 def test_states_chooses_which_states_count(harness: Harness) -> None:
     only_waiting = Unique(by=["payload.account"], period_seconds=HOUR, states=["queued"])
     first = accept(harness, {"account": "a1"}, kind="plain_job", unique=only_waiting)
@@ -187,6 +206,7 @@ def test_a_kind_that_declares_nothing_writes_nothing_more(harness: Harness) -> N
     accept(harness, {"account": "a1"})
     unique_units = sum(cost.total for _, cost in meter.priced_writes())
     assert sent == [2, 3]
+    print(f"write units on moto's meter: plain {plain_units}, unique {unique_units}")
     assert unique_units - plain_units == 2  # one small item more, in a transaction
     meter.reset()
     accept(harness, {"account": "a1"})  # a duplicate: the failed transaction, then two reads
