@@ -63,6 +63,8 @@ def test_the_window_and_the_states() -> None:
 def test_a_bad_unique_names_what_is_wrong(by: object, period: object, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         Unique(by=by, period_seconds=period)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="names a state twice"):
+        Unique(by=["kind"], period_seconds=60, states=["queued", "queued"])
 
 
 def test_a_kind_takes_only_a_unique() -> None:

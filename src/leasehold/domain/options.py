@@ -85,7 +85,7 @@ def run_at_ms(run_at: str | datetime) -> int:
 
 class OptionKeywords(TypedDict, total=False):
     """The keyword arguments the submitting functions took before `JobOptions` (each builds
-    the field of its name; a mapping `budget` is read as `POST /jobs` reads one)."""
+    the field of its name; a mapping `budget` or `unique` is read as `POST /jobs` reads one)."""
 
     idempotency_key: str | None
     budget: Budget | Mapping[str, int] | None
@@ -95,7 +95,7 @@ class OptionKeywords(TypedDict, total=False):
     run_at: str | datetime | None
     delay_seconds: int | None
     traceparent: str | None
-    unique: Unique | None
+    unique: Unique | Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,8 @@ class JobOptions:
             raise TypeError(f"unknown job option(s): {', '.join(unknown)}")
         if "budget" in given:
             given["budget"] = budget_of(given["budget"])
+        if "unique" in given:
+            given["unique"] = unique_of(given["unique"])
         base = options or JobOptions()
         if not given:
             return base

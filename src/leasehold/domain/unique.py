@@ -193,6 +193,8 @@ def _states_of(states: Collection[JobState | str] | None) -> frozenset[JobState]
             raise ValidationError(
                 f"'unique.states' has unknown state {str(state)[:32]!r}; one of: {known}"
             ) from exc
+    if len(chosen) != len(list(states)):
+        raise ValidationError("'unique.states' names a state twice")
     return frozenset(chosen)
 
 
