@@ -389,3 +389,32 @@ def test_job_writes_takes_the_key_and_names_its_holder(harness: Harness) -> None
     assert harness.stores.jobs.get(second.job_id) is None
     plain_writes = job_writes(harness.stores.table, plain, {}, ALICE, now_ms=now)
     assert len(plain_writes.writes) == 2 and plain_writes.unique_at is None
+
+
+def test_a_store_failure_in_a_batch_of_unique_jobs_reports_what_was_committed(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decision BA4 for the claimed jobs too: nothing committed, the whole call is the 503;
+    after a commit, each job not committed has its own error and nothing more is sent."""
+    table = harness.stores.table
+    transact = table.transact
+    sent: list[int] = []
+
+    def failing_after_first(items: list[dict[str, Any]], *, token: str | None = None) -> None:
+        sent.append(len(items))
+        if len(sent) > 1:
+            raise StoreUnavailableError("the store did not answer")
+        transact(items, token=token)
+
+    monkeypatch.setattr(table, "transact", failing_after_first)
+    batch = [
+        Submission("plain_job", {}),
+        Submission("sync_account", {"account": "a1"}),
+        Submission("sync_account", {"account": "a2"}),
+    ]
+    outcomes = intake(harness).accept_many(table, ALICE, batch)
+    assert isinstance(outcomes[0], Accepted) and outcomes[0].created
+    assert all(isinstance(o, StoreUnavailableError) for o in outcomes[1:])
+    assert sent == [2, 3]  # the plain job, then one claimed job: not the third
+    with pytest.raises(StoreUnavailableError):
+        intake(harness).accept_many(table, ALICE, batch[1:])

@@ -161,6 +161,18 @@ def accept_many_unique(
                 outcomes[index] = taken[claim.key] = accept_unique(
                     table, entry.job, writes, claim, fp_hash=entry.fp_hash, token=None
                 )
+            except StoreUnavailableError as unavailable:
+                # As for the packed jobs (decision BA4): nothing committed yet, the whole call
+                # is the 503; else this job and the claimed ones after it get their own.
+                if not any(isinstance(o, Accepted) and o.created for o in outcomes):
+                    raise
+                for later, other in enumerate(jobs):
+                    if later >= index and other.unique is not None:
+                        outcomes[later] = StoreUnavailableError(
+                            f"{unavailable} — this job may or may not have been accepted; "
+                            "retry it with the same idempotency key to get the same job"
+                        )
+                break
             except LeaseholdError as refused:
                 outcomes[index] = refused
     return [o if o is not None else LeaseholdError("not attempted") for o in outcomes]
