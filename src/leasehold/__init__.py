@@ -37,6 +37,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.job import Budget, Owner
 from leasehold.domain.limits import Limit, Rate
 from leasehold.domain.options import JobOptions, Submission
+from leasehold.domain.unique import Unique
 from leasehold.domain.waits import ChildView, SignalWait
 from leasehold.sdk.config import SettingError, at_cold_start, int_setting, setting
 from leasehold.sdk.context import JobInfo, Operation, StepContext, StepLogger
@@ -90,6 +91,7 @@ __all__ = [
     "StepLogger",
     "StopJobError",
     "Submission",
+    "Unique",
     "ValidationError",
     "at_cold_start",
     "int_setting",

@@ -20,6 +20,7 @@ CHECKS = (
     "DB1",  # debounce: three submissions, one job, the last payload
     "W1", "W2", "W3", "W4",  # workflows: a fan-out, a signal, a callback, a durable sleep
     "P1",  # a kind paused by an operator and resumed
+    "U1",  # unique jobs: a duplicate answered with the first job
 )  # fmt: skip
 
 

@@ -147,6 +147,8 @@ def test_a_repeat_is_answered_alike(testbed: LeaseholdTestbed) -> None:
         ({"priority": "urgent"}, "'priority' must be one of: high, normal, low"),
         ({"delay_seconds": 1, "run_at": "2026-01-01T00:00:00Z"}, "not both"),
         ({"budget": {"max_cost": -1}}, "'budget.max_cost' must be between"),
+        ({"unique": {"by": ["room"], "period_seconds": 60}}, 'must be "payload.<path>"'),
+        ({"unique": {"by": ["kind"], "period_seconds": 0}}, "'unique.period_seconds' must be"),
     ],
 )
 def test_a_bad_option_is_refused_alike_everywhere(

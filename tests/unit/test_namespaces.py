@@ -53,6 +53,7 @@ PUBLIC_NAMES = {
         "StepLogger",
         "StopJobError",
         "Submission",
+        "Unique",
         "ValidationError",
         "at_cold_start",
         "int_setting",
@@ -240,6 +241,7 @@ def test_every_name_leasehold_exported_before_still_resolves() -> None:
     added = {"Budget", "JobOptions", "Submission"}
     added |= {"ChildView", "SignalTimeoutError", "SignalWait"}  # workflows (DESIGN §19)
     added |= {"Debounce"}  # debounce (DESIGN §21, decisions DB1-DB6)
+    added |= {"Unique"}  # unique jobs (DESIGN §21, decision UQ1)
     assert before | added == set(leasehold.__all__) | set(leasehold.MOVED)
 
 

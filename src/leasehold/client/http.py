@@ -44,6 +44,9 @@ class JobHandle:
     state: str
     debounced: bool = False
     """The submission collapsed into its debounce key's pending job, this one (decision DB2)."""
+    duplicate: bool = False
+    """True when no job was made: another job holds the request's unique key, and this is it
+    (`POST /jobs` answered 200 `"duplicate": true`, decision UQ2)."""
 
     def get(self) -> JsonObject:
         """The job view now (`GET /jobs/{job_id}`)."""
@@ -151,6 +154,7 @@ class Client(Transport):
             str(accepted["job_id"]),
             str(accepted.get("state", "queued")),
             debounced=accepted.get("debounced") is True,
+            duplicate=accepted.get("duplicate") is True,
         )
 
     def submit_many(self, jobs: Iterable[Submission]) -> list[JobHandle | ApiError]:
@@ -188,7 +192,8 @@ class Client(Transport):
 
     def _batch_answer(self, result: Any) -> JobHandle | ApiError:
         if isinstance(result, dict) and isinstance(result.get("job_id"), str):
-            return JobHandle(self, result["job_id"], str(result.get("state", "queued")))
+            state = str(result.get("state", "queued"))
+            return JobHandle(self, result["job_id"], state, result.get("duplicate") is True)
         error = result.get("error") if isinstance(result, dict) else None
         code = str(error.get("code", "")) if isinstance(error, dict) else ""
         status = ITEM_STATUS_BY_CODE.get(code, 400)

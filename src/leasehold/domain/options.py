@@ -19,6 +19,7 @@ from leasehold.domain.errors import ValidationError
 from leasehold.domain.job import Budget, Priority, check_priority
 from leasehold.domain.policies import MAX_ATTEMPTS_LIMIT, MAX_DEADLINE_SECONDS, MAX_DELAY_SECONDS
 from leasehold.domain.types import JsonObject
+from leasehold.domain.unique import Unique, unique_of
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 """What an `Idempotency-Key` may be (docs/openapi.yaml says the same)."""
@@ -26,7 +27,7 @@ MAX_BUDGET_COST = 10**12
 MAX_BUDGET_STEPS = 10_000
 JOB_FIELDS = frozenset(
     {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
-    | {"run_at", "delay_seconds", "priority", "debounce"}
+    | {"run_at", "delay_seconds", "priority", "debounce", "unique"}
 )
 """The fields of a `POST /jobs` body."""
 
@@ -85,7 +86,7 @@ def run_at_ms(run_at: str | datetime) -> int:
 
 class OptionKeywords(TypedDict, total=False):
     """The keyword arguments the submitting functions took before `JobOptions` (each builds
-    the field of its name; a mapping `budget` is read as `POST /jobs` reads one)."""
+    the field of its name; a mapping `budget` or `unique` is read as `POST /jobs` reads one)."""
 
     idempotency_key: str | None
     budget: Budget | Mapping[str, int] | None
@@ -96,6 +97,7 @@ class OptionKeywords(TypedDict, total=False):
     delay_seconds: int | None
     traceparent: str | None
     debounce: Debounce | None
+    unique: Unique | Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -131,9 +133,15 @@ class JobOptions:
     debounce: Debounce | None = None
     """Collapse this submission into its key's pending job (`Debounce`, decisions DB1–DB6);
     None: the kind's, if it declares one. Not with an idempotency key, nor a delay."""
+    unique: Unique | None = None
+    """At most one job per unique key in a window (`Unique(by=[...], period_seconds=…)`): a
+    second is not created, the first one answers (`duplicate`). A kind that declares one keeps
+    it: a request may repeat it, not change it. Not part of the request's fingerprint."""
 
     def __post_init__(self) -> None:
         check_idempotency_key(self.idempotency_key)
+        if self.unique is not None and not isinstance(self.unique, Unique):
+            raise ValidationError("'unique' must be a Unique(by=[...], period_seconds=...)")
         if self.traceparent is not None and not isinstance(self.traceparent, str):
             raise ValidationError("'traceparent' must be a string")
         if self.budget is not None:
@@ -169,6 +177,8 @@ class JobOptions:
             raise TypeError(f"unknown job option(s): {', '.join(unknown)}")
         if "budget" in given:
             given["budget"] = budget_of(given["budget"])
+        if "unique" in given:
+            given["unique"] = unique_of(given["unique"])
         base = options or JobOptions()
         if not given:
             return base
@@ -197,6 +207,8 @@ class JobOptions:
             body["run_at"] = self.run_at
         if self.debounce is not None:
             body["debounce"] = self.debounce.body()
+        if self.unique is not None:
+            body["unique"] = self.unique.body()
         return body
 
 
@@ -248,6 +260,7 @@ class Submission:
             run_at=_run_at_text(body.get("run_at")),
             delay_seconds=body.get("delay_seconds"),
             debounce=Debounce.from_body(body.get("debounce")),
+            unique=unique_of(body.get("unique")),
         )
         return Submission(kind, payload, options)
 

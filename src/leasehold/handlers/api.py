@@ -212,6 +212,8 @@ def submit_job() -> Response:
     }
     if accepted.debounced:  # collapsed into its key's pending job (decision DB2)
         answer["debounced"] = True
+    if accepted.duplicate:  # another job holds the request's unique key (decision UQ2)
+        return _json(200, answer | {"duplicate": True}, headers={"Location": location})
     return _json(202, answer, headers={"Location": location})
 
 

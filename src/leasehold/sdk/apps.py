@@ -45,6 +45,7 @@ from leasehold.store.items import deserialize_item, serialize
 from leasehold.store.jobs import JobStore
 from leasehold.store.keys import derived_id, fingerprint_hash, repeat_of, request_token
 from leasehold.store.table import ConditionFailed, Table, with_table_name
+from leasehold.store.unique import claim_writes
 
 if TYPE_CHECKING:
     from leasehold.service.kinds import JobKind
@@ -149,6 +150,8 @@ class NewJob:
     key's pending job `job_id` (one Update), False when they open a new window (decision DB5).
     A transaction that fails their condition lost to another submission or to the job's
     start: call `job_writes` again and commit what it gives."""
+    unique_at: int | None = None
+    """With a unique rule: where in `writes` the Put that takes the job's unique key is."""
 
     def repeated(self, failed: ConditionFailed, index: int = 0) -> bool:
         """Your transaction failed, holding these writes from `index` on: True when the job
@@ -157,6 +160,17 @@ class NewJob:
         committed and its answer was lost). A key used with another request is a ConflictError
         (409 `idempotency_key_reused`); a failure that is not the job's, a LeaseholdError."""
         return repeat_of(failed, index, self.fingerprint)
+
+    def held_by(self, failed: ConditionFailed, index: int = 0) -> str | None:
+        """Your transaction failed, holding these writes from `index` on: the id of the job
+        that holds this job's unique key when that is what failed (answer with it, as `POST
+        /jobs` answers a duplicate); None when the key is not what failed. Here the key is
+        taken only when no job holds it in its window, whatever that job's state (decision
+        UQ5)."""
+        at = None if self.unique_at is None else index + self.unique_at
+        if at is None or not failed.failed_at(at):
+            return None
+        return str(deserialize_item(failed.old_item(at) or {}).get("job_id") or "") or None
 
 
 def job_writes(
@@ -212,11 +226,15 @@ def job_writes(
     name = table if isinstance(table, str) else table.name
     # a table named only is written as one shard: shard 0 is read at every count (decision SH1)
     shards = table.index_shards if isinstance(table, Table) else 1
-    writes = [
-        with_table_name(item, name)
-        for item in new_job_writes(prepared.job, prepared.fp_hash, shards=shards)
-    ]
-    return NewJob(prepared.job.job_id, writes, prepared.token, prepared.fp_hash)
+    items = new_job_writes(prepared.job, prepared.fp_hash, shards=shards)
+    unique_at = None
+    if prepared.unique is not None:  # the kind's or the options' unique rule (decision UQ5)
+        unique_at = len(items)
+        items += claim_writes(prepared.unique, prepared.job)
+    writes = [with_table_name(item, name) for item in items]
+    return NewJob(
+        prepared.job.job_id, writes, prepared.token, prepared.fp_hash, unique_at=unique_at
+    )
 
 
 def _debounced_writes(table: Table | str, job: Job, debounce: Debounce) -> NewJob:

@@ -40,6 +40,9 @@ class Submitted:
     the job (nothing was scheduled again). Within DynamoDB's ten-minute window for a
     `ClientRequestToken`, an identical repeat succeeds as a no-op and reports True, as
     `POST /jobs` does: either way there is one job."""
+    duplicate: bool = False
+    """True when no job was made: another job holds the request's unique key (`options.unique`
+    or the kind's `unique=`), and this is it (decision UQ2)."""
 
 
 def submit_direct(
@@ -84,7 +87,7 @@ def submit_direct(
     door = table if isinstance(table, Table) else Table(client or _client(), table)
     intake = engine_intake({engine_kind.name: engine_kind}, now_ms)
     accepted = intake.accept(door, owner, Submission(engine_kind.name, dict(payload), chosen))
-    return Submitted(accepted.job_id, accepted.state, accepted.created)
+    return Submitted(accepted.job_id, accepted.state, accepted.created, accepted.duplicate)
 
 
 def _client() -> DynamoDBClient:

@@ -59,6 +59,8 @@ class EngineKind:
         """The kind's declared concurrency limits (None: the per-user default, decision F2)."""
         self.rate = kind.rate
         """The kind's declared rates (decision F3)."""
+        self.unique = kind.unique
+        """The kind's unique jobs rule (decision UQ1), None for none."""
         self.declared_schedules: tuple[DeclaredSchedule, ...] = kind.schedules
         self.debounce = kind.debounce
         """The kind's declared debounce (decisions DB1–DB6), or None."""

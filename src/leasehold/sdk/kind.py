@@ -25,12 +25,9 @@ from leasehold.domain.debounce import Debounce, checked_debounce
 from leasehold.domain.errors import ANSWERED_ERRORS, LeaseholdError, ValidationError
 from leasehold.domain.job import PRIORITIES, Owner, Priority
 from leasehold.domain.limits import Limit, Rate, check_limits, check_rates, key_value
-from leasehold.domain.policies import (
-    MAX_ATTEMPTS_LIMIT,
-    MAX_PAYLOAD_BYTES,
-    MAX_STEPS,
-)
+from leasehold.domain.policies import MAX_ATTEMPTS_LIMIT, MAX_PAYLOAD_BYTES, MAX_STEPS
 from leasehold.domain.types import JsonObject, RawItem
+from leasehold.domain.unique import Unique, checked_unique
 from leasehold.domain.versions import is_fingerprint
 from leasehold.sdk.context import JobInfo, StepContext
 from leasehold.sdk.hooks import Checkpoint, Finished, Migration, Outcome, RelatedChange
@@ -175,6 +172,8 @@ class Kind:
     - `rate`: `[Rate(key="tenant", limit=5, per_seconds=1), …]` — at most `limit` starts of
       this kind's jobs per `per_seconds` per key value; a job over it waits `queued`
       (`waiting_for: {"rate": "tenant:acme"}`) until its next start is due.
+    - `unique`: `Unique(by=["payload.account"], period_seconds=3600)` — a second job with the
+      same key within the window is not created; the first one answers (docs/sdk.md).
     - `priority`: `"high"`, `"normal"` (the default) or `"low"` — the priority of this kind's
       jobs when a request names none. Each priority has its own queue and workers: a high job
       does not wait behind a normal backlog, and a low job is never starved.
@@ -201,6 +200,7 @@ class Kind:
         priority: Priority = "normal",
         migrations: Mapping[str, Migration] | None = None,
         debounce: Debounce | None = None,
+        unique: Unique | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise KindDefinitionError(
@@ -237,6 +237,7 @@ class Kind:
             )
             self.rate: tuple[Rate, ...] = check_rates(rate or ())
             self.debounce: Debounce | None = checked_debounce(debounce)
+            self.unique: Unique | None = checked_unique(unique)
         except (TypeError, ValueError) as exc:
             raise KindDefinitionError(f"kind '{name}': {exc}") from exc
         self.submittable = submittable

@@ -121,7 +121,7 @@ def submit_direct_many(
     door = table if isinstance(table, Table) else Table(client or _client(), table)
     outcomes = engine_intake(engine_kinds, now_ms).accept_many(door, owner, items)
     return [
-        o if isinstance(o, LeaseholdError) else Submitted(o.job_id, o.state, o.created)
+        o if isinstance(o, LeaseholdError) else Submitted(o.job_id, o.state, o.created, o.duplicate)
         for o in outcomes
     ]
 

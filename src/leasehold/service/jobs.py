@@ -25,6 +25,7 @@ from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTE
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
 from leasehold.domain.types import JsonObject, RawItem
+from leasehold.domain.unique import Claim, chosen_unique
 from leasehold.service.fanin import child_ended, children_done
 from leasehold.service.kinds import JobKind, step_list_of
 from leasehold.service.telemetry import CountingTelemetry, Telemetry
@@ -58,6 +59,8 @@ class Prepared:
     """With a key: the hash of the request's canonical text, kept on the job (`fp`)."""
     token: str | None
     """With a key: the `ClientRequestToken` of the commit."""
+    unique: Claim | None = None
+    """With a unique rule (the kind's or the request's): the key the job takes (decision UQ1)."""
 
 
 class Intake:
@@ -145,7 +148,9 @@ class Intake:
             )
         # The caller's trace, else the current span's, else a new one (decision TR1).
         job.traceparent = current_traceparent(options.traceparent)
-        return Prepared(job, spec, key, fp_hash, token)
+        unique = chosen_unique(kind.unique, options.unique, submission.kind)
+        claim = unique.claim(submission.kind, owner, spec.payload, at) if unique else None
+        return Prepared(job, spec, key, fp_hash, token, claim)
 
     def accept(self, table: Table, owner: Owner, submission: Submission) -> Accepted:
         """Validate, then commit job + outbox together (`JobStore.accept`); only a commit
@@ -157,7 +162,10 @@ class Intake:
             return self._accept_debounced(table, prepared.job, debounce)
         try:
             outcome = JobStore(table).accept(
-                prepared.job, idempotency=prepared.key, fingerprint=prepared.spec.fingerprint()
+                prepared.job,
+                idempotency=prepared.key,
+                fingerprint=prepared.spec.fingerprint(),
+                unique=prepared.unique,
             )
         except StoreUnavailableError as unavailable:
             # The commit may have happened with its answer lost: say so, and how to find out.
@@ -166,13 +174,18 @@ class Intake:
                 f"same {self._key_name} to get the same job (without a key a retry may create "
                 "a second one)"
             ) from unavailable
-        self._telemetry.count("JobsAccepted" if outcome.created else "IdempotentReplays")
+        self._telemetry.count(
+            "JobsAccepted"
+            if outcome.created
+            else ("UniqueDuplicates" if outcome.duplicate else "IdempotentReplays")
+        )
         # A repeat answers with what the job is now (it may have run, or been cancelled).
         return Accepted(
             job_id=outcome.job_id,
             created=outcome.created,
             state=outcome.state,
             traceparent=prepared.job.traceparent if outcome.created else outcome.traceparent,
+            duplicate=outcome.duplicate,
         )
 
     def debounce_for(self, submission: Submission) -> Debounce | None:
@@ -232,7 +245,7 @@ class Intake:
                 outcomes[index] = refused
         if ready:
             self._take_submission(table, owner, ready[0][1].job.created_at, len(ready))
-            entries = [NewJobEntry(p.job, p.fp_hash) for _, p in ready]
+            entries = [NewJobEntry(p.job, p.fp_hash, p.unique) for _, p in ready]
             try:
                 committed = JobStore(table).accept_many(entries, guard=guard)
             except StoreUnavailableError as unavailable:
@@ -245,11 +258,15 @@ class Intake:
                 outcomes[index] = outcome
         done = [o if o is not None else LeaseholdError("not attempted") for o in outcomes]
         created = sum(1 for o in done if isinstance(o, Accepted) and o.created)
-        repeats = sum(1 for o in done if isinstance(o, Accepted) and not o.created)
-        if created:
-            self._telemetry.count("JobsAccepted", created)
-        if repeats:
-            self._telemetry.count("IdempotentReplays", repeats)
+        duplicates = sum(1 for o in done if isinstance(o, Accepted) and o.duplicate)
+        repeats = sum(1 for o in done if isinstance(o, Accepted) and not o.created) - duplicates
+        for metric, count in (
+            ("JobsAccepted", created),
+            ("IdempotentReplays", repeats),
+            ("UniqueDuplicates", duplicates),
+        ):
+            if count:
+                self._telemetry.count(metric, count)
         return done
 
     def _take_submission(self, table: Table, owner: Owner, now: int, jobs: int = 1) -> None:
@@ -391,6 +408,7 @@ def batch_results(outcomes: Sequence[Accepted | LeaseholdError]) -> JsonObject:
                     "state": outcome.state,
                     "status_url": f"/jobs/{outcome.job_id}",
                 }
+                | ({"duplicate": True} if outcome.duplicate else {})
             )
     return {"results": results}
 

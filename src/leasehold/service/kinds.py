@@ -29,6 +29,7 @@ from leasehold.domain.limits import Limit, Rate
 from leasehold.domain.policies import LeasePolicy
 from leasehold.domain.records import EffectIntent, LedgerEntry
 from leasehold.domain.types import JsonObject, RawItem
+from leasehold.domain.unique import Unique
 from leasehold.domain.versions import StepList, step_digest
 from leasehold.domain.waits import StepRequests
 from leasehold.service.telemetry import Telemetry
@@ -105,6 +106,8 @@ class JobKind(Protocol):
     per-user default applies), () for a kind that declared it runs unlimited."""
     rate: tuple[Rate, ...]
     """The kind's declared rates (decision F3); () for none."""
+    unique: Unique | None
+    """The kind's unique jobs rule (decision UQ1); None for none."""
     declared_schedules: tuple[DeclaredSchedule, ...]
     """The schedules declared on the kind, created by the sweeper at its cold start."""
 

@@ -9,6 +9,7 @@ from typing import Any
 from leasehold.domain.job import Checkpoint, Job, Priority
 from leasehold.domain.limits import Limit, Rate
 from leasehold.domain.types import JsonObject, RawItem
+from leasehold.domain.unique import Unique
 from leasehold.service.kinds import DeclaredSchedule, StepPlan
 
 
@@ -24,6 +25,7 @@ class Unregistered:
     default_priority: Priority = "normal"
     concurrency: tuple[Limit, ...] | None = None
     rate: tuple[Rate, ...] = ()
+    unique: Unique | None = None
     declared_schedules: tuple[DeclaredSchedule, ...] = ()
 
     def validate_for(self, payload: JsonObject, owner: Any) -> None:

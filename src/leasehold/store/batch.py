@@ -38,6 +38,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
+from leasehold.domain.unique import Claim
 from leasehold.store.guards import new_job_writes
 from leasehold.store.items import deserialize_item
 from leasehold.store.table import ConditionFailed, Table
@@ -57,6 +58,8 @@ class NewJobEntry:
     job: Job
     fp_hash: str | None = None
     """With an idempotency key: the hash of the request (`fp`), compared on a repeat."""
+    unique: Claim | None = None
+    """With a unique rule: the key the job takes (committed on its own, store/unique.py)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Accepted:
     """The trace the new job joined (a repeat's: the one its first request gave it)."""
     debounced: bool = False
     """The submission collapsed into its debounce key's pending job (decision DB2)."""
+    duplicate: bool = False
+    """Not created: another job holds the request's unique key (decision UQ2); this is it."""
 
 
 Outcome = Accepted | LeaseholdError

@@ -17,6 +17,7 @@ from leasehold.domain.errors import (
 from leasehold.domain.job import Job, Owner
 from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
+from leasehold.domain.unique import Claim
 from leasehold.store.batch import NewJobEntry, Outcome, accept_many
 from leasehold.store.cursors import (
     cursor_partition,
@@ -47,6 +48,7 @@ from leasehold.store.keys import (  # their home before they moved out
 from leasehold.store.sharded import Fan, IndexRange, ShardedRange, count_entries, merged_cursor
 from leasehold.store.shards import base_of, shard_keys
 from leasehold.store.table import ConditionFailed, QueryParams, Table
+from leasehold.store.unique import accept_many_unique, accept_unique
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class AcceptResult:
     """`queued` for a new job; a repeat's state as its failed condition found the job."""
     traceparent: str | None = None
     """A repeat's trace, as its failed condition found the job (a new job's is its own)."""
+    duplicate: bool = False
+    """Not created: the job that holds the request's unique key (decision UQ2)."""
 
 
 DUE_START = "due"
@@ -67,16 +71,24 @@ class JobStore:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def accept(self, job: Job, *, idempotency: str | None, fingerprint: str) -> AcceptResult:
+    def accept(
+        self, job: Job, *, idempotency: str | None, fingerprint: str, unique: Claim | None = None
+    ) -> AcceptResult:
         """Job + outbox wake-up in one transaction, each Put on `attribute_not_exists`.
         Returns only after the commit (docs/architecture.md rule 1). With an idempotency key
         the job's id is derived from the key (decision C4), so the key needs no item of its
         own: a repeat fails the job's own condition and finds the first job in the failure —
-        the same body answers it, another body is a conflict."""
+        the same body answers it, another body is a conflict. With a `unique` claim the
+        transaction also takes its key (store/unique.py); without one it writes nothing more."""
         fp_hash = fingerprint_hash(fingerprint)
         keyed = idempotency is not None
         items = new_job_writes(job, fp_hash if keyed else None, shards=self._table.index_shards)
         token = request_token(job.owner, idempotency, fp_hash) if idempotency else None
+        if unique is not None:
+            done = accept_unique(
+                self._table, job, items, unique, fp_hash=fp_hash if keyed else None, token=token
+            )
+            return AcceptResult(**vars(done))
         try:
             if len(items) == 1:
                 # A job in the due index has no wake-up yet (decision F1): its Put alone is
@@ -97,7 +109,10 @@ class JobStore:
     def accept_many(
         self, jobs: list[NewJobEntry], *, guard: RawItem | None = None
     ) -> list[Outcome]:
-        """Many new jobs, few transactions, each job answered on its own (store/batch.py)."""
+        """Many new jobs, few transactions, each job answered on its own (store/batch.py; a job
+        with a unique claim on its own, store/unique.py)."""
+        if any(entry.unique is not None for entry in jobs):
+            return accept_many_unique(self._table, jobs, guard=guard)
         return accept_many(self._table, jobs, guard=guard)
 
     def states(self, job_ids: list[str]) -> dict[str, str]:

@@ -4,14 +4,18 @@ key 0.5 s apart collapse into one job that runs once, 2 s after the last, with i
 from __future__ import annotations
 
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from leasehold_dev.demo.delivery import iso_now
 from leasehold_dev.demo.session import TERMINAL, Session, Task
 from leasehold_dev.demo.synthetic import synthetic_job
 
 WINDOW = {"by": [], "seconds": 2, "keep": "last"}
+
+
+def iso_now() -> str:
+    """Now as the API writes times (ISO 8601 UTC, milliseconds, `Z`): comparable as text."""
+    return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def db1_debounce(s: Session, task: Task) -> None:

@@ -23,6 +23,7 @@ from leasehold_dev.demo import (
     pausing,
     reading,
     synthetic,
+    unique,
     workflows,
 )
 from leasehold_dev.demo.session import Session, Task
@@ -51,7 +52,8 @@ def phases() -> list[Phase]:
     return [
         Phase(
             "phase 1: approval, budget, cancel, retry, dead, per-user limit, delays, a concurrency "
-            "key, a rate, a schedule; the reading list; the agent; a duplicate delivery",
+            "key, a rate, unique jobs, a schedule; the reading list; the agent; a duplicate "
+            "delivery",
             4,
             (
                 _t("T1", "approval", synthetic.t1_approval),
@@ -64,6 +66,7 @@ def phases() -> list[Phase]:
                 _t("D2", "a concurrency key", delivery.d2_concurrency),
                 _t("D3", "a rate limit", delivery.d3_rate),
                 _t("DB1", "debounce", debounce.db1_debounce),
+                _t("U1", "unique jobs", unique.u1_unique),
                 (
                     Task("S1", "a schedule is made (D4 checks it in phase 5)", ()),
                     delivery.d4_schedule_made,
