@@ -21,6 +21,7 @@ CHECKS = (
     "W1", "W2", "W3", "W4",  # workflows: a fan-out, a signal, a callback, a durable sleep
     "P1",  # a kind paused by an operator and resumed
     "U1",  # unique jobs: a duplicate answered with the first job
+    "B1",  # a batch of 10 with one bad item: 9 jobs run, one error in its place
 )  # fmt: skip
 
 

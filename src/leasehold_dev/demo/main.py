@@ -16,6 +16,7 @@ from pathlib import Path
 
 from leasehold_dev.demo import (
     agent,
+    batches,
     debounce,
     delivery,
     effects,
@@ -67,6 +68,7 @@ def phases() -> list[Phase]:
                 _t("D3", "a rate limit", delivery.d3_rate),
                 _t("DB1", "debounce", debounce.db1_debounce),
                 _t("U1", "unique jobs", unique.u1_unique),
+                _t("B1", "a batch with a bad item", batches.b1_batch),
                 (
                     Task("S1", "a schedule is made (D4 checks it in phase 5)", ()),
                     delivery.d4_schedule_made,
