@@ -82,12 +82,14 @@ def test_an_input_that_could_never_run_is_a_400(
     assert fragment in body["error"]["message"]
 
 
-def test_a_document_over_the_payload_limit_is_a_400_that_says_so(call: Call) -> None:
+def test_a_document_over_the_payload_limit_is_a_413_that_says_so(call: Call) -> None:
     # 16 KiB of text is a document the kind accepts; a payload past the kind's 20 KiB is not
     status, body = _submit(call, {"document": {"text": "a" * (16 * 1024)}})
     assert status == 202, body
     status, body = _submit(call, {"document": {"text": "a" * (21 * 1024)}})
-    assert status == 400 and body["error"]["code"] == "too_large"
+    # a payload past its kind's limit is 413 `payload_too_large`, as every body too large (LD2)
+    assert status == 413 and body["error"]["code"] == "payload_too_large"
+    assert "20480" in body["error"]["message"] or "20 KiB" in body["error"]["message"], body
 
 
 def test_no_log_line_carries_the_documents_content(

@@ -162,6 +162,7 @@ def test_sixteen_shards_keep_the_functions_environment_within_lambdas_4_kb() -> 
         },
         "JobsTable": f"{stack}-JobsTable-ABCDEFGHIJKL",
         "DocumentsBucket": "d" * 63,
+        "DataBucket": "b" * 63,
     }
     variables = translated["Resources"]["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     environment = {name: _text(evaluate(v, refs, conditions.get)) for name, v in variables.items()}

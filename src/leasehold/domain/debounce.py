@@ -149,13 +149,6 @@ def checked_debounce(debounce: Any) -> Debounce | None:
     return debounce
 
 
-def declared_debounce(kind: object) -> Debounce | None:
-    """A kind's declared `debounce` (None for a kind that declares none, or an engine kind
-    made before debounce existed)."""
-    declared = getattr(kind, "debounce", None)
-    return declared if isinstance(declared, Debounce) else None
-
-
 def debounced(job: Job, debounce: Debounce) -> Job:
     """`job` (as just made, due at accept) due at the end of a new window instead, its
     deadline counted from then as a delayed job's is."""
@@ -164,4 +157,4 @@ def debounced(job: Job, debounce: Debounce) -> Job:
     return replace(job, next_attempt_at=due, deadline_at=due + length)
 
 
-__all__ = ["Debounce", "debounced", "declared_debounce"]
+__all__ = ["Debounce", "debounced"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from leasehold.domain import sizes
 from leasehold.domain.clock import Clock
-from leasehold.domain.debounce import Debounce, debounced, declared_debounce
+from leasehold.domain.debounce import Debounce, debounced
 from leasehold.domain.errors import (
     JobNotFoundError,
     LeaseholdError,
@@ -193,7 +193,8 @@ class Intake:
         the request's other options as a request's own is (400)."""
         chosen = submission.options.debounce
         if chosen is None:
-            chosen = declared_debounce(self._kinds.get(submission.kind))
+            kind = self._kinds.get(submission.kind)
+            chosen = kind.debounce if kind is not None else None
             if chosen is not None:
                 check_debounce_options(chosen, submission.options)
         return chosen
@@ -260,13 +261,12 @@ class Intake:
         created = sum(1 for o in done if isinstance(o, Accepted) and o.created)
         duplicates = sum(1 for o in done if isinstance(o, Accepted) and o.duplicate)
         repeats = sum(1 for o in done if isinstance(o, Accepted) and not o.created) - duplicates
-        for metric, count in (
-            ("JobsAccepted", created),
-            ("IdempotentReplays", repeats),
-            ("UniqueDuplicates", duplicates),
-        ):
-            if count:
-                self._telemetry.count(metric, count)
+        if created:
+            self._telemetry.count("JobsAccepted", created)
+        if repeats:
+            self._telemetry.count("IdempotentReplays", repeats)
+        if duplicates:
+            self._telemetry.count("UniqueDuplicates", duplicates)
         return done
 
     def _take_submission(self, table: Table, owner: Owner, now: int, jobs: int = 1) -> None:

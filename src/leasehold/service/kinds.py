@@ -23,6 +23,7 @@ from aws_lambda_powertools import Logger
 
 from leasehold.domain import sizes
 from leasehold.domain.clock import Clock
+from leasehold.domain.debounce import Debounce
 from leasehold.domain.errors import FatalStepError, StaleEpochError, StoreUnavailableError
 from leasehold.domain.job import Checkpoint, Job
 from leasehold.domain.limits import Limit, Rate
@@ -108,6 +109,8 @@ class JobKind(Protocol):
     """The kind's declared rates (decision F3); () for none."""
     unique: Unique | None
     """The kind's unique jobs rule (decision UQ1); None for none."""
+    debounce: Debounce | None
+    """The kind's debounce rule (decision DB1); None for none."""
     declared_schedules: tuple[DeclaredSchedule, ...]
     """The schedules declared on the kind, created by the sweeper at its cold start."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from leasehold.domain.debounce import Debounce
 from leasehold.domain.job import Checkpoint, Job, Priority
 from leasehold.domain.limits import Limit, Rate
 from leasehold.domain.types import JsonObject, RawItem
@@ -26,6 +27,7 @@ class Unregistered:
     concurrency: tuple[Limit, ...] | None = None
     rate: tuple[Rate, ...] = ()
     unique: Unique | None = None
+    debounce: Debounce | None = None
     declared_schedules: tuple[DeclaredSchedule, ...] = ()
 
     def validate_for(self, payload: JsonObject, owner: Any) -> None:

@@ -88,7 +88,9 @@ class JobStore:
             done = accept_unique(
                 self._table, job, items, unique, fp_hash=fp_hash if keyed else None, token=token
             )
-            return AcceptResult(**vars(done))
+            return AcceptResult(
+                done.job_id, done.created, done.state, done.traceparent, duplicate=done.duplicate
+            )
         try:
             if len(items) == 1:
                 # A job in the due index has no wake-up yet (decision F1): its Put alone is
