@@ -17,6 +17,8 @@ PRICES: dict[str, Any] = {
     "dynamodb_read_request_unit": 0.125 / 1e6,
     "dynamodb_storage_gb_month": 0.25,
     "sqs_standard_request": 0.40 / 1e6,  # per 64 KiB chunk of a request
+    "s3_put_request": 0.005 / 1000,  # S3 Standard PUT, COPY, POST, LIST (us-east-1)
+    "s3_get_request": 0.0004 / 1000,  # S3 Standard GET, SELECT and all other requests
     "lambda_request": 0.20 / 1e6,
     "lambda_arm64_gb_second": 0.0000133334,
     "http_api_request": 1.00 / 1e6,  # first 300 M a month
@@ -144,6 +146,10 @@ class JobProfile:
     api_requests: float
     log_bytes: float
     """Captured handler output (log lines and EMF metric lines) + platform lines + access log."""
+    s3_puts: float = 0.0
+    """PutObject requests of values too large for the item (DESIGN §20)."""
+    s3_gets: float = 0.0
+    """GetObject (and HeadObject) requests reading them back."""
 
 
 def usd_per_job(profile: JobProfile, lam: LambdaAssumptions = LAMBDA) -> dict[str, float]:
@@ -164,7 +170,14 @@ def usd_per_job(profile: JobProfile, lam: LambdaAssumptions = LAMBDA) -> dict[st
         + milliseconds / 1000 * gb * PRICES["lambda_arm64_gb_second"],
         "api_gateway": profile.api_requests * PRICES["http_api_request"],
         "logs": profile.log_bytes / GIB * PRICES["cloudwatch_logs_ingested_gb"],
-    }
+    } | (
+        {
+            "s3": profile.s3_puts * PRICES["s3_put_request"]
+            + profile.s3_gets * PRICES["s3_get_request"]
+        }
+        if profile.s3_puts or profile.s3_gets
+        else {}
+    )
 
 
 def per_million(usd: dict[str, float]) -> dict[str, float]:

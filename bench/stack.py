@@ -87,7 +87,12 @@ class Stack:
     given environment, as a new deployment would."""
 
     def __init__(self) -> None:
-        from leasehold_dev.local.resources import clients, create_queues, template
+        from leasehold_dev.local.resources import (
+            clients,
+            create_data_bucket,
+            create_queues,
+            template,
+        )
 
         self.template = template()
         self._definition = self.template["Resources"]["JobsTable"]["Properties"]
@@ -96,6 +101,7 @@ class Stack:
         self.raw_sqs = raw.client("sqs")
         self._dynamodb, sqs = clients()
         self.queues = create_queues(sqs)
+        create_data_bucket()  # a value over the inline limit goes to S3 (DESIGN §20)
         self.peek = moto_peek()
         self.table: dict[str, Any] = {}
         self.spec = TableSpec.from_definition("jobs", self._definition)
@@ -161,6 +167,8 @@ class Stack:
         rt = wiring.runtime()
         self.meter.attach(rt.stores.table.client)
         self.meter.attach(rt.queue._sqs)  # noqa: SLF001 - the bench meters the function's own client
+        if rt.stores.table.blobs is not None:  # large values' S3 requests (LD1), priced too
+            self.meter.attach(rt.stores.table.blobs.s3)
         self._label(rt)
         self._capture_logs()
         timeout_ms = int(self.env["WORKER_TIMEOUT_SECONDS"]) * 1000

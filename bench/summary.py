@@ -98,6 +98,8 @@ def profile(
         wakeups=inv["wakeups"] / n,
         api_requests=inv["api_requests"] / n,
         log_bytes=log_bytes,
+        s3_puts=requests.get("s3.PutObject", 0) / n,
+        s3_gets=(requests.get("s3.GetObject", 0) + requests.get("s3.HeadObject", 0)) / n,
     )
     per_job = {
         "wcu": round(wcu, 3),
