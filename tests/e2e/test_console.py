@@ -259,4 +259,6 @@ def test_the_overview_shows_a_short_wait_under_its_name(
     card = "#waiting [data-waiting=time]"
     assert text_of(browser, f"{card} .label") == "waiting for time"
     assert int(text_of(browser, f"{card} .value")) >= 1
-    assert "in the delayed card" in text_of(browser, "#waiting-scope")
+    assert "a delay due more than 15 minutes ahead is in the delayed card" in text_of(
+        browser, "#waiting-scope"
+    )

@@ -3,7 +3,9 @@ and every outcome of the last hour, minute by minute — at a bounded cost whate
 holds, read concurrently (decisions SZ5, OS1–OS3; bench/ops_summary.py measures it).
 
 - Jobs by state: one `Select=COUNT` Query per index shard of each `by_state` key (the keys-only
-  index: no job item read to count), each count capped at COUNT_CAP.
+  index: no job item read to count), each count capped at COUNT_CAP; the due index's keys are
+  read instead of counted (the same read units), each counted under the wait its sort key names
+  (decision OS6).
 - Outcomes: the per-minute outcome counters (store/counters.py), written with every outcome
   metric; one Query per shard. No job is read to count them.
 - The oldest active jobs: a sample of ACTIVE_SAMPLE, read eventually consistent: the oldest
@@ -27,8 +29,9 @@ from leasehold.domain.states import JobState
 from leasehold.service.view import waiting_for
 from leasehold.store import Stores
 from leasehold.store.counters import MINUTE_MS, OUTCOMES, OutcomeCounters, minute_of, per_minute
+from leasehold.store.items import DUE_PARTITION, due_wait_of
 from leasehold.store.queue import QueueStats, WakeupQueue
-from leasehold.store.sharded import Fan
+from leasehold.store.sharded import Fan, tally_entries
 
 COUNT_CAP = 1000
 """Each of the summary's state counts stops here (shown as "1,000+"): at most this many index
@@ -130,21 +133,34 @@ def summarize(stores: Stores, queue: WakeupQueue, clock: Clock) -> OpsSummary:
         def part(fn: Callable[[], _T]) -> Future[_T]:
             return parts.submit(fn)
 
-        named = ("active", "delayed", *(state.value for state in COUNTED_APART))
+        named = ("active", *(state.value for state in COUNTED_APART))
         counting = {
             name: part(partial(jobs.count_indexed, name, cap=COUNT_CAP, fan=shards.map))
             for name in named
         }
+        due_part = part(
+            lambda: tally_entries(
+                stores.table,
+                DUE_PARTITION,
+                jobs.shard_count,
+                cap=COUNT_CAP,
+                fan=shards.map,
+                classify=due_wait_of,
+            )
+        )
         sampling = part(lambda: jobs.sample("active", limit=ACTIVE_SAMPLE, fan=shards.map))
         hour_part = part(lambda: last_hour(OutcomeCounters(stores.table), now, shards.map))
         stats_part: Future[QueueStats] = part(queue.stats)
         counted = {name: future.result() for name, future in counting.items()}
+        due_waits, due_capped = due_part.result()
         oldest_active, hour, stats = sampling.result(), hour_part.result(), stats_part.result()
     counts: dict[str, int | None] = {state.value: None for state in JobState}
+    counted["delayed"] = (due_waits.pop("delayed", 0), due_capped)  # the rest: long waits
     capped = [name for name, (_, at_cap) in counted.items() if at_cap]
     for name, (count, _) in counted.items():
         counts[name] = count
     active, delayed = counts.pop("active") or 0, counts.pop("delayed") or 0
+    parked = sum(due_waits.values())
     # queued and running share one index entry (C3): told apart here, whole when the sample
     # holds every active job
     queued = [job for job in oldest_active if job.state is JobState.QUEUED]
@@ -152,9 +168,9 @@ def summarize(stores: Stores, queue: WakeupQueue, clock: Clock) -> OpsSummary:
     whole = "active" not in capped and active <= len(oldest_active)
     if whole:
         ready = len(queued)
-        counts[JobState.QUEUED.value] = ready + delayed
+        counts[JobState.QUEUED.value] = ready + delayed + parked
         counts[JobState.RUNNING.value] = len(oldest_active) - ready
-    waits: Counter[str] = Counter()
+    waits: Counter[str] = Counter(due_waits)  # due past 15 minutes: in the due index (OS6)
     for job in queued:
         # the first key names the wait (`signal`); any other is a detail of it (`until`)
         waits.update(list(waiting_for(job, now) or {})[:1])
@@ -173,7 +189,8 @@ def summarize(stores: Stores, queue: WakeupQueue, clock: Clock) -> OpsSummary:
         f"second behind at most, as a rule), each counted up to {COUNT_CAP:,} (`counts_capped`:"
         " at least that many); `active` is queued + running (one index entry): they are told "
         f"apart only while there are at most {ACTIVE_SAMPLE} (else null); queued includes "
-        "`delayed` (due more than 15 minutes ahead, in the due index). succeeded and cancelled "
+        "`delayed` (due more than 15 minutes ahead, in the due index) and the waits due that far "
+        "ahead (counted in `queued_waiting`). succeeded and cancelled "
         "jobs leave the index: their counts are the last hour's, from the outcome counters",
         "queue_depth": ready,
         "delayed": delayed,
@@ -181,7 +198,8 @@ def summarize(stores: Stores, queue: WakeupQueue, clock: Clock) -> OpsSummary:
         "queued_waiting_scope": (
             "every queued job not delayed"
             if whole
-            else f"the queued among the {ACTIVE_SAMPLE} oldest active jobs"
+            else f"the queued among the {ACTIVE_SAMPLE} oldest active jobs, and every wait "
+            "due more than 15 minutes ahead (the due index's keys)"
         ),
         "oldest_queued": _oldest(queued[0], now) if queued else None,
         "oldest_queued_by_kind": oldest_by_kind,

@@ -186,6 +186,30 @@ def due_upto(until_ms: int) -> str:
     return f"{until_ms:013d}~"
 
 
+PARKED_PREFIX = "~P#"
+"""Parked jobs' due-index sort keys start with it: after every due time (digits), so the due
+pass, which reads up to a time, never reaches them (decision PA2)."""
+DUE_WAITS = ("signal", "children")
+"""The waits a job parked in the due index says in its sort key (decision OS6)."""
+
+
+def due_sort_key(due_at: int, job_id: str, wait: str | None = None) -> str:
+    """A due-index sort key: when the job is due, its id and, for a wait of DUE_WAITS, the
+    wait's type (`<ms>#<id>#signal`), so the summary counts each wait from the index's keys
+    alone (OS6); `#` sorts below `~`, so `due_upto` still bounds it by time."""
+    key = time_sort_key(due_at, job_id)
+    return f"{key}#{wait}" if wait in DUE_WAITS else key
+
+
+def due_wait_of(sort_key: str) -> str:
+    """What a due-index entry waits for, from its sort key: `paused` (its kind, PA2), a wait
+    of DUE_WAITS, else `delayed` (a delay, a retry's backoff, a durable sleep)."""
+    if sort_key.startswith(PARKED_PREFIX):
+        return "paused"
+    wait = sort_key.split("#")[2:]  # a job id holds no `#` (_JOB_ID)
+    return wait[0] if wait and wait[0] in DUE_WAITS else "delayed"
+
+
 def new_job_item(job: Job, *, due_indexed: bool = False, shards: int = 1) -> RawItem:
     """The job's item; `due_indexed` puts it in the due index, sorted by when it is due; its
     `by_state` key is in the job's shard among `shards` (decision SH1)."""

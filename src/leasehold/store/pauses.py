@@ -24,6 +24,7 @@ from leasehold.store.items import (
     ACTIVE_PARTITION,
     DUE_PARTITION,
     JOB_TTL_SECONDS,
+    PARKED_PREFIX,
     STATE_INDEX,
     deserialize_item,
     job_from_item,
@@ -39,9 +40,6 @@ PAUSED = "paused"
 RESUMING = "resuming"
 """Resumed, while parked jobs may be left to wake (a resume wakes a bounded number; the sweeper
 the rest): a claim runs the kind's jobs as usual."""
-PARKED_PREFIX = "~P#"
-"""Parked jobs' due-index sort keys start with it: after every due time (digits), so the due
-pass, which reads up to a time, never reaches them (decision PA2)."""
 
 
 def _attribute(kind: str) -> str:

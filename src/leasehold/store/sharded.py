@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -209,32 +210,54 @@ def count_entries(
     (run by `fan`), each Limit'ed to an even share of the cap (at least 1) so that all may run
     at once; a shard that fills its share is read on, one after another, Limit'ed to what the
     cap leaves — the cap bounds the entries read, however the shards' counts lean."""
+    counts, capped = tally_entries(table, base, shards, cap=cap, fan=fan)
+    return min(sum(counts.values()), cap), capped
+
+
+def tally_entries(
+    table: Table,
+    base: str,
+    shards: int,
+    *,
+    cap: int,
+    fan: Fan | None = None,
+    classify: Callable[[str], str] | None = None,
+) -> tuple[Counter[str], bool]:
+    """`count_entries`, each entry counted under what `classify` makes of its sort key (with
+    none, all under `""`): the same Queries, reading the sort keys instead of `Select=COUNT` —
+    the same read units (a Query costs by the entries it reads, not by what it returns)."""
     keys = shard_keys(base, shards)
     share = max(1, -(-cap // len(keys)))
 
-    def count(key: str, *, limit: int, start: Any = None) -> tuple[int, Any]:
+    def count(key: str, *, limit: int, start: Any = None) -> tuple[Counter[str], Any]:
         params: dict[str, Any] = {
             "IndexName": STATE_INDEX,
             "KeyConditionExpression": f"{PK} = :p",
             "ExpressionAttributeValues": {":p": {"S": key}},
-            "Select": "COUNT",
             "Limit": limit,
         }
+        if classify is None:
+            params["Select"] = "COUNT"
+        else:
+            params["ProjectionExpression"] = SK
         if start is not None:
             params["ExclusiveStartKey"] = start
         page = table.query(**params)
-        return int(page["Count"]), page.get("LastEvaluatedKey")
+        if classify is None:
+            return Counter({"": int(page["Count"])}), page.get("LastEvaluatedKey")
+        return Counter(classify(sort_of(e)) for e in page["Items"]), page.get("LastEvaluatedKey")
 
     counted = list((fan or serial)(lambda key: count(key, limit=share), keys))
-    total = sum(n for n, _ in counted)
+    tally: Counter[str] = sum((n for n, _ in counted), Counter())
     unread = [(key, last) for key, (_, last) in zip(keys, counted, strict=True) if last]
-    while unread and total < cap:
+    while unread and tally.total() < cap:
         key, start = unread.pop(0)
-        n, last = count(key, limit=cap - total, start=start)
-        total += n
+        more, last = count(key, limit=cap - tally.total(), start=start)
+        tally += more
         if last:
             unread.insert(0, (key, last))
-    return min(total, cap), total >= cap and (total > cap or bool(unread))
+    total = tally.total()
+    return tally, total >= cap and (total > cap or bool(unread))
 
 
 SHARDS_KEY: RawItem = {"pk": {"S": "META#index_shards"}, "sk": {"S": "META"}}

@@ -33,10 +33,10 @@ from leasehold.store.items import (
     DUE_PARTITION,
     JOB_TTL_SECONDS,
     OUTBOX_PREFIX,
+    due_sort_key,
     job_from_item,
     job_key,
     serialize,
-    time_sort_key,
 )
 from leasehold.store.leases import kept_outputs, wakeup_item
 from leasehold.store.shards import item_key
@@ -121,7 +121,7 @@ class WaitStore:
             state_change(expr, JobState.WAITING_APPROVAL, job.job_id, self._table, from_active=True)
             expr.remove("next_attempt_at")
         else:
-            self._due(expr, job, due_at, now, extra)
+            self._due(expr, job, due_at, now, extra, wait.get("type"))
         try:
             write_job(self._table, expr, job.job_id, extra)
         except ConditionFailed as failed:
@@ -131,8 +131,17 @@ class WaitStore:
             raise StaleEpochError("the job is gone")
         return job_from_item(got)
 
-    def _due(self, expr: Expression, job: Job, due_at: int, now: int, extra: list[RawItem]) -> None:
-        """A parked job `queued`, due at `due_at`, its deadline moved on by the wait (WF3)."""
+    def _due(
+        self,
+        expr: Expression,
+        job: Job,
+        due_at: int,
+        now: int,
+        extra: list[RawItem],
+        wait: str | None,
+    ) -> None:
+        """A parked job `queued`, due at `due_at`, its deadline moved on by the wait (WF3); in
+        the due index, its sort key says what it waits for (OS6)."""
         expr.set("state", JobState.QUEUED.value)
         expr.set("next_attempt_at", due_at).set("last_dispatch_at", now)
         deadline = job.deadline_at + max(0, due_at - now)
@@ -140,7 +149,7 @@ class WaitStore:
         shards = self._table.index_shards
         if in_due_index(now, due_at):
             expr.set("gsi1pk", item_key(DUE_PARTITION, job.job_id, shards))
-            expr.set("gsi1sk", time_sort_key(due_at, job.job_id))
+            expr.set("gsi1sk", due_sort_key(due_at, job.job_id, wait))
         else:
             expr.set("gsi1pk", item_key(ACTIVE_PARTITION, job.job_id, shards))
             extra.append(wakeup_item(job, due_at, now))

@@ -115,7 +115,7 @@ export function fillOverview(view, summary) {
     text: (waitCards.length
       ? `queued jobs by what they wait for, among ${summary.queued_waiting_scope || "the sample"}`
       : `no queued job waits for a time, a limit, a rate, a signal or children, among ${summary.queued_waiting_scope || "the sample"}`) +
-      "; a wait due more than 15 minutes ahead (a delay, a signal's time-out, the children's next check) is in the delayed card" }));
+      "; a delay due more than 15 minutes ahead is in the delayed card, a longer wait (a signal, children, a paused kind) under its own name" }));
   view.appendChild(el("div", { class: "actions" },
     el("button", { id: "redrive", type: "button", class: "danger",
       disabled: !sqs.dead_letter, onclick: () => redriveDialog(sqs.dead_letter),
