@@ -48,7 +48,10 @@ def test_an_operator_pauses_and_resumes_a_kind_from_the_overview(
     flash = wait_until(lambda: text_of(browser, "#flash"), what="the pause's answer")
     assert "Kind synthetic paused (by ops)" in flash
     wait_until(lambda: text_of(browser, f"{ROW} [data-kind-state]") == "paused", what="badge")
-    assert "by ops" in text_of(browser, ROW) and "provider <b>down</b>" in text_of(browser, ROW)
+    wait_until(  # read from one drawing of the row (a refresh may redraw it between reads)
+        lambda: "by ops" in (row := text_of(browser, ROW)) and "provider <b>down</b>" in row,
+        what="who paused it and why",
+    )
     # a job of the paused kind waits, queued, saying so (the worker sees it within 5 s)
     status, accepted = stack.request(
         "POST", "/jobs", {"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
@@ -66,5 +69,10 @@ def test_an_operator_pauses_and_resumes_a_kind_from_the_overview(
     wait_until(
         lambda: "Kind synthetic resumed" in text_of(browser, "#flash"), what="the resume's answer"
     )
-    assert text_of(browser, f"{ROW} [data-kind-state]") in {"resuming", "running"}
+    # read once the overview has drawn its row again: a resume re-renders the page, and a read
+    # in between finds no row at all ('' — the failure CI rehearsed); a row left `paused` fails
+    wait_until(
+        lambda: text_of(browser, f"{ROW} [data-kind-state]") in {"resuming", "running"},
+        what="the kind resuming or running",
+    )
     jobs.wait_state(stack, job_id, "succeeded")
