@@ -20,8 +20,8 @@ from bench.pricing import PRICES
 MB = 1_000_000
 RESULTS = Path(__file__).with_name("results.json")
 S3_PRICES = {
-    "s3_put_request": 0.005 / 1000,
-    "s3_get_request": 0.0004 / 1000,
+    "s3_put_request": PRICES["s3_put_request"],
+    "s3_get_request": PRICES["s3_get_request"],
     "s3_standard_gb_month": 0.023,
     "source": "AWS S3 Standard list prices for us-east-1, recorded by hand on 2026-12-03 "
     "(PUT $0.005 per 1,000, GET $0.0004 per 1,000, $0.023 per GB-month); not fetched",

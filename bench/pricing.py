@@ -266,14 +266,7 @@ def durable_functions(
     written_bytes = input_bytes + sum(output_bytes)
     written_gb = written_bytes / GIB
     retained_gb_month = written_gb * lam.durable_retention_days / 30
-    usd = {
-        "durable_operations": operations * PRICES["lambda_durable_operation"],
-        "lambda": PRICES["lambda_request"]
-        + duration_ms / 1000 * gb * PRICES["lambda_arm64_gb_second"],
-        "api_gateway": PRICES["http_api_request"],
-        "logs": PLATFORM_LOG_BYTES / GIB * PRICES["cloudwatch_logs_ingested_gb"],
-    }
-    usd |= durable_data_usd(written_gb, retained_gb_month)
+    usd = durable_usd(operations, duration_ms * gb, written_gb, retained_gb_month)
     unpriced = {
         "data_written_gb": PRICES["lambda_durable_data_written_gb"],
         "data_retained_gb_month": PRICES["lambda_durable_data_retained_gb_month"],
@@ -309,6 +302,20 @@ def durable_data_usd(written_gb: float, retained_gb_month: float) -> dict[str, f
     return out
 
 
+def durable_usd(
+    operations: int, gb_ms: float, written_gb: float, retained_gb_month: float
+) -> dict[str, float]:
+    """One durable execution started by one HTTP API request: its operations, its one
+    invocation (`gb_ms` of arm64 compute), the platform's log lines and its data charges."""
+    return {
+        "durable_operations": operations * PRICES["lambda_durable_operation"],
+        "lambda": PRICES["lambda_request"] + gb_ms / 1000 * PRICES["lambda_arm64_gb_second"],
+        "api_gateway": PRICES["http_api_request"],
+        "logs": PLATFORM_LOG_BYTES / GIB * PRICES["cloudwatch_logs_ingested_gb"],
+        **durable_data_usd(written_gb, retained_gb_month),
+    }
+
+
 def durable_map(
     items: int,
     *,
@@ -339,14 +346,7 @@ def durable_map(
     written_gb = written / GIB
     retained_gb_month = written_gb * lam.durable_retention_days / 30
     duration_ms = items * steps_per_item * (lam.step_lambda_ms + lam.durable_checkpoint_ms_per_step)
-    usd = {
-        "durable_operations": operations * PRICES["lambda_durable_operation"],
-        "lambda": PRICES["lambda_request"]
-        + duration_ms / 1000 * gb * PRICES["lambda_arm64_gb_second"],
-        "api_gateway": PRICES["http_api_request"],
-        "logs": PLATFORM_LOG_BYTES / GIB * PRICES["cloudwatch_logs_ingested_gb"],
-        **durable_data_usd(written_gb, retained_gb_month),
-    }
+    usd = durable_usd(operations, duration_ms * gb, written_gb, retained_gb_month)
     per_item = {name: value / items for name, value in usd.items()}
     return {
         "model": {
