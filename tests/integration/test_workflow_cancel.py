@@ -4,7 +4,6 @@ children still runs, and a child already running when the cascade reaches it."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -13,27 +12,8 @@ from leasehold import JobOptions, Kind, StepContext
 from leasehold.service.workflows import Workflows
 from leasehold.store.queue import Wakeup
 from leasehold.testing import LeaseholdTestbed
-
-runs: Counter[str] = Counter()
-hooks: dict[str, Any] = {}
-
-leaf = Kind("cx_leaf")
-
-
-@leaf.step()
-def work(ctx: StepContext, payload: dict[str, Any]) -> int:
-    runs[f"work:{ctx.job_id}"] += 1
-    hook = hooks.pop(f"work:{payload['i']}", None)
-    if hook is not None:
-        hook(ctx)
-    return int(payload["i"])
-
-
-@leaf.step()
-def finish(ctx: StepContext, payload: dict[str, Any]) -> int:
-    runs[f"finish:{ctx.job_id}"] += 1
-    return int(ctx.outputs["work"])
-
+from tests.support.race_kinds import child as leaf
+from tests.support.race_kinds import hooks, runs
 
 root = Kind("cx_root")
 
@@ -42,7 +22,7 @@ root = Kind("cx_root")
 def spawn(ctx: StepContext, payload: dict[str, Any]) -> int:
     delay = payload.get("delay")
     ids = ctx.map(
-        "cx_leaf",
+        "race_child",
         [{"i": i} for i in range(payload["n"])],
         options=JobOptions(delay_seconds=delay) if delay else None,
     )

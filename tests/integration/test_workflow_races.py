@@ -21,27 +21,7 @@ from leasehold.service import workflows
 from leasehold.store.waits import WaitStore
 from leasehold.testing import LeaseholdTestbed
 from leasehold.testing.delivery import Message, QueueSource
-
-runs: Counter[str] = Counter()  # "<step>:<job id>" → runs
-hooks: dict[str, Any] = {}
-
-child = Kind("race_child")
-
-
-@child.step()
-def work(ctx: StepContext, payload: dict[str, Any]) -> int:
-    runs[f"work:{ctx.job_id}"] += 1
-    hook = hooks.pop(f"work:{payload['i']}", None)
-    if hook is not None:
-        hook(ctx)
-    return int(payload["i"])
-
-
-@child.step()
-def finish(ctx: StepContext, payload: dict[str, Any]) -> int:
-    runs[f"finish:{ctx.job_id}"] += 1
-    return int(ctx.outputs["work"])
-
+from tests.support.race_kinds import child, hooks, runs
 
 parent = Kind("race_parent")
 
