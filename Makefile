@@ -6,6 +6,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
+# Python keeps the bytecode of what it imports (__pycache__) whatever the calling shell says: with
+# PYTHONDONTWRITEBYTECODE set, every test worker, local stack, moto server and worker process
+# compiled every module it imported from source again, and pytest rewrote every test module's
+# asserts again (decision CI17: collection alone took twice the CPU).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup tools browser node redocly lint-openapi demo up down test test-long test-unit test-integration test-e2e lint format docs validate build deploy delete bench bench-local bench-scale bench-priorities clean mutants soak fuzz crash-matrix console-shots scaffold-template scaffold-check
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import boto3
 import pytest
-import yaml
 
 from tests.support.api import EVENTS, Call
+from tests.support.yamlfile import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT: dict[str, Any] = yaml.safe_load((ROOT / "docs" / "openapi.yaml").read_text())
+DOCUMENT: dict[str, Any] = read_yaml(ROOT / "docs" / "openapi.yaml")
 LONE = "\ud800"
 OPS_ROUTES = "/ops/"
 

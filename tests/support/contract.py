@@ -24,12 +24,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator
 from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
 
 from leasehold_dev.local.template import Route, http_routes, load_template
+from tests.support.yamlfile import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "docs" / "openapi.yaml"
@@ -74,7 +74,7 @@ class Contract:
 @cache
 def contract() -> Contract:
     """The document, its validator and the template's routes (built once per process)."""
-    document = yaml.safe_load(OPENAPI.read_text())
+    document = read_yaml(OPENAPI)
     # Every error answer is one envelope; a 404's schema with any code is that envelope.
     envelope = copy.deepcopy(document["components"]["schemas"]["NotFoundAnswer"])
     envelope["properties"]["error"]["properties"]["code"] = {"type": "string"}

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from openapi_schema_validator import OAS31Validator, oas31_format_checker
 from openapi_spec_validator import validate
 
@@ -25,9 +24,10 @@ from leasehold_apps.reading_list.titles import FIXTURE_MODES
 from leasehold_apps.synthetic import STEP_FIELDS
 from leasehold_dev.local.template import http_routes, load_template
 from tests.support.kinds import registry
+from tests.support.yamlfile import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT: dict[str, Any] = yaml.safe_load((ROOT / "docs" / "openapi.yaml").read_text())
+DOCUMENT: dict[str, Any] = read_yaml(ROOT / "docs" / "openapi.yaml")
 SCHEMAS = DOCUMENT["components"]["schemas"]
 METHODS = {"get", "post", "put", "patch", "delete"}
 

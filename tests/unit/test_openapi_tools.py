@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from tests.support.yamlfile import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "docs" / "openapi.yaml"
-DOCUMENT: dict[str, Any] = yaml.safe_load(OPENAPI.read_text())
+DOCUMENT: dict[str, Any] = read_yaml(OPENAPI)
 SCHEMAS: dict[str, Any] = DOCUMENT["components"]["schemas"]
 MAKEFILE = (ROOT / "Makefile").read_text()
 REDOCLY = ROOT / ".venv" / "node" / "node_modules" / ".bin" / "redocly"

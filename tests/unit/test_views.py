@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from jsonschema import Draft202012Validator, FormatChecker
 
 from leasehold.domain.job import Budget, Checkpoint, Job, Owner, new_job
@@ -16,10 +15,9 @@ from leasehold.domain.states import JobState
 from leasehold.service.view import job_view, operator_view, ops_row
 from leasehold_apps.reading_list.bookmark import Bookmark
 from leasehold_apps.reading_list.service import bookmark_view
+from tests.support.yamlfile import read_yaml
 
-DOCUMENT = yaml.safe_load(
-    (Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml").read_text()
-)
+DOCUMENT = read_yaml(Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml")
 NOW = 1_795_964_400_000
 OWNER = Owner("study-group", "alice")
 JOB_ID = "j_019d2a7f3c01f0e1d2c3b4"

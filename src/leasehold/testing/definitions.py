@@ -180,7 +180,10 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     """YAML with CloudFormation's short tags (`!Ref X` → `{"Ref": "X"}`, `!Sub` → `Fn::Sub`)."""
     import yaml
 
-    class _Loader(yaml.SafeLoader):
+    # libyaml's parser when PyYAML has it: ~5× faster on the 115 KB template (decision CI16)
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class _Loader(base):
         pass
 
     def tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:

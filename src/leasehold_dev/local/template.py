@@ -92,8 +92,62 @@ def http_routes(template: dict[str, Any]) -> list[Route]:
     return sorted(routes, key=lambda r: (r.path.count("{"), -len(r.path)))
 
 
+CACHE_KEEP = 32
+"""Translations kept in the cache directory (the newest; a test run makes a few variants)."""
+
+
+def cache_dir() -> Path:
+    """Where translations are kept: `$LEASEHOLD_CACHE`, else `$XDG_CACHE_HOME/leasehold`, else
+    `~/.cache/leasehold`."""
+    explicit = os.environ.get("LEASEHOLD_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "leasehold"
+
+
 def translate(template: dict[str, Any], region: str) -> dict[str, Any]:
-    """SAM → CloudFormation with aws-sam-translator, code pointed at a placeholder S3 object."""
+    """SAM → CloudFormation with aws-sam-translator, code pointed at a placeholder S3 object.
+
+    The translation depends only on the template, the region and the translator's version, and
+    costs 2-3 CPU-seconds (importing aws-sam-translator is half of it) on every `local up`. So it
+    is kept in `cache_dir()` under the SHA-256 of those three and read back when they are the
+    same (decision CI15). A cache that cannot be read or written is only slower."""
+    import hashlib
+    import json
+    from importlib.metadata import version
+
+    canonical = json.dumps([template, region, version("aws-sam-translator")], sort_keys=True)
+    path = cache_dir() / f"translated-{hashlib.sha256(canonical.encode()).hexdigest()[:32]}.json"
+    try:
+        cached = json.loads(path.read_text())
+        if isinstance(cached, dict):
+            os.utime(path)  # the newest are kept
+            return cached
+    except (OSError, ValueError):
+        pass
+    translated = _translate(template, region)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(translated))
+        os.replace(partial, path)  # whole or not at all, for a stack starting beside this one
+        kept = sorted(path.parent.glob("translated-*.json"), key=_mtime, reverse=True)
+        for old in kept[CACHE_KEEP:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return translated
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _translate(template: dict[str, Any], region: str) -> dict[str, Any]:
     from samtranslator.translator.transform import transform
 
     class _NoManagedPolicies:
