@@ -189,7 +189,7 @@ class OperationLedger:
         entry = self._attempt.job.operations.get(operation_id)
         if entry is None:
             return None
-        blobs = self._store.blobs
+        blobs = self._store.blob_store()
         if blobs is None:
             return cast(LedgerEntry, entry)
         stored, whole = self._whole.get(operation_id, (None, None))
@@ -242,7 +242,7 @@ class OperationLedger:
         the share is LEDGER_INLINE and `entry` holds references for large receipts (LD16)."""
         ledger = {**self._attempt.job.operations, operation_id: entry}
         size = sizes.json_bytes(ledger)
-        share = sizes.LEDGER_BUDGET if self._store.blobs is None else sizes.LEDGER_INLINE
+        share = sizes.LEDGER_BUDGET if self._store.blob_store() is None else sizes.LEDGER_INLINE
         if size > share:
             raise FatalStepError(
                 f"operation {operation_id}: the ledger would be {size} bytes with this entry "
@@ -255,7 +255,7 @@ class OperationLedger:
         now = self._clock.now_ms()
         whole: LedgerEntry = {**(self.get(operation_id) or {}), **details}
         whole["state"], whole["settled_at"] = state, now
-        entry, blobs, job = whole, self._store.blobs, self._attempt.job
+        entry, blobs, job = whole, self._store.blob_store(), self._attempt.job
         if blobs is not None:  # large receipts to the bucket first, under the epoch (LD16)
             others = {key: value for key, value in job.operations.items() if key != operation_id}
             kept = blobs.keep_entry(job.job_id, job.epoch, operation_id, whole, others)
@@ -424,7 +424,7 @@ class Attempt:
     def large_values(self) -> bool:
         """Whether this engine keeps large values in a data bucket (an effect step may then
         return up to 10 MiB: its receipt goes to S3, decision LD16)."""
-        return self.keeper.ledger.blobs is not None
+        return self.keeper.ledger.blob_store() is not None
 
     @property
     def progress(self) -> JsonObject | None:
@@ -438,7 +438,7 @@ class Attempt:
         (leasehold.domain.sizes) is not saved. Either way, past the limit: FatalStepError
         (`item_too_large`), which ends the job `failed` unless the step catches it."""
         size = sizes.json_bytes(state)
-        bucket = self.keeper.ledger.blobs is not None
+        bucket = self.keeper.ledger.blob_store() is not None
         limit = sizes.BLOB_LIMIT if bucket else sizes.KIND_STATE_BUDGET
         if size > limit:
             where = "one stored value" if bucket else "its share of the job item"

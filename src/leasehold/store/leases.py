@@ -429,9 +429,9 @@ class LedgerStore:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    @property
-    def blobs(self) -> BlobStore | None:
-        """The data bucket large receipts go to (None: an engine without DATA_BUCKET)."""
+    def blob_store(self) -> BlobStore | None:
+        """The data bucket large receipts go to (None: an engine without DATA_BUCKET); a
+        method, so a store seen through a wrapper (a test's crash point) still answers."""
         return self._table.blobs
 
     def _write(self, expr: Expression, job: Job, what: str) -> Job:
