@@ -29,9 +29,9 @@ most an inline share and puts the rest in S3, leaving a reference of at most `RE
 | payload                                | ≤ 4 KiB inline, else a reference   |  4,096 |
 | step outputs or the result (a succeeded| 8 KiB inline together + 20 refs of |        |
 |  job keeps the result, not the outputs)|  ≤ 200 B + 21 B of brackets/commas | 12,213 |
-| operation ledger (entries, receipts)   | 10 KiB; a receipt or output over   |        |
-|                                        |  1 KiB (or past the share) spilled | 10,240 |
-| kind state (`save_progress`)           | ≤ 8 KiB inline, else a reference   |  8,192 |
+| operation ledger (entries, receipts)   | 11 KiB; a receipt or output over   |        |
+|                                        |  1 KiB (or past the share) spilled | 11,264 |
+| kind state (`save_progress`)           | ≤ 7 KiB inline, else a reference   |  7,168 |
 | history (as above)                     | by construction                    | 12,288 |
 | the engine's own attributes (as above) | by construction                    | 16,384 |
 | **in all**                             | 587 bytes under 64,000             | 63,413 |
@@ -87,13 +87,15 @@ OUTPUTS_INLINE = 8 * KIB
 OUTPUTS_WITH_BUCKET = OUTPUTS_INLINE + 20 * REF_LIMIT + 21
 """The most the outputs take on the item with a bucket: 8 KiB inline, 20 references (a job
 has at most 20 steps, domain/policies.MAX_STEPS) and the list's brackets and commas."""
-LEDGER_INLINE = 10 * KIB
-"""The operation ledger's share of the item with a bucket (entries with references)."""
+LEDGER_INLINE = 11 * KIB
+"""The operation ledger's share of the item with a bucket (entries with references): 20 SDK
+effect steps' entries, each with a 64-character provider and its receipt a reference, take
+10,551 bytes (tests/unit/test_item_bound.py)."""
 RECEIPT_INLINE = 1 * KIB
 """The largest receipt or output a ledger entry keeps inline with a bucket."""
-KIND_STATE_INLINE = 8 * KIB
+KIND_STATE_INLINE = 7 * KIB
 """The largest kind state kept on the item with a bucket (the document agent's checkpoint, ≤ 6
-KiB by its own bound, stays inline, so its view hook reads it without S3)."""
+KiB of UTF-8 by its own bound, stays inline when ASCII, so its view hook reads it whole)."""
 BUCKET_SHARES = {
     "payload": INLINE_LIMIT,
     "outputs or result": max(OUTPUTS_WITH_BUCKET, INLINE_LIMIT),
