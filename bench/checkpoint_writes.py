@@ -49,9 +49,7 @@ def _kinds() -> list[Any]:
     @busy.planner
     def _plan(payload: dict[str, Any]) -> list[Any]:
         bank = Effect("bank", "idempotent_key")
-        return [
-            Step(f"s{i}", step(i, True), effect=bank if i < 4 else None) for i in range(STEPS)
-        ]
+        return [Step(f"s{i}", step(i, True), effect=bank if i < 4 else None) for i in range(STEPS)]
 
     return [twenty, busy]
 
@@ -87,7 +85,8 @@ def measure(kind: str = "twenty_16k") -> dict[str, Any]:
     return {
         "kind": kind,
         "note": f"moto, one job of {STEPS} steps each returning {OUTPUT_CHARS:,} characters of "
-        "JSON" + (
+        "JSON"
+        + (
             f", each saving {PROGRESS_CHARS:,} characters of progress, the first four effect "
             "steps (their outputs are receipts)"
             if kind != "twenty_16k"

@@ -91,7 +91,8 @@ def _plan(payload: dict[str, Any]) -> list[Step]:
 
     lookup = Effect("bank", capability="status_lookup")
     steps = [Step("s0", remember), Step("s1", charge_big, effect=lookup)]
-    steps += [Step(f"s{i}", charge(i), effect=Effect("bank", "idempotent_key")) for i in range(2, 10)]
+    bank = Effect("bank", "idempotent_key")
+    steps += [Step(f"s{i}", charge(i), effect=bank) for i in range(2, 10)]
     steps += [Step(f"s{i}", plain(i)) for i in range(10, 19)]
     return [*steps, Step("s19", check)]
 

@@ -26,6 +26,7 @@ from leasehold.domain.records import (
 from leasehold.domain.states import JobState, is_terminal
 from leasehold.domain.storable import storable_error
 from leasehold.domain.types import JsonObject, RawItem
+from leasehold.store.blobs import REF, BlobStore, encoded, is_ref
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import (
     fenced,
@@ -37,7 +38,6 @@ from leasehold.store.guards import (
     write_job,
 )
 from leasehold.store.items import ACTIVE_PARTITION, cap_of, job_from_item, job_key, outbox_item
-from leasehold.store.blobs import REF, BlobStore, encoded, is_ref
 from leasehold.store.shards import item_key
 from leasehold.store.slots import ClaimStores, slot_item_key
 from leasehold.store.table import ConditionFailed, Table
