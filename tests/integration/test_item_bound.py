@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from leasehold import Effect, FatalError, Kind, Step, StepContext
+from leasehold import Effect, FatalError, Kind, RetryableError, Step, StepContext
 from leasehold.domain import sizes
 from leasehold.store.blobs import BlobStore, is_ref
 from leasehold.testing import LeaseholdTestbed
@@ -101,11 +101,20 @@ filled = Kind("filled", max_payload_bytes=sizes.BLOB_LIMIT)
 filled.planner(_plan)
 
 
+chatty = Kind("chatty", max_attempts=2)
+
+
+@chatty.step(effect=Effect("bank", "idempotent_key"))
+def never_sent(ctx: StepContext, payload: dict[str, Any]) -> Any:
+    # the connection never opened: nothing charged, said at length
+    raise RetryableError("refused: " + "x" * 100_000, effect_settled=True)
+
+
 @pytest.fixture
 def tb() -> Iterator[Any]:
     PROVIDER.clear()
     CHARGES.clear()
-    with LeaseholdTestbed([filled]) as testbed:
+    with LeaseholdTestbed([filled, chatty]) as testbed:
         yield testbed
 
 
@@ -169,4 +178,15 @@ def test_the_effect_reconciles_with_a_1_mb_receipt_after_a_crash_inside_it(tb: A
     assert (first["state"], first["reconciled"]) == ("confirmed", True)
     assert _receipt(tb, job_id, 1) == _big_receipt()
     assert tb.result(job_id) == _sixteen(19)
+    assert _largest(tb, job_id) <= sizes.ITEM_CAP
+
+
+def test_a_released_operations_reason_is_kept_to_500_characters(tb: Any) -> None:
+    # Given an effect step whose provider was never reached, with a 100,000-character reason
+    job_id = tb.submit("chatty", {})
+    tb.run_until_idle()
+    # Then its ledger entry is released with the reason cut, not refused for the item's size
+    (entry,) = tb.operations(job_id)
+    assert entry["state"] == "released", entry
+    assert len(entry["error"]["message"]) == 500
     assert _largest(tb, job_id) <= sizes.ITEM_CAP

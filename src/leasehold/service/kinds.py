@@ -296,8 +296,10 @@ class OperationLedger:
 
     def release(self, operation_id: str, why: str) -> None:
         """Nothing reached the provider (the connection never opened): the entry is released and
-        the next try calls again with the same key."""
-        self._settle(operation_id, "released", {"error": {"code": "not_sent", "message": why}})
+        the next try calls again with the same key. `why` is kept up to 500 characters, as a
+        failure's message is (the ledger's share holds twenty entries, decision LD17)."""
+        error = {"code": "not_sent", "message": str(why)[:500]}
+        self._settle(operation_id, "released", {"error": error})
 
 
 @dataclass(frozen=True)
