@@ -1,10 +1,12 @@
-"""The claim-check (DESIGN §20, decisions LD1–LD6): a value too large to ride on the job item —
-a payload, a step output, a result — is written to S3 under the job's prefix, and the item keeps
-only a reference to it, `{"$blob": {"key", "size", "sha256"}}`.
+"""The claim-check (DESIGN §20, decisions LD1–LD6, LD16): a value too large to ride on the job
+item — a payload, a step output, a result, a kind's saved progress, a ledger entry's receipt or
+output — is written to S3 under the job's prefix, and the item keeps only a reference to it,
+`{"$blob": {"key", "size", "sha256"}}`.
 
-- A value is inline while its compact JSON is at most `INLINE_LIMIT` bytes and its part's
-  inline values together stay within the part's inline share (outputs: `OUTPUTS_INLINE`), so
-  the item stays small whatever the data (LD1).
+- A value is inline while its compact JSON as the item stores it is at most its part's limit
+  (`INLINE_LIMIT`; progress `KIND_STATE_INLINE`; a receipt `RECEIPT_INLINE`) and its part's
+  inline values together stay within the part's share (`OUTPUTS_INLINE`, `LEDGER_INLINE`), so
+  no item of a job passes 64,000 bytes whatever the data (LD1, LD16: domain/sizes.py).
 - A worker's blob is keyed by the epoch of its lease (`jobs/<id>/e<epoch>/out/<step>`), and is
   written before the fenced write that references it: a stale worker's fenced write fails, so
   its blob is never referenced; a crash between the two leaves an unreferenced blob the retry
