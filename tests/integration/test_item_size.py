@@ -71,6 +71,16 @@ def tb() -> Iterator[Any]:
         yield testbed
 
 
+@pytest.fixture
+def bare() -> Iterator[Any]:
+    """The testbed as an engine without DATA_BUCKET: every value on the item, under the shares
+    of the first table (leasehold.domain.sizes; a unit test's engine)."""
+    with LeaseholdTestbed(KINDS) as testbed:
+        testbed.runtime.stores.table.blobs = None
+        testbed._worker = testbed._new_worker()  # noqa: SLF001 - its blob store goes too
+        yield testbed
+
+
 def _ended(view: dict[str, Any]) -> tuple[str, str | None, str | None]:
     return view["state"], view.get("stop_reason"), (view.get("error") or {}).get("code")
 
@@ -121,7 +131,8 @@ def test_outputs_past_their_share_go_to_the_data_bucket_not_the_item(tb: Any) ->
     assert len(kept["Contents"]) == 1  # eight equal outputs and the result: one blob (LD2)
 
 
-def test_kind_state_past_its_share_fails_the_job_unsaved(tb: Any) -> None:
+def test_kind_state_past_its_share_fails_the_job_unsaved(bare: Any) -> None:
+    tb = bare
     job_id = tb.submit("hoards", {})
     tb.run_until_idle()
     view = tb.view(job_id)
@@ -132,9 +143,10 @@ def test_kind_state_past_its_share_fails_the_job_unsaved(tb: Any) -> None:
 
 
 def test_a_receipt_past_the_ledgers_share_is_not_recorded_and_the_effect_is_unknown(
-    tb: Any,
+    bare: Any,
 ) -> None:
-    # Given effect steps whose receipts together pass the ledger's 64 KiB
+    tb = bare
+    # Given effect steps whose receipts together pass the ledger's 64 KiB (no data bucket)
     job_id = tb.submit("charges", {})
     tb.run_until_idle()
     # Then the fifth receipt is not written; its effect happened but is not on record, so the
@@ -149,8 +161,9 @@ def test_a_receipt_past_the_ledgers_share_is_not_recorded_and_the_effect_is_unkn
 
 
 def test_a_write_dynamodb_refuses_for_size_fails_the_job_and_lets_the_message_go(
-    tb: Any, monkeypatch: pytest.MonkeyPatch
+    bare: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tb = bare
     # Given a budget set past what DynamoDB holds (belt and braces: the refusal itself)
     monkeypatch.setattr(sizes, "KIND_STATE_BUDGET", 10 * sizes.DYNAMODB_ITEM_LIMIT)
     job_id = tb.submit("overflows", {})

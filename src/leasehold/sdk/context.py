@@ -287,12 +287,13 @@ class StepContext:
         return self._runtime.progress
 
     def save_progress(self, state: Mapping[str, Any]) -> None:
-        """Save a small JSON document under the fence, within a step: a crash resumes the step
-        with `progress` set to it. Keep it small (it is stored on the job item): over 32 KiB of
-        JSON it is not saved and `FatalError` (code `item_too_large`) is raised — uncaught, the
-        job ends `failed`; caught, save less. A document the store could not keep exactly
-        (domain/storable.py's rule, as for outputs) ends the step with `FatalError` code
-        `progress_not_json`, nothing saved."""
+        """Save a JSON document under the fence, within a step: a crash resumes the step with
+        `progress` set to it. Over 7 KiB it is written to the data bucket first and the job item
+        keeps a reference (`progress` reads it back whole); over 10 MiB (32 KiB in an engine
+        without a data bucket) it is not saved and `FatalError` (code `item_too_large`) is
+        raised — uncaught, the job ends `failed`; caught, save less. A document the store
+        could not keep exactly (domain/storable.py's rule, as for outputs) ends the step with
+        `FatalError` code `progress_not_json`, nothing saved."""
         try:
             check_storable(state, "progress")
         except NotStorableError as exc:

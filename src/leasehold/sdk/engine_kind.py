@@ -112,10 +112,12 @@ class EngineKind:
                 code=OUTPUT_NOT_JSON,
                 effect_settled=operation is None,
             )
-        limit = MAX_OUTPUT_BYTES if operation is not None else sizes.BLOB_LIMIT
+        inline_only = operation is not None and not ctx.large_values
+        limit = MAX_OUTPUT_BYTES if inline_only else sizes.BLOB_LIMIT
         if len(encoded.encode()) > limit:
-            # An effect step's output is copied into the ledger, on the job item (its budget:
-            # leasehold.domain.sizes); any other goes to S3 when large (DESIGN §20, LD3).
+            # An effect step's output is copied into the ledger: on the job item without a
+            # data bucket (its budget: leasehold.domain.sizes), else to S3 when large like any
+            # other output (DESIGN §20, LD3, LD16).
             raise FatalError(
                 f"step '{step.name}' returned {len(encoded.encode())} bytes of JSON, over {limit}",
                 code=OUTPUT_TOO_LARGE,

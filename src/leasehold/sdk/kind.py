@@ -45,8 +45,9 @@ MAX_PAYLOAD_LIMIT = sizes.BLOB_LIMIT
 """The most a kind may allow for its payload (the API's whole body is at most 64 KiB): the
 payload's share of the job item's budget (leasehold.domain.sizes)."""
 MAX_OUTPUT_BYTES = sizes.OUTPUT_LIMIT
-"""The largest step output (compact UTF-8 JSON): checkpointed on the job item with the others,
-all of them together at most sizes.OUTPUTS_BUDGET (96 KiB)."""
+"""The largest effect step's output (compact UTF-8 JSON) in an engine without a data bucket, where
+it is copied into the ledger on the job item; with one, any step's output may be 10 MiB
+(sizes.BLOB_LIMIT, decisions LD2, LD16)."""
 DEFAULT_STEP_TIMEOUT_SECONDS = 10.0
 
 

@@ -181,10 +181,22 @@ class OperationLedger:
         self._store = store
         self._clock = clock
         self._telemetry = telemetry
+        self._whole: dict[str, tuple[Any, Any]] = {}
+        """operation id → (the entry as the item holds it, the entry whole)."""
 
     def get(self, operation_id: str) -> LedgerEntry | None:
+        """The entry whole: a receipt or output kept in the data bucket is read back (once)."""
         entry = self._attempt.job.operations.get(operation_id)
-        return cast(LedgerEntry, entry) if entry is not None else None
+        if entry is None:
+            return None
+        blobs = self._store.blob_store()
+        if blobs is None:
+            return cast(LedgerEntry, entry)
+        stored, whole = self._whole.get(operation_id, (None, None))
+        if stored != entry:
+            stored, whole = entry, blobs.load_entry(self._attempt.job.job_id, entry)
+            self._whole[operation_id] = (stored, whole)
+        return cast(LedgerEntry, whole)
 
     def submit(
         self,
@@ -226,23 +238,31 @@ class OperationLedger:
     def _within_budget(self, operation_id: str, entry: LedgerEntry) -> None:
         """FatalStepError (`item_too_large`) when the ledger with `entry` would pass its share of
         the job item (leasehold.domain.sizes): nothing is written. With its effect open, the step
-        ends as any failed effect step does — the receipt was not recorded."""
+        ends as any failed effect step does — the receipt was not recorded. With a data bucket
+        the share is LEDGER_INLINE and `entry` holds references for large receipts (LD16)."""
         ledger = {**self._attempt.job.operations, operation_id: entry}
         size = sizes.json_bytes(ledger)
-        if size > sizes.LEDGER_BUDGET:
+        share = sizes.LEDGER_BUDGET if self._store.blob_store() is None else sizes.LEDGER_INLINE
+        if size > share:
             raise FatalStepError(
                 f"operation {operation_id}: the ledger would be {size} bytes with this entry "
                 f"({sizes.json_bytes(entry)} bytes), over its share of the job item "
-                f"({sizes.LEDGER_BUDGET} bytes)",
+                f"({share} bytes)",
                 error_code=sizes.ITEM_TOO_LARGE,
             )
 
     def _settle(self, operation_id: str, state: str, details: LedgerEntry) -> None:
         now = self._clock.now_ms()
-        entry: LedgerEntry = {**(self.get(operation_id) or {}), **details}
-        entry["state"], entry["settled_at"] = state, now
+        whole: LedgerEntry = {**(self.get(operation_id) or {}), **details}
+        whole["state"], whole["settled_at"] = state, now
+        entry, blobs, job = whole, self._store.blob_store(), self._attempt.job
+        if blobs is not None:  # large receipts to the bucket first, under the epoch (LD16)
+            others = {key: value for key, value in job.operations.items() if key != operation_id}
+            kept = blobs.keep_entry(job.job_id, job.epoch, operation_id, whole, others)
+            entry = cast(LedgerEntry, kept)
         self._within_budget(operation_id, entry)
-        self._attempt.job = self._store.settle(self._attempt.job, operation_id, entry, now=now)
+        self._attempt.job = self._store.settle(job, operation_id, entry, now=now)
+        self._whole[operation_id] = (self._attempt.job.operations.get(operation_id), whole)
         logger.info(
             f"operation {state}", extra=self._attempt.log_keys | {"operation_id": operation_id}
         )
@@ -276,8 +296,10 @@ class OperationLedger:
 
     def release(self, operation_id: str, why: str) -> None:
         """Nothing reached the provider (the connection never opened): the entry is released and
-        the next try calls again with the same key."""
-        self._settle(operation_id, "released", {"error": {"code": "not_sent", "message": why}})
+        the next try calls again with the same key. `why` is kept up to 500 characters, as a
+        failure's message is (the ledger's share holds twenty entries, decision LD17)."""
+        error = {"code": "not_sent", "message": str(why)[:500]}
+        self._settle(operation_id, "released", {"error": error})
 
 
 @dataclass(frozen=True)
@@ -401,19 +423,30 @@ class Attempt:
         return self.keeper.clock.now_ms()
 
     @property
+    def large_values(self) -> bool:
+        """Whether this engine keeps large values in a data bucket (an effect step may then
+        return up to 10 MiB: its receipt goes to S3, decision LD16)."""
+        return self.keeper.ledger.blob_store() is not None
+
+    @property
     def progress(self) -> JsonObject | None:
         """The kind's progress as last saved (None before the first save)."""
         return self.job.kind_state
 
     def save_progress(self, state: JsonObject) -> None:
-        """Save the kind's progress under the fence (a crash resumes from it). Progress over
-        its share of the job item (leasehold.domain.sizes) is not saved: FatalStepError
+        """Save the kind's progress under the fence (a crash resumes from it). With a data
+        bucket, progress over KIND_STATE_INLINE goes to S3 (the item keeps a reference) and up to
+        10 MiB is saved; without one, progress over its share of the job item
+        (leasehold.domain.sizes) is not saved. Either way, past the limit: FatalStepError
         (`item_too_large`), which ends the job `failed` unless the step catches it."""
         size = sizes.json_bytes(state)
-        if size > sizes.KIND_STATE_BUDGET:
+        bucket = self.keeper.ledger.blob_store() is not None
+        limit = sizes.BLOB_LIMIT if bucket else sizes.KIND_STATE_BUDGET
+        if size > limit:
+            where = "one stored value" if bucket else "its share of the job item"
             raise FatalStepError(
                 f"step {self.step_index} ('{self.step_name}') saved {size} bytes of progress, "
-                f"over its share of the job item ({sizes.KIND_STATE_BUDGET} bytes)",
+                f"over {where} ({limit} bytes)",
                 error_code=sizes.ITEM_TOO_LARGE,
             )
         self.job = self.keeper.leases.save_progress(

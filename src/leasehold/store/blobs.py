@@ -1,10 +1,12 @@
-"""The claim-check (DESIGN §20, decisions LD1–LD6): a value too large to ride on the job item —
-a payload, a step output, a result — is written to S3 under the job's prefix, and the item keeps
-only a reference to it, `{"$blob": {"key", "size", "sha256"}}`.
+"""The claim-check (DESIGN §20, decisions LD1–LD6, LD16): a value too large to ride on the job
+item — a payload, a step output, a result, a kind's saved progress, a ledger entry's receipt or
+output — is written to S3 under the job's prefix, and the item keeps only a reference to it,
+`{"$blob": {"key", "size", "sha256"}}`.
 
-- A value is inline while its compact JSON is at most `INLINE_LIMIT` bytes and its part's
-  inline values together stay within the part's inline share (outputs: `OUTPUTS_INLINE`), so
-  the item stays small whatever the data (LD1).
+- A value is inline while its compact JSON as the item stores it is at most its part's limit
+  (`INLINE_LIMIT`; progress `KIND_STATE_INLINE`; a receipt `RECEIPT_INLINE`) and its part's
+  inline values together stay within the part's share (`OUTPUTS_INLINE`, `LEDGER_INLINE`), so
+  no item of a job passes 64,000 bytes whatever the data (LD1, LD16: domain/sizes.py).
 - A worker's blob is keyed by the epoch of its lease (`jobs/<id>/e<epoch>/out/<step>`), and is
   written before the fenced write that references it: a stale worker's fenced write fails, so
   its blob is never referenced; a crash between the two leaves an unreferenced blob the retry
@@ -36,18 +38,27 @@ if TYPE_CHECKING:
 
 REF = "$blob"
 """The one key of a reference's object."""
-INLINE_LIMIT = 4 * 1024
+INLINE_LIMIT = sizes.INLINE_LIMIT
 """The largest value kept on the item (bytes of compact JSON). See decision LD1 for the sum."""
-OUTPUTS_INLINE = 8 * 1024
+OUTPUTS_INLINE = sizes.OUTPUTS_INLINE
 """All of a job's inline step outputs together; later large ones go to S3."""
+SPILLED = ("receipt", "output")
+"""The fields of a ledger entry that may be large (an effect step's output, a provider's
+receipt): kept as references with a bucket when large (decision LD16)."""
 MAX_BLOB_BYTES = sizes.BLOB_LIMIT
 """The largest value the engine stores in one blob (10 MiB)."""
 _CACHE = 4096
 
 
 def encoded(value: Any) -> bytes:
-    """A value as the engine stores it: compact JSON, UTF-8."""
+    """A value as the engine stores it in a blob: compact JSON, UTF-8."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def inline_size(value: Any) -> int:
+    """What `value` takes on the item: compact JSON with non-ASCII escaped, as the stores write
+    it (`\\uXXXX` is up to twice a character's UTF-8), so an inline share holds on the item."""
+    return sizes.json_bytes(value)
 
 
 def is_ref(value: Any) -> bool:
@@ -85,10 +96,9 @@ class BlobStore:
         """`value` as the item should hold it: itself when small, else a reference to the blob
         `jobs/<job_id>/[e<epoch>/]<name>` (written now unless this content is already stored
         for the job)."""
-        data = encoded(value)
-        if len(data) <= self.inline_limit:
+        if inline_size(value) <= self.inline_limit:
             return value
-        return self.spill(job_id, name, data, epoch=epoch)
+        return self.spill(job_id, name, encoded(value), epoch=epoch)
 
     def spill(self, job_id: str, name: str, data: bytes, *, epoch: int | None = None) -> Any:
         """The reference to `data` stored for the job (written unless already stored)."""
@@ -132,13 +142,49 @@ class BlobStore:
             if is_ref(value):
                 stored.append(value)
                 continue
-            data = encoded(value)
-            if len(data) <= self.inline_limit and inline + len(data) <= OUTPUTS_INLINE:
-                inline += len(data)
+            size = inline_size(value)
+            if size <= self.inline_limit and inline + size <= OUTPUTS_INLINE:
+                inline += size
                 stored.append(value)
             else:
-                stored.append(self.spill(job_id, f"out/{index}", data, epoch=epoch))
+                stored.append(self.spill(job_id, f"out/{index}", encoded(value), epoch=epoch))
         return stored
+
+    def keep_state(self, job_id: str, epoch: int, state: Any) -> Any:
+        """A kind's saved progress as the item holds it: itself up to KIND_STATE_INLINE, else a
+        reference to `jobs/<id>/e<epoch>/state/<sha>` written now, before the fenced write
+        (LD4, LD16)."""
+        if inline_size(state) <= sizes.KIND_STATE_INLINE:
+            return state
+        return self.spill(job_id, "state/{sha}", encoded(state), epoch=epoch)
+
+    def keep_entry(
+        self, job_id: str, epoch: int, operation_id: str, entry: Any, ledger: Any
+    ) -> dict[str, Any]:
+        """A ledger entry as the item holds it: its receipt and output inline while each is at
+        most RECEIPT_INLINE and the ledger (`ledger`, with this entry) stays within its share,
+        else references to `jobs/<id>/e<epoch>/op/<sha>` written now, before the fenced write
+        (LD16). A blob of the same content (the step's output, a receipt read back) is not
+        written again."""
+        kept = dict(entry)
+        for name in SPILLED:
+            value = kept.get(name)
+            if value is None or is_ref(value):
+                continue
+            size = inline_size(value)
+            room = sizes.LEDGER_INLINE - sizes.json_bytes({**ledger, operation_id: kept})
+            if size > sizes.RECEIPT_INLINE or room < 0:
+                kept[name] = self.spill(job_id, "op/{sha}", encoded(value), epoch=epoch)
+        return kept
+
+    def load_entry(self, job_id: str, entry: Any) -> Any:
+        """A ledger entry with its receipt and output whole (read back from S3 when spilled)."""
+        if not any(is_ref(entry.get(name)) for name in SPILLED):
+            return entry
+        return {
+            name: self.load(job_id, value) if name in SPILLED else value
+            for name, value in entry.items()
+        }
 
     def committed(self, job_id: str, refs: list[Any]) -> None:
         """The references a fenced write just put on the item: known from now on."""
@@ -170,13 +216,15 @@ class BlobStore:
         return json.loads(self.read(job_id, value))
 
     def resolved(self, job: Job) -> Job:
-        """`job` as a step sees it: its payload and its checkpoint's outputs whole. The stores
-        write references back (`keep_outputs` finds each by its hash), never these values."""
+        """`job` as a step sees it: its payload, its checkpoint's outputs and its kind state
+        whole. The stores write references back (`keep_outputs` finds each by its hash), never
+        these values."""
         outputs = [self.load(job.job_id, value) for value in job.checkpoint.outputs]
         return replace(
             job,
             payload=self.load(job.job_id, job.payload),
             checkpoint=replace(job.checkpoint, outputs=outputs),
+            kind_state=self.load(job.job_id, job.kind_state),
         )
 
     def presigned(self, value: Any, *, seconds: int = 300) -> str:

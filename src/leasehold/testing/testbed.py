@@ -23,6 +23,7 @@ from leasehold.service.telemetry import CountingTelemetry
 from leasehold.service.view import history_view, operations_view
 from leasehold.service.worker import WorkerService
 from leasehold.store import Stores, Table
+from leasehold.store.blobs import BlobStore, is_ref
 from leasehold.store.leases import LeaseStore
 from leasehold.store.table import TransactionRetry
 from leasehold.testing import iam, sessions
@@ -479,6 +480,8 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         """What the job's kind last saved with `StepContext.save_progress` (None before the
         first save): the `ctx.progress` its next attempt, or a replay, resumes from."""
         state = self._job(job_id).kind_state
+        if is_ref(state):  # kept in the data bucket (decision LD16): read back whole
+            state = BlobStore(new_session().client("s3"), DATA_BUCKET).load(job_id, state)
         return None if state is None else dict(state)
 
     def operator_view(self, job_id: str) -> JsonObject:
