@@ -105,7 +105,8 @@ down: setup
 # runs, the 1,000-due-jobs pass, the workflow crash-matrix cells' quarter)
 test: setup
 	$(BIN)/pytest -m "not e2e and not long" -n $${PYTEST_WORKERS:-2} --dist worksteal
-	$(BIN)/pytest -m "e2e and not long" -n $${PYTEST_E2E_WORKERS:-1} --dist loadfile
+	$(BIN)/pytest -m "e2e and not long and not alone" -n $${PYTEST_E2E_WORKERS:-2} --dist loadfile
+	$(BIN)/pytest -m "e2e and not long and alone"
 
 test-long: setup
 	$(BIN)/pytest -m long
