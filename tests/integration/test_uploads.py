@@ -106,7 +106,10 @@ class Stack:
         self.tb.run_until_idle()
 
     def uploads(self) -> list[str]:
-        listed = self.tb.client("s3").list_objects_v2(Bucket=DATA_BUCKET, Prefix="uploads/")
+        return self.blobs("uploads/")
+
+    def blobs(self, prefix: str) -> list[str]:
+        listed = self.tb.client("s3").list_objects_v2(Bucket=DATA_BUCKET, Prefix=prefix)
         return sorted(o["Key"] for o in listed.get("Contents", []))
 
 
@@ -253,7 +256,10 @@ def test_an_expired_url_and_an_expired_upload_are_refused(
     with pytest.raises(ApiError.InvalidInput) as refused:
         _job(client, grant["upload_id"])
     assert refused.value.code == "upload_expired"
-    assert stack.uploads() != []  # refused: nothing taken, nothing referenced
+    assert stack.uploads() != []  # refused: the upload left for a retry...
+    assert stack.blobs("jobs/") == []  # ...and nothing copied, so nothing a job could reference
+    items = stack.tb.client("dynamodb").scan(TableName=stack.tb.table_name)["Items"]
+    assert not [i for i in items if i["pk"]["S"].startswith("JOB#")]  # and no job was made
 
 
 def test_a_missing_upload_and_a_malformed_id_are_clear_400s(stack: Stack) -> None:
