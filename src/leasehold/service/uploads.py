@@ -8,16 +8,17 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from leasehold.domain import sizes
 from leasehold.domain.clock import Clock, iso
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.ids import IdFactory
-from leasehold.domain.job import Owner
+from leasehold.domain.job import JobSpec, Owner
 from leasehold.domain.options import Submission
 from leasehold.domain.states import JobState
 from leasehold.domain.types import JsonObject
+from leasehold.service.kinds import JobKind
 from leasehold.store.batch import Accepted
 from leasehold.store.blobs import BlobStore
 from leasehold.store.items import unpacked_traceparent
@@ -33,6 +34,24 @@ from leasehold.store.uploads import (
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 UPLOAD_FIELDS = frozenset({"size", "sha256"})
+
+
+class AcceptPath(Protocol):
+    """What a job naming an upload needs of the one accept path (`service.jobs.Intake`)."""
+
+    def kind_for(self, submission: Submission, *, submittable_only: bool = True) -> JobKind: ...
+
+    def spec_of(self, submission: Submission) -> JobSpec: ...
+
+    def accept(
+        self,
+        table: Table,
+        owner: Owner,
+        submission: Submission,
+        *,
+        uploaded: UploadedPayload | None = None,
+        fingerprint: str | None = None,
+    ) -> Accepted: ...
 
 
 @dataclass(frozen=True)
@@ -135,7 +154,11 @@ def upload_fingerprint(spec_fingerprint: str, upload_id: str) -> str:
 
 
 def accept_uploaded(
-    intake: Any, uploads: UploadService, table: Table, owner: Owner, submission: Submission
+    intake: AcceptPath,
+    uploads: UploadService,
+    table: Table,
+    owner: Owner,
+    submission: Submission,
 ) -> Accepted:
     """`POST /jobs` with `"payload_upload"`: a keyed repeat is answered from the job alone (the
     upload may be gone), else the upload is read and checked, and the job accepted through the
@@ -155,9 +178,7 @@ def accept_uploaded(
             return Accepted(job_id, False, state, unpacked_traceparent(old.get("tp")))
     found = uploads.read(owner, upload_id, kind.max_payload_bytes)
     loaded = replace(submission, payload=found.payload, payload_upload=None)
-    accepted: Accepted = intake.accept(
-        table, owner, loaded, uploaded=found, fingerprint=fingerprint
-    )
+    accepted = intake.accept(table, owner, loaded, uploaded=found, fingerprint=fingerprint)
     uploads.used(found)
     return accepted
 
