@@ -417,3 +417,18 @@ def test_the_data_bucket_expires_uploads_after_a_day() -> None:
     assert rules["uploads/"]["Status"] == "Enabled"
     assert rules["uploads/"]["ExpirationInDays"] == 1
     assert UPLOAD_USE_SECONDS < 24 * 3600
+
+
+def test_an_upload_past_the_kinds_max_payload_bytes_is_a_413(call: Any) -> None:
+    import requests
+
+    # synthetic takes 16 KiB: an upload of 20 KiB within the upload limit is still too much
+    data = json.dumps({"steps": [{"name": "a"}], "pad": "p" * 20_000}).encode()
+    body = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    status, grant, _ = call("api-create-upload.json", body=body)
+    assert status == 201
+    assert requests.put(grant["url"], data=data, headers=grant["headers"]).status_code == 200
+    job = {"kind": "synthetic", "payload_upload": grant["upload_id"]}
+    status, answer, _ = call("api-submit-job.json", body=job)
+    assert (status, answer["error"]["code"]) == (413, "payload_too_large")
+    assert "kind's 16384" in answer["error"]["message"]
