@@ -147,6 +147,10 @@ DATA_ACTIONS = {
 }
 """Who may touch the data bucket, and how: the relay never; the sweeper only writes (a tick's
 large payload)."""
+UPLOAD_OBJECTS = {"Fn::Sub": "${DataBucket.Arn}/uploads/*"}
+"""Presigned uploads under uploads/<tenant>/<user>/ (decision LD9): the API alone signs the PUT
+(PutObject), reads an upload a job names (GetObject, CopyObject's source) and removes it."""
+UPLOAD_ACTIONS = {"ApiRole": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject"]}
 
 
 def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
@@ -184,6 +188,7 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
                  for p in extra.values()]  # fmt: skip
     for name, role in roles.items():
         assert not role["Properties"].get("ManagedPolicyArns"), name
+    granted: list[str] = []
     for name, policy in policies:
         for statement in policy["PolicyDocument"]["Statement"]:
             resources = statement["Resource"]
@@ -193,9 +198,13 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
                     assert (name, statement["Action"]) == ("WorkerRole", ["s3:GetObject"])
                 elif resource == DATA_OBJECTS:
                     assert statement["Action"] == DATA_ACTIONS.get(name), name
+                elif resource == UPLOAD_OBJECTS:
+                    assert statement["Action"] == UPLOAD_ACTIONS.get(name), name
+                    granted.append(name)
                 elif "*" in json.dumps(resource):
                     log_group = name.replace("Role", "LogGroup")
                     assert resource == {"Fn::GetAtt": [log_group, "Arn"]}, (name, statement)
+    assert granted == ["ApiRole"]  # the uploads' statement, the API's alone
     functions = {
         n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
     }
@@ -248,6 +257,7 @@ def test_every_route_of_the_contract_is_in_the_template() -> None:
         ("POST", "/jobs/{job_id}/signals/{name}"),
         ("GET", "/jobs/{job_id}/children"),
         ("GET", "/jobs/{job_id}/result"),
+        ("POST", "/uploads"),
         ("POST", "/callbacks/{token}"),
         ("GET", "/ops/summary"),
         ("GET", "/ops/jobs"),

@@ -340,7 +340,7 @@ def test_a_check_in_a_helper_module_the_kinds_module_imports_runs_too(modules: P
     ("options", "message"),
     [
         ({"max_payload_bytes": 0}, "max_payload_bytes"),
-        ({"max_payload_bytes": 11 * 2**20}, "max_payload_bytes"),  # over 10 MiB (LD2)
+        ({"max_payload_bytes": 32 * 2**20 + 1}, "max_payload_bytes"),  # over 32 MiB (LD7)
         ({"max_payload_bytes": True}, "max_payload_bytes"),
         ({"submittable": "no"}, "submittable"),
         ({"max_attempts": 11}, "max_attempts"),

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import Any, Literal, Unpack
 
 from leasehold.client.errors import ApiError, Unavailable, Unreachable, WaitTimeout, error_for
 from leasehold.client.replay import Replays
@@ -20,14 +20,12 @@ from leasehold.client.transport import (
     pages,
     segment,
 )
+from leasehold.client.uploads import payload_fields
 from leasehold.domain.batch import MAX_BATCH_JOBS
 from leasehold.domain.errors import ValidationError
 from leasehold.domain.options import JobOptions, OptionKeywords, Submission
 from leasehold.domain.types import JsonObject
 from leasehold.service.tracing import active_traceparent
-
-if TYPE_CHECKING:
-    pass
 
 SETTLED_STATES = frozenset({"succeeded", "failed", "cancelled", "dead", "unknown"})
 """Where `wait` stops: the terminal states, and `unknown`, which nothing automatic leaves either
@@ -138,9 +136,11 @@ class Client(Transport):
         `priority` (default: the kind's, normal unless it declares one): a high job does not
         wait behind a backlog of normal ones; a low one runs on its own small share of
         workers. `traceparent` (a W3C one; default: the current OpenTelemetry span's) is sent
-        as the `traceparent` header: the job's spans join that trace."""
+        as the `traceparent` header: the job's spans join that trace. A payload too large for
+        a request body (past 5 MiB of JSON) is uploaded first, up to 32 MiB (`POST /uploads`)."""
         chosen = _options(options, **keywords)
-        request = {"kind": kind, "payload": payload, **chosen.body_fields()}
+        # a payload too large for a body goes by a presigned upload first (decision LD7)
+        request = {"kind": kind, **payload_fields(self, payload), **chosen.body_fields()}
         key = chosen.idempotency_key
         headers = {"Idempotency-Key": key} if key is not None else {}
         traceparent = chosen.traceparent or active_traceparent()

@@ -55,6 +55,11 @@ def _item(item: Any, known_kinds: Collection[str] | None) -> Submission | Valida
                 f"the job request is larger than {MAX_ITEM_BYTES} bytes", code="too_large"
             )
         fields = dict(item)
+        if "payload_upload" in fields:  # one upload, one job: POST /jobs (decision LD8)
+            raise ValidationError(
+                "a batch's job requests carry their 'payload': a job naming an upload "
+                "('payload_upload') is submitted on its own, with POST /jobs"
+            )
         key = fields.pop("idempotency_key", None)
         if key is not None and not isinstance(key, str):
             raise ValidationError(

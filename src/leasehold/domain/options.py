@@ -21,13 +21,15 @@ from leasehold.domain.policies import MAX_ATTEMPTS_LIMIT, MAX_DEADLINE_SECONDS, 
 from leasehold.domain.types import JsonObject
 from leasehold.domain.unique import Unique, unique_of
 
+UPLOAD_ID = re.compile(r"^u_[0-9a-f]{1,64}$")
+"""What a `payload_upload` may be: an id `POST /uploads` answered."""
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 """What an `Idempotency-Key` may be (docs/openapi.yaml says the same)."""
 MAX_BUDGET_COST = 10**12
 MAX_BUDGET_STEPS = 10_000
 JOB_FIELDS = frozenset(
     {"kind", "payload", "budget", "deadline_seconds", "max_attempts"}
-    | {"run_at", "delay_seconds", "priority", "debounce", "unique"}
+    | {"run_at", "delay_seconds", "priority", "debounce", "unique", "payload_upload"}
 )
 """The fields of a `POST /jobs` body."""
 
@@ -219,6 +221,9 @@ class Submission:
     kind: str
     payload: JsonObject
     options: JobOptions = JobOptions()
+    payload_upload: str | None = None
+    """The request named an upload (`POST /uploads`) instead of a payload: the payload is read
+    from it at accept (service/uploads.py), and `payload` is empty until then (decision LD8)."""
 
     @staticmethod
     def from_body(
@@ -242,7 +247,17 @@ class Submission:
         if known_kinds is not None:
             check_kind_known(kind, known_kinds)
         payload = body.get("payload")
-        if not isinstance(payload, dict):
+        upload = body.get("payload_upload")
+        if upload is not None:
+            if "payload" in body:
+                raise ValidationError("give 'payload' or 'payload_upload', not both")
+            if not isinstance(upload, str) or not UPLOAD_ID.fullmatch(upload):
+                raise ValidationError(
+                    "'payload_upload' must be an upload_id that POST /uploads answered",
+                    code="upload_not_found",
+                )
+            payload = {}
+        elif not isinstance(payload, dict):
             raise ValidationError("'payload' is required and must be a JSON object")
         # An explicit null is no deadline, attempts or priority (the OpenAPI document refuses
         # it); a null budget, run_at or delay is the default.
@@ -262,7 +277,7 @@ class Submission:
             debounce=Debounce.from_body(body.get("debounce")),
             unique=unique_of(body.get("unique")),
         )
-        return Submission(kind, payload, options)
+        return Submission(kind, payload, options, payload_upload=upload)
 
 
 def _run_at_text(value: Any) -> str | None:

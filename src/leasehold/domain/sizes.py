@@ -72,6 +72,11 @@ ITEM_BUDGET = (
 """The most a job item can hold: 284 KiB, far from DynamoDB's 400 KB."""
 BLOB_LIMIT = 10 * 1024 * 1024
 """The largest single value (payload, output, result) the engine keeps, in S3 (DESIGN §20)."""
+UPLOAD_LIMIT = 32 * 1024 * 1024
+"""The largest payload a job may take, through a presigned upload (decision LD7): the API and
+the worker each hold it in memory, parsed (a 32 MiB text payload peaks at ~64 MiB in Python,
+31 MiB of small objects at ~246 MiB), and every function has 256 MB. A kind allows it with
+`max_payload_bytes`; past 10 MiB only an upload reaches it."""
 API_BODY_LIMIT = 5 * 1024 * 1024
 """The largest `POST /jobs` body (decision LD2): a Lambda function behind API Gateway takes a
 request of at most 6 MB, event included, below API Gateway's own 10 MB."""

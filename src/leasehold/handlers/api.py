@@ -189,8 +189,8 @@ def submit_job() -> Response:
     except ValidationError as refused:
         if refused.code == "too_large":  # 413, naming what to do instead (decision LD2)
             raise ValidationError(
-                f"{refused}; pass larger inputs by submit_direct or as a key to your own "
-                "bucket (docs/sdk.md, large data)",
+                f"{refused}; upload a larger payload first and name it as 'payload_upload' "
+                "(POST /uploads; Client.submit does it for you, decision LD7)",
                 code="payload_too_large",
             ) from None
         raise
@@ -234,6 +234,13 @@ def submit_batch() -> Response:
     outcomes = service.accept_many(owner, items)
     logger.info("batch", extra={"jobs": len(outcomes)})
     return _json(200, batch_results(outcomes))
+
+
+@app.post("/uploads")
+def create_upload() -> Response:
+    """An owner-scoped PUT for an input too large for a `POST /jobs` body, good for 15 minutes;
+    a job names it as `"payload_upload"` (decisions LD7–LD9)."""
+    return _json(201, jobs().create_upload(caller(), json_body()))
 
 
 @app.get("/jobs")

@@ -106,6 +106,9 @@ class Settings(Tunings):
     data_bucket: str = ""
     """DATA_BUCKET: where values too large for the job item live (store/blobs.py, DESIGN §20);
     empty (an engine built for a unit test): values stay inline, within the item's budget."""
+    local_uploads: str = ""
+    """LEASEHOLD_LOCAL_UPLOADS: the key the local stack's upload route checks its tokens with;
+    when set, `POST /uploads` answers that route instead of an S3 presigned URL (LD7)."""
     high_queue_url: str = ""
     """HIGH_QUEUE_URL: the high-priority work queue (decision F4); empty: high jobs go to
     QUEUE_URL."""
@@ -199,6 +202,7 @@ class Settings(Tunings):
             traces=_optional(env, "LEASEHOLD_TRACES"),
             xray_region=_optional(env, "AWS_REGION") if xray_tracing(env) else "",
             data_bucket=_required(env, "DATA_BUCKET"),
+            local_uploads=_optional(env, "LEASEHOLD_LOCAL_UPLOADS"),
             high_queue_url=_required(env, "HIGH_QUEUE_URL"),
             low_queue_url=_required(env, "LOW_QUEUE_URL"),
             queue_shard_urls=_url_list(_present(env, "QUEUE_SHARD_URLS")),
@@ -312,5 +316,5 @@ each for every function
 `leasehold_apps/reading_list/settings.py`, the document agent's in
 `leasehold_apps/doc_agent/settings.py`)."""
 
-OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS", "LEASEHOLD_TRACES")
+OPTIONAL_ENV_VARIABLES = ("LEASEHOLD_FAULTS", "LEASEHOLD_TRACES", "LEASEHOLD_LOCAL_UPLOADS")
 """Read when set, never set by the template: switches for tests and the local stack."""

@@ -34,13 +34,15 @@ from leasehold.service.signals import WorkflowService
 from leasehold.service.sweeper import SweepSettings
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.trace_links import TraceLinks
+from leasehold.service.uploads import UploadService
 from leasehold.service.worker import WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
 from leasehold.store.blobs import BlobStore
 from leasehold.store.counters import OutcomeCounters
 from leasehold.store.queue import WakeupQueue
 from leasehold.store.table import CLIENT_CONFIG as TABLE_CLIENT_CONFIG
-from leasehold.store.table import TransactionRetry
+from leasehold.store.table import S3_CLIENT_CONFIG, TransactionRetry
+from leasehold.store.uploads import UploadStore
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
@@ -122,7 +124,16 @@ class Runtime:
             self.telemetry,
             default_max_attempts=self.settings.default_max_attempts,
             tenancy=self.settings.tenancy,
+            uploads=self.uploads(),
         )
+
+    def uploads(self) -> UploadService | None:
+        """Presigned uploads into the data bucket (decision LD7); None without one."""
+        blobs = self.stores.table.blobs
+        if blobs is None:
+            return None
+        store = UploadStore(blobs.s3, blobs.bucket, local_key=self.settings.local_uploads)
+        return UploadService(store, self.clock, self.new_id)
 
     def schedules(self) -> ScheduleService:
         """The schedules' routes and their trigger."""
@@ -239,7 +250,7 @@ def runtime() -> Runtime:
     session = boto3.session.Session()
     dynamodb = session.client("dynamodb", config=CLIENT_CONFIG)
     sqs = session.client("sqs", config=CLIENT_CONFIG)
-    s3 = session.client("s3", config=CLIENT_CONFIG) if settings.data_bucket else None
+    s3 = session.client("s3", config=S3_CLIENT_CONFIG) if settings.data_bucket else None
     if settings.faults:  # tests and `local up --faults` only (docs/architecture.md rule 9)
         from leasehold.store.faults import FaultPlan, install_faults
 

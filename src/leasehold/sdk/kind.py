@@ -41,9 +41,10 @@ StepFunction = Callable[[StepContext, JsonObject], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-MAX_PAYLOAD_LIMIT = sizes.BLOB_LIMIT
-"""The most a kind may allow for its payload (the API's whole body is at most 64 KiB): the
-payload's share of the job item's budget (leasehold.domain.sizes)."""
+MAX_PAYLOAD_LIMIT = sizes.UPLOAD_LIMIT
+"""The most a kind may allow for its payload (32 MiB, decision LD7): up to 5 MiB it fits a
+`POST /jobs` body, up to 10 MiB `submit_direct`/`job_writes`, beyond that a presigned upload
+(`POST /uploads`, which `Client.submit` uses by itself)."""
 MAX_OUTPUT_BYTES = sizes.OUTPUT_LIMIT
 """The largest effect step's output (compact UTF-8 JSON) in an engine without a data bucket, where
 it is copied into the ledger on the job item; with one, any step's output may be 10 MiB
@@ -162,7 +163,8 @@ class Kind:
     - `max_attempts`: this kind's default (a request may still ask for 1–10).
     - `submittable=False`: the kind is made only by an application's own routes (through
       `job_writes`), never by `POST /jobs` (an unknown kind to callers).
-    - `max_payload_bytes`: the largest payload accepted (16 KiB by default).
+    - `max_payload_bytes`: the largest payload accepted (16 KiB by default, 32 MiB at most:
+      past the API's 5 MiB body, `Client.submit` uploads it first, decision LD7).
     - `operators_see_payload`: show the payload in the operator view (off: a payload is the
       caller's content).
     - `concurrency`: `[Limit(key="tenant", max=2), …]` — at most `max` of this kind's jobs

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,17 +17,27 @@ from leasehold.domain.errors import (
     ValidationError,
 )
 from leasehold.domain.ids import IdFactory
-from leasehold.domain.job import DEFAULT_PRIORITY, Budget, Job, JobSpec, Owner, new_job
+from leasehold.domain.job import Job, JobSpec, Owner
 from leasehold.domain.options import Submission, check_debounce_options, check_kind_known
-from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS
+from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.domain.states import JobState
 from leasehold.domain.tenancy import TenantPolicy
 from leasehold.domain.types import JsonObject, RawItem
 from leasehold.domain.unique import Claim, chosen_unique
 from leasehold.service.fanin import child_ended, children_done
-from leasehold.service.kinds import JobKind, step_list_of
+from leasehold.service.job_specs import (
+    MAX_LIST_LIMIT,
+    _default_priority,
+    batch_results,
+    new_job_for,
+    parse_limit,
+    parse_state_filter,
+    resolve_spec,
+)
+from leasehold.service.kinds import JobKind
 from leasehold.service.telemetry import CountingTelemetry, Telemetry
 from leasehold.service.tracing import current_traceparent
+from leasehold.service.uploads import UploadedPayload, UploadService, accept_uploaded, adopt_payload
 from leasehold.service.view import job_view
 from leasehold.store import Stores
 from leasehold.store.batch import Accepted, NewJobEntry
@@ -41,8 +49,6 @@ from leasehold.store.rates import SubmitCounter
 from leasehold.store.table import Table
 from leasehold.store.waits import WaitStore
 
-_LIMIT = re.compile(r"^[0-9]{1,3}$")
-MAX_LIST_LIMIT = 100
 MAX_VERSION = 2**53
 """Versions are counters; anything larger than a JSON-safe integer is not one of ours."""
 
@@ -109,6 +115,7 @@ class Intake:
         tenant_limits: bool = True,
         now: int | None = None,
         blobs: BlobStore | None = None,
+        uploaded: UploadedPayload | None = None,
     ) -> Prepared:
         """The job `submission` makes for `owner`, after every check: the kind (one a caller
         may submit, unless `submittable_only` is False), the kind's defaults, the payload's size,
@@ -117,10 +124,13 @@ class Intake:
         own canonical text) is what a repeat is compared by. `tenant_limits` False: the
         tenant's priority was checked already (a schedule's tick: at the schedule's create).
         `now`: the accept time, by default the clock's. A payload over the inline limit is
-        written to `blobs` (else the intake's own) before the job that references it."""
-        known = self.submittable() if submittable_only else list(self._kinds)
-        check_kind_known(submission.kind, known)
-        kind = self._kinds[submission.kind]
+        written to `blobs` (else the intake's own) before the job that references it; an
+        `uploaded` one (its checked upload, decision LD8) is copied there instead."""
+        if submission.payload_upload is not None and uploaded is None:
+            raise ValidationError(
+                "'payload_upload' is taken by POST /jobs alone (one job a request)"
+            )
+        kind = self.kind_for(submission, submittable_only=submittable_only)
         if is_ref(submission.payload):  # the engine's own shape for stored data (DESIGN §20)
             raise ValidationError("'payload' may not be an object whose only key is '$blob'")
         spec = resolve_spec(kind, submission, self._default_max_attempts)
@@ -138,7 +148,9 @@ class Intake:
         at = self._clock.now_ms() if now is None else now
         job = new_job_for(kind, spec, owner, job_id, at)
         store = blobs or self._blobs
-        if store is not None:  # the kind saw it whole; the item keeps what fits (LD3)
+        if store is not None and uploaded is not None:  # copied in, never sent again (LD8)
+            job.payload = adopt_payload(store, job_id, uploaded)
+        elif store is not None:  # the kind saw it whole; the item keeps what fits (LD3)
             job.payload = store.keep(job_id, "payload/{sha}", job.payload)
         elif sizes.json_bytes(job.payload) > sizes.PAYLOAD_BUDGET:  # no bucket: the item's share
             raise ValidationError(
@@ -152,10 +164,32 @@ class Intake:
         claim = unique.claim(submission.kind, owner, spec.payload, at) if unique else None
         return Prepared(job, spec, key, fp_hash, token, claim)
 
-    def accept(self, table: Table, owner: Owner, submission: Submission) -> Accepted:
+    def kind_for(self, submission: Submission, *, submittable_only: bool = True) -> JobKind:
+        """The submission's kind: one a caller may name (unless `submittable_only` is False)."""
+        known = self.submittable() if submittable_only else list(self._kinds)
+        check_kind_known(submission.kind, known)
+        return self._kinds[submission.kind]
+
+    def spec_of(self, submission: Submission) -> JobSpec:
+        """The submission's options resolved as `prepare` resolves them (its kind known)."""
+        return resolve_spec(self.kind_for(submission), submission, self._default_max_attempts)
+
+    def accept(
+        self,
+        table: Table,
+        owner: Owner,
+        submission: Submission,
+        *,
+        uploaded: UploadedPayload | None = None,
+        fingerprint: str | None = None,
+    ) -> Accepted:
         """Validate, then commit job + outbox together (`JobStore.accept`); only a commit
-        returns. A tenant past its submit rate is refused before anything is written."""
-        prepared = self.prepare(owner, submission, blobs=table.blobs)
+        returns. A tenant past its submit rate is refused before anything is written.
+        `uploaded`: the checked upload the payload came from; `fingerprint`: what a keyed
+        repeat is compared by, when not the request's own text (an upload's, LD8)."""
+        prepared = self.prepare(
+            owner, submission, blobs=table.blobs, uploaded=uploaded, fingerprint=fingerprint
+        )
         debounce = self.debounce_for(submission)
         self._take_submission(table, owner, prepared.job.created_at)
         if debounce is not None:
@@ -164,7 +198,7 @@ class Intake:
             outcome = JobStore(table).accept(
                 prepared.job,
                 idempotency=prepared.key,
-                fingerprint=prepared.spec.fingerprint(),
+                fingerprint=fingerprint or prepared.spec.fingerprint(),
                 unique=prepared.unique,
             )
         except StoreUnavailableError as unavailable:
@@ -296,8 +330,11 @@ class JobService:
         telemetry: Telemetry,
         default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         tenancy: TenantPolicy | None = None,
+        uploads: UploadService | None = None,
     ) -> None:
         self._stores = stores
+        self._uploads = uploads
+        """`POST /uploads` and the uploads a job names (None: no data bucket, no uploads)."""
         self._kinds = kinds
         self._clock = clock
         self._telemetry = telemetry
@@ -312,8 +349,23 @@ class JobService:
         """The accept path this service commits through."""
 
     def accept(self, owner: Owner, submission: Submission) -> Accepted:
-        """Validate, then commit job + outbox (+ key) together; only a commit returns."""
-        return self.intake.accept(self._stores.table, owner, submission)
+        """Validate, then commit job + outbox (+ key) together; only a commit returns. A
+        submission naming an upload takes its payload from it (decision LD8)."""
+        if submission.payload_upload is None:
+            return self.intake.accept(self._stores.table, owner, submission)
+        uploads = self._require_uploads()
+        return accept_uploaded(self.intake, uploads, self._stores.table, owner, submission)
+
+    def create_upload(self, owner: Owner, body: Any) -> JsonObject:
+        """`POST /uploads`: an owner-scoped, expiring PUT for a large input (decision LD7)."""
+        return self._require_uploads().create(owner, body)
+
+    def _require_uploads(self) -> UploadService:
+        if self._uploads is None:
+            raise ValidationError(
+                "this engine has no data bucket (DATA_BUCKET): no uploads", code="upload_not_found"
+            )
+        return self._uploads
 
     def accept_many(
         self, owner: Owner, items: Sequence[Submission | LeaseholdError]
@@ -394,94 +446,14 @@ class JobService:
         return job_view(job, self._kinds)
 
 
-def batch_results(outcomes: Sequence[Accepted | LeaseholdError]) -> JsonObject:
-    """`POST /jobs/batch`'s answer: a result for each item, in order — the job as `POST /jobs`
-    answers it, or the error envelope's `error` as `POST /jobs` would have refused it."""
-    results: list[JsonObject] = []
-    for outcome in outcomes:
-        if isinstance(outcome, LeaseholdError):
-            results.append({"error": {"code": outcome.code, "message": str(outcome)}})
-        else:
-            results.append(
-                {
-                    "job_id": outcome.job_id,
-                    "state": outcome.state,
-                    "status_url": f"/jobs/{outcome.job_id}",
-                }
-                | ({"duplicate": True} if outcome.duplicate else {})
-            )
-    return {"results": results}
-
-
-def resolve_spec(kind: JobKind, submission: Submission, default_max_attempts: int) -> JobSpec:
-    """The one place a job's defaults are resolved (decision OW2): what the request left out
-    takes the kind's own default, else the deployment's (`default_max_attempts`), else the
-    engine's (a deadline of an hour, normal priority, no budget); and the payload's size is
-    checked against its kind's limit (a kind may allow more than 16 KiB)."""
-    limit = kind.max_payload_bytes
-    size = len(json.dumps(submission.payload, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > limit:
-        raise ValidationError(
-            f"'payload' is larger than {limit} bytes (kind '{kind.name}')",
-            code="payload_too_large",
-        )
-    options = submission.options
-    attempts = options.max_attempts or kind.default_max_attempts or default_max_attempts
-    return JobSpec(
-        kind=submission.kind,
-        payload=submission.payload,
-        budget=options.budget or Budget(),
-        deadline_seconds=options.deadline_seconds or DEFAULT_DEADLINE_SECONDS,
-        max_attempts=attempts,
-        run_at_ms=options.run_at_ms,
-        delay_seconds=options.delay_seconds,
-        priority=options.priority or _default_priority(kind) or DEFAULT_PRIORITY,
-    )
-
-
-def _default_priority(kind: JobKind) -> str | None:
-    return kind.default_priority
-
-
-def new_job_for(kind: JobKind, spec: JobSpec, owner: Owner, job_id: str, now: int) -> Job:
-    """The job a validated request makes, once its kind accepts the payload (its schema and
-    checks, for this owner) and plans 1 to 20 steps for it; a delayed request's job is due
-    at its `run_at` / `delay_seconds` (decision F1)."""
-    due_at = spec.due_at(now)
-    kind.validate_for(spec.payload, owner)
-    plan = kind.plan(spec.payload)
-    if not 1 <= len(plan) <= MAX_STEPS:
-        raise ValidationError(f"kind '{spec.kind}' planned {len(plan)} steps (1–{MAX_STEPS})")
-    return new_job(
-        job_id,
-        spec.kind,
-        owner,
-        spec.payload,
-        now=now,
-        steps_total=len(plan),
-        max_attempts=spec.max_attempts,
-        deadline_seconds=spec.deadline_seconds,
-        budget=spec.budget,
-        due_at=due_at,
-        priority=spec.priority or DEFAULT_PRIORITY,
-        step_list=step_list_of(plan).encode(),
-    )
-
-
-def parse_state_filter(state: str | None) -> JobState | None:
-    if state is None or state == "":
-        return None
-    try:
-        return JobState(state)
-    except ValueError as exc:
-        known = ", ".join(s.value for s in JobState)
-        raise ValidationError(f"unknown state '{state[:32]}'; one of: {known}") from exc
-
-
-def parse_limit(limit: str | None, default: int = 20) -> int:
-    if limit is None or limit == "":
-        return default
-    # Only ASCII digits: str.isdigit() also accepts '²', which int() refuses.
-    if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_LIST_LIMIT:
-        raise ValidationError(f"'limit' must be an integer from 1 to {MAX_LIST_LIMIT}")
-    return int(limit)
+__all__ = [
+    "MAX_LIST_LIMIT",
+    "Intake",
+    "JobService",
+    "Prepared",
+    "batch_results",
+    "new_job_for",
+    "parse_limit",
+    "parse_state_filter",
+    "resolve_spec",
+]

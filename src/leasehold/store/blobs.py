@@ -133,6 +133,26 @@ class BlobStore:
             _remember(self._mine, (job_id, epoch, digest), ref)
         return {REF: ref}
 
+    def adopt(self, job_id: str, source_key: str, size: int, sha256: str) -> Any:
+        """The reference to an upload already checked (its size and hash), copied inside the
+        bucket to the job's own payload key (`jobs/<id>/payload/<sha16>`, as `keep` names it),
+        so every blob a job references lives under its prefix (decision LD8)."""
+        key = f"{job_prefix(job_id)}payload/{sha256[:16]}"
+        try:
+            self.s3.copy_object(
+                Bucket=self.bucket,
+                Key=key,
+                CopySource={"Bucket": self.bucket, "Key": source_key},
+                ContentType="application/json",
+                MetadataDirective="REPLACE",
+            )
+        except (ClientError, BotoCoreError) as failed:
+            raise StoreUnavailableError(f"the data bucket did not copy {key}: {failed}") from None
+        self.puts += 1
+        ref = {"key": key, "size": size, "sha256": sha256}
+        _remember(self._known, (job_id, sha256), ref)
+        return {REF: ref}
+
     def keep_outputs(self, job_id: str, epoch: int, outputs: list[Any]) -> list[Any]:
         """The checkpoint's outputs as the item holds them: small ones inline while together
         within OUTPUTS_INLINE, every other one a reference (each written at most once)."""

@@ -9,8 +9,9 @@ import hashlib
 from leasehold.domain.errors import IdempotencyConflictError, LeaseholdError
 from leasehold.domain.ids import hash_source
 from leasehold.domain.job import Owner
-from leasehold.store.items import deserialize_item
-from leasehold.store.table import ConditionFailed
+from leasehold.domain.types import RawItem
+from leasehold.store.items import deserialize_item, job_key
+from leasehold.store.table import ConditionFailed, Table
 
 
 def fingerprint_hash(fingerprint: str) -> str:
@@ -52,4 +53,18 @@ def repeat_of(failed: ConditionFailed, index: int, fp_hash: str | None) -> bool:
     return True
 
 
-__all__ = ["derived_id", "fingerprint_hash", "repeat_of", "request_token"]
+def keyed_repeat(table: Table, job_id: str, fp_hash: str) -> RawItem | None:
+    """The job a keyed request made before (its item, read consistently), when `job_id` (the
+    key's derived id) exists: a repeat of the same request, or IdempotencyConflictError for the
+    key used with another. None: no such job yet. For a request whose input is gone after its
+    first accept (an upload, decision LD8), answered before the input is looked for."""
+    raw = table.get(job_key(job_id))
+    if raw is None:
+        return None
+    old = deserialize_item(raw)
+    if old.get("fp") != fp_hash:
+        raise IdempotencyConflictError()
+    return old
+
+
+__all__ = ["derived_id", "fingerprint_hash", "keyed_repeat", "repeat_of", "request_token"]

@@ -45,6 +45,9 @@ CLIENT_CONFIG = Config(
 )
 """Every AWS client of leasehold's: bounded, so a dependency that does not answer gives a 503 in
 seconds, not a hung request; botocore's standard retries for throttles and internal errors."""
+S3_CLIENT_CONFIG = CLIENT_CONFIG.merge(Config(signature_version="s3v4"))
+"""The data bucket's client: the table's timeouts and retries, and SigV4 for what it presigns
+(an upload's URL signs its size, checksum and metadata as headers S3 checks, LD7)."""
 
 RETRYABLE_CANCELLATIONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}

@@ -267,6 +267,14 @@ def _s3(operation: str, params: Mapping[str, Any]) -> list[Request]:
     bucket = params.get("Bucket")
     if not bucket:
         raise UnjudgedCallError(f"s3.{operation}: its resource is not known here")
+    if operation == "CopyObject":  # AWS asks for both: reading the source, writing the copy
+        source = params.get("CopySource")
+        if isinstance(source, Mapping):
+            source = f"{source.get('Bucket')}/{source.get('Key')}"
+        return [
+            Request("s3:GetObject", f"arn:aws:s3:::{str(source).lstrip('/')}"),
+            Request("s3:PutObject", f"arn:aws:s3:::{bucket}/{params.get('Key')}"),
+        ]
     action = f"s3:{_S3_ACTIONS.get(operation, operation)}"
     if "Key" in params:
         return [Request(action, f"arn:aws:s3:::{bucket}/{params['Key']}")]

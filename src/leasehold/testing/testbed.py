@@ -25,7 +25,7 @@ from leasehold.service.worker import WorkerService
 from leasehold.store import Stores, Table
 from leasehold.store.blobs import BlobStore, is_ref
 from leasehold.store.leases import LeaseStore
-from leasehold.store.table import TransactionRetry
+from leasehold.store.table import S3_CLIENT_CONFIG, TransactionRetry
 from leasehold.testing import iam, sessions
 from leasehold.testing.applications import Answer, Applications
 from leasehold.testing.config import (
@@ -176,7 +176,7 @@ class LeaseholdTestbed(TestbedDriving, Replays, OpenedByWith):
         table = create_table(plain_dynamodb, self.definitions, TABLE_NAME)
         # The data bucket large values go to (DESIGN §20), judged by each function's role too
         session.client("s3").create_bucket(Bucket=DATA_BUCKET)
-        self._s3 = session.client("s3", config=CLIENT_CONFIG)
+        self._s3 = session.client("s3", config=S3_CLIENT_CONFIG)
         self.queue_urls: dict[str, str] = create_queues(
             plain_sqs,
             self.definitions,

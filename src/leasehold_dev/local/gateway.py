@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from leasehold.domain.sizes import UPLOAD_LIMIT
 from leasehold.service.trace_links import LOCAL_TRACE_ROUTE
+from leasehold.store.uploads import LOCAL_UPLOAD_ROUTE
 from leasehold_dev.local.invoke import Handler, LocalContext
 from leasehold_dev.local.listen import LISTEN_BACKLOG
 from leasehold_dev.local.template import Route
 from leasehold_dev.local.trace_route import answer_trace
+from leasehold_dev.local.uploads import LocalUploads
 
 DEMO_USERS: dict[str, dict[str, str]] = {
     "alice": {"sub": "alice", "custom:tenant": "study-group"},
@@ -102,8 +105,10 @@ class Gateway:
         *,
         openapi: Path = OPENAPI_DOCUMENT,
         traces: Path | None = None,
+        uploads: LocalUploads | None = None,
     ) -> None:
         self._openapi = openapi
+        self._uploads = uploads  # PUT /local/uploads/<token>: what S3's presigned PUT is (LD7)
         self._traces = traces  # `local up --traces FILE`: served by GET /local/traces/{id}
         self._routes = routes
         self._handlers = handlers
@@ -181,13 +186,20 @@ class Gateway:
             self._reply(request, 400, {"Content-Type": "application/json"}, bad.encode())
             return
         length = int(raw_length)
-        if length > MAX_REQUEST_BYTES:
+        uploading = request.command == "PUT" and parts.path.startswith(LOCAL_UPLOAD_ROUTE)
+        if length > (UPLOAD_LIMIT if uploading and self._uploads else MAX_REQUEST_BYTES):
             too_large = json.dumps({"error": {"code": "too_large", "message": "request too large"}})
             self._reply(request, 413, {"Content-Type": "application/json"}, too_large.encode())
             return
         body = request.rfile.read(length) if length else b""
         if request.command == "GET" and parts.path == OPENAPI_ROUTE:
             self._serve_openapi(request)
+            return
+        if uploading and self._uploads is not None:
+            token = parts.path[len(LOCAL_UPLOAD_ROUTE) :]
+            status, doc = self._uploads.answer(token, dict(request.headers.items()), body)
+            answer = json.dumps(doc).encode() if doc else b""
+            self._reply(request, status, {"Content-Type": "application/json"}, answer)
             return
         if request.command == "GET" and parts.path.startswith(LOCAL_TRACE_ROUTE):
             claims = DEMO_USERS.get(request.headers.get("X-Demo-User") or "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,7 @@ from leasehold_dev.local.stack import (
 )
 from leasehold_dev.local.supervisor import WorkerSupervisor
 from leasehold_dev.local.template import load_template
+from leasehold_dev.local.uploads import local_uploads
 
 DEFAULT_STATE = Path(".leasehold/local-stack.json")
 WORKER_STOP_SECONDS = 5.0
@@ -205,6 +207,8 @@ class LocalStack:
         info.local_environment["LEASEHOLD_LOCAL_PROVIDERS"] = json.dumps(urls)
         if self.faults:
             info.local_environment["LEASEHOLD_FAULTS"] = self.faults
+        # The key the API signs local upload URLs with and the gateway checks them by (LD7)
+        info.local_environment["LEASEHOLD_LOCAL_UPLOADS"] = secrets.token_urlsafe(32)
         if self.traces is not None:  # every function, attached workers too (the state has it)
             info.local_environment["LEASEHOLD_TRACES"] = str(self.traces.resolve())
         me = ProcessRef.current()
@@ -255,6 +259,7 @@ class LocalStack:
             info.routes,
             {api: serialised(load_handler(info, api))},
             traces=self.traces.resolve() if self.traces is not None else None,
+            uploads=local_uploads(info, api),
         )
         endpoint = info.endpoint
         for mapping in info.stream_mappings:
