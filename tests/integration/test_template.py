@@ -143,10 +143,18 @@ DATA_OBJECTS = {"Fn::Sub": "${DataBucket.Arn}/jobs/*"}
 DATA_ACTIONS = {
     "ApiRole": ["s3:PutObject", "s3:GetObject"],
     "WorkerRole": ["s3:PutObject", "s3:GetObject"],
-    "SweeperRole": ["s3:PutObject"],
+    "SweeperRole": ["s3:PutObject", "s3:DeleteObject"],
 }
-"""Who may touch the data bucket, and how: the relay never; the sweeper only writes (a tick's
-large payload)."""
+"""Who may touch the data bucket, and how: the relay never; the sweeper writes (a tick's large
+payload) and deletes (a job's blobs with its item, LD10-LD12), never reads."""
+DATA_BUCKET_ARN = {"Fn::GetAtt": ["DataBucket", "Arn"]}
+DATA_LISTING = {
+    "Effect": "Allow",
+    "Action": ["s3:ListBucket"],
+    "Resource": DATA_BUCKET_ARN,
+    "Condition": {"StringLike": {"s3:prefix": "jobs/*"}},
+}
+"""The one statement on the data bucket itself: the sweeper lists under jobs/ only (LD12)."""
 
 
 def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
@@ -191,11 +199,20 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
                 assert resource != "*", (name, statement)
                 if resource == DOCUMENTS_READ:
                     assert (name, statement["Action"]) == ("WorkerRole", ["s3:GetObject"])
+                elif resource == DATA_BUCKET_ARN:
+                    assert (name, statement) == ("SweeperRole", DATA_LISTING)
                 elif resource == DATA_OBJECTS:
                     assert statement["Action"] == DATA_ACTIONS.get(name), name
                 elif "*" in json.dumps(resource):
                     log_group = name.replace("Role", "LogGroup")
                     assert resource == {"Fn::GetAtt": [log_group, "Arn"]}, (name, statement)
+    listings = [
+        name
+        for name, policy in policies
+        for statement in policy["PolicyDocument"]["Statement"]
+        if "s3:ListBucket" in json.dumps(statement["Action"])
+    ]
+    assert listings == ["SweeperRole"]  # and that statement is DATA_LISTING, checked above
     functions = {
         n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
     }

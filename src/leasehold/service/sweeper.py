@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -25,12 +26,14 @@ from leasehold.domain.errors import StaleEpochError, StoreUnavailableError
 from leasehold.domain.job import Job
 from leasehold.domain.policies import MAX_SQS_DELAY_SECONDS, RetryPolicy
 from leasehold.domain.states import JobState
+from leasehold.service.blob_sweep import BLOB_PASS, settle_mark
 from leasehold.service.kinds import JobKind
 from leasehold.service.outcomes import Outcomes
 from leasehold.service.passes import Budget, Segment, Walk, run_budget
 from leasehold.service.pausing import wake_resuming
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
+from leasehold.store.blob_marks import LIST_LIMIT, BlobMarks
 from leasehold.store.history import entry
 from leasehold.store.leases import ClaimRejection, reconcilable
 from leasehold.store.passes import PassCursorStore
@@ -59,6 +62,10 @@ class SweepSettings:
     """The sweep schedule's period: a run's budget is rate × this."""
     segments: int = 1
     """Concurrent sweeps over disjoint shards (decision SP3)."""
+    blob_rate: int = 5
+    """Due blob marks the blob pass reads a second, all segments (decision LD11)."""
+    blob_page: int = LIST_LIMIT
+    """Objects of one job one visit lists and deletes at most (one page a mark a run)."""
 
     def budget(self, rate: int) -> int:
         """Items one segment's run of a pass with this rate may read."""
@@ -143,14 +150,14 @@ def _sweep_segment(
     cursors = PassCursorStore(stores.table)
     shards = segment.shards(stores.jobs.shard_count)
 
-    def walk(name: str, rate: int) -> tuple[Walk[Job], Callable[[], None]] | None:
+    def walk(name: str, rate: int) -> tuple[Walk[Any], Callable[[], None]] | None:
         """The pass's walk from its saved place, and how to save where it stopped."""
         try:
             cursor = cursors.load(name, segment.index, segment.count)
         except StoreUnavailableError as unavailable:
             _unavailable(report, name, unavailable)
             return None
-        run = Walk[Job](cursor, shards, Budget(settings.budget(rate), time_left))
+        run = Walk[Any](cursor, shards, Budget(settings.budget(rate), time_left))
 
         def save() -> None:
             progress[f"{name}_examined"] += run.examined
@@ -197,6 +204,20 @@ def _sweep_segment(
                     report["raced"] += 1
         except StoreUnavailableError as unavailable:
             _unavailable(report, DUE_PASS, unavailable)
+        save()
+    # A job's blobs go with its item (decisions LD10-LD12): only marked jobs are read
+    blobs = stores.table.blobs
+    marks = blobs.marks if blobs is not None else None
+    marked = walk(BLOB_PASS, settings.blob_rate) if isinstance(marks, BlobMarks) else None
+    if blobs is not None and isinstance(marks, BlobMarks) and marked is not None:
+        run, save = marked
+        try:
+            for mark in run.items(
+                lambda shard, after, limit: marks.page(shard, until=now, after=after, limit=limit)
+            ):
+                settle_mark(blobs, marks, mark, now, settings.blob_page, report, progress)
+        except StoreUnavailableError as unavailable:
+            _unavailable(report, BLOB_PASS, unavailable)
         save()
     return SweepResult(report, progress)
 
