@@ -119,7 +119,7 @@ def _expire(tb: Any, job_id: str) -> None:
     tb.client("dynamodb").delete_item(TableName=tb.table_name, Key=_job_key(job_id))
 
 
-def _sweep(tb: Any, **settings: Any) -> SweepResult:
+def _sweep(tb: Any, time_left: Any = None, **settings: Any) -> SweepResult:
     """One sweeper run as its role, with `settings` changed (a smaller page)."""
     with iam.acting_as(tb.roles["SweeperFunction"]):
         return sweep_passes(
@@ -128,6 +128,7 @@ def _sweep(tb: Any, **settings: Any) -> SweepResult:
             replace(tb.runtime.sweep_settings(), **settings),
             tb.telemetry,
             tb.kinds,
+            time_left=time_left,
         )
 
 
@@ -276,6 +277,19 @@ def test_a_long_prefix_is_removed_over_several_runs_without_holding_up_others(tb
     # three objects a job a run: the short prefix is done in the first run, the long in three
     assert left == [(5, 0), (2, 0), (0, 0), (0, 0)]
     assert _indexed_marks(tb) == []
+
+
+def test_the_blob_pass_leaves_the_end_of_the_invocation_to_the_schedules(tb: Any) -> None:
+    job_id = tb.submit("gc_big", {"text": _text(20_000)})
+    tb.run_until_idle()
+    tb.advance(FIRST_LOOK_MS / 1000, sweep=False)
+    # 25 s left: the other passes read (10 s is their margin), the blob pass does not (30 s)
+    result = _sweep(tb, time_left=lambda: 25_000)
+    assert result.progress["blobs_examined"] == 0 and result.progress["active_laps"] == 1
+    assert _keys(tb, job_id)[0] == "e1/out/0"
+    result = _sweep(tb, time_left=lambda: 31_000)
+    assert result.progress["blobs_examined"] == 1
+    assert "e1/out/0" not in _keys(tb, job_id)
 
 
 # ------------------------------------------------------------------ races and failures

@@ -45,6 +45,9 @@ REPORT_METRICS = {"due": "redispatched", "woken": "redispatched"}
 """Report keys counted under another key's metric (the dashboard's 50 metrics are full)."""
 DUE_WINDOW_MS = MAX_SQS_DELAY_SECONDS * 1000
 """A delayed job gets its wake-up once it is due within this (SQS holds a message 15 min)."""
+BLOB_RESERVE_MS = 20_000
+"""The blob pass stops reading this much earlier than the others: the schedules' pass runs after
+it in the same invocation, and a tick is due now while a blob can wait a run (LD11)."""
 ACTIVE_PASS = "active"
 DUE_PASS = "due"
 
@@ -150,14 +153,19 @@ def _sweep_segment(
     cursors = PassCursorStore(stores.table)
     shards = segment.shards(stores.jobs.shard_count)
 
-    def walk(name: str, rate: int) -> tuple[Walk[Any], Callable[[], None]] | None:
-        """The pass's walk from its saved place, and how to save where it stopped."""
+    def walk(
+        name: str, rate: int, reserve_ms: int = 0
+    ) -> tuple[Walk[Any], Callable[[], None]] | None:
+        """The pass's walk from its saved place, and how to save where it stopped; it reads no
+        page with less than `reserve_ms` more than the usual margin left."""
         try:
             cursor = cursors.load(name, segment.index, segment.count)
         except StoreUnavailableError as unavailable:
             _unavailable(report, name, unavailable)
             return None
-        run = Walk[Any](cursor, shards, Budget(settings.budget(rate), time_left))
+        run = Walk[Any](
+            cursor, shards, Budget(settings.budget(rate), _reserved(time_left, reserve_ms))
+        )
 
         def save() -> None:
             progress[f"{name}_examined"] += run.examined
@@ -208,7 +216,11 @@ def _sweep_segment(
     # A job's blobs go with its item (decisions LD10-LD12): only marked jobs are read
     blobs = stores.table.blobs
     marks = blobs.marks if blobs is not None else None
-    marked = walk(BLOB_PASS, settings.blob_rate) if isinstance(marks, BlobMarks) else None
+    marked = (
+        walk(BLOB_PASS, settings.blob_rate, BLOB_RESERVE_MS)
+        if isinstance(marks, BlobMarks)
+        else None
+    )
     if blobs is not None and isinstance(marks, BlobMarks) and marked is not None:
         run, save = marked
         try:
@@ -220,6 +232,14 @@ def _sweep_segment(
             _unavailable(report, BLOB_PASS, unavailable)
         save()
     return SweepResult(report, progress)
+
+
+def _reserved(time_left: TimeLeft | None, reserve_ms: int) -> TimeLeft | None:
+    """The invocation's time left as a pass that must stop `reserve_ms` earlier sees it."""
+    if time_left is None or not reserve_ms:
+        return time_left
+    clock = time_left
+    return lambda: clock() - reserve_ms
 
 
 def _unavailable(report: Counter[str], part: str, unavailable: StoreUnavailableError) -> None:
