@@ -425,3 +425,27 @@ def test_a_condition_the_evaluator_cannot_judge_is_still_refused() -> None:
     ):
         with pytest.raises(iam.UnjudgedCallError):
             iam.judge("s3", "ListObjectsV2", listing, role(unjudged))
+
+
+def test_a_new_attempt_never_reuses_a_blob_an_earlier_attempt_read(tb: Any) -> None:
+    # LD4 matches a value by content against the references this process read, so a
+    # checkpoint rewrites only references; a reference read in an earlier attempt may name a
+    # blob the pass deleted since (the item stopped naming it: a replay from the start, run in
+    # another process). A new attempt matches only what it read itself.
+    from leasehold.domain.job import Checkpoint
+
+    blobs = tb.runtime.stores.table.blobs
+    job_id = tb.submit("gc_small", {"n": 1})
+    tb.run_until_idle()
+    job = tb.runtime.stores.jobs.get(job_id)
+    value = {"data": "m" * 6_000}
+    (ref,) = blobs.keep_outputs(job_id, 1, [value])
+    first = replace(job, epoch=1, checkpoint=replace(job.checkpoint, outputs=[ref]))
+    assert blobs.resolved(first).checkpoint.outputs == [value]  # read: known by its hash
+    s3 = tb.client("s3")
+    s3.delete_object(Bucket=DATA_BUCKET, Key=ref[REF]["key"])  # the pass, once unnamed
+    later = replace(job, epoch=3, checkpoint=Checkpoint())
+    blobs.resolved(later)  # the new attempt's start
+    (again,) = blobs.keep_outputs(job_id, 3, [value])
+    assert again[REF]["key"] == f"jobs/{job_id}/e3/out/0"
+    assert blobs.load(job_id, again) == value

@@ -189,6 +189,10 @@ class BlobStore:
     def resolved(self, job: Job) -> Job:
         """`job` as a step sees it: its payload and its checkpoint's outputs whole. The stores
         write references back (`keep_outputs` finds each by its hash), never these values."""
+        # A new attempt: what an earlier one read may be gone since (an ended job's blobs the
+        # item stopped naming are deleted, LD11), so only this attempt's are matched by content
+        for known in [key for key in self._known if key[0] == job.job_id]:
+            del self._known[known]
         outputs = [self.load(job.job_id, value) for value in job.checkpoint.outputs]
         return replace(
             job,
