@@ -8,7 +8,10 @@ the active jobs' shards (expired leases, lost wake-ups, queued jobs past their d
 rate × the sweep interval a run, goes on next run from where it stopped (a cursor item per pass
 and segment), and can run as several segments over disjoint shards at once. An index read that
 fails (throttled past botocore's retries) ends its pass only, counted as `unavailable`; a write
-that fails ends the pass too. The next run goes on either way."""
+that fails ends the pass too. The next run goes on either way.
+
+A third, the **blob** pass (service/blob_sweep.py, decisions LD10–LD12), walks the due marks of
+jobs that have blobs in the data bucket: a gone job's prefix is deleted, an ended job's orphans."""
 
 from __future__ import annotations
 
