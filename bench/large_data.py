@@ -58,10 +58,17 @@ def measure() -> dict[str, Any]:
         assert tb.view(job_id)["state"] == "succeeded" and len(result["out"]) == MB - 20
         listed = tb.client("s3").list_objects_v2(Bucket="leasehold-data")["Contents"]
         stored = sum(int(o["Size"]) for o in listed)
+        cleanup = _cleanup(tb, meter, job_id)
     table = meter.table
-    wcu = sum(price_write(table, event).total for event in meter.writes)
+    wcu = sum(  # the job's own writes (its blob mark's Put included), not its cleanup's
+        price_write(table, event).total for event in meter.writes if event.phase != "cleanup"
+    )
     s3 = {
-        name: sum(counts.get(f"s3.{name}", 0) for counts in meter.requests.values())
+        name: sum(
+            counts.get(f"s3.{name}", 0)
+            for phase, counts in meter.requests.items()
+            if phase != "cleanup"
+        )
         for name in ("PutObject", "GetObject")
     }
     usd = {
@@ -92,7 +99,57 @@ def measure() -> dict[str, Any]:
             "durable_data_written": round(durable_written * 1e6, 2),
             "durable_retained_month": round(durable_retained * 1e6, 2),
         },
+        "cleanup": cleanup,
         "prices": S3_PRICES,
+    }
+
+
+def _cleanup(tb: Any, meter: CapacityMeter, job_id: str) -> dict[str, Any]:
+    """What removing the job's blobs with its item costs (decisions LD10-LD12): the sweeper's
+    looks at its mark (an hour on: ended; at its TTL: the item still there, as DynamoDB deletes
+    expired items late; then gone), the TTL's own delete being free. Only the mark's writes and
+    the job's own reads are counted: the index pages and the pass's cursor are shared by every
+    mark a run reads (a page holds up to 100)."""
+    from leasehold.store.items import JOB_TTL_SECONDS
+
+    hour = 3600
+    with meter.during("cleanup"):
+        tb.advance(hour)  # the first look: the job has ended, its orphans are looked for
+        tb.advance(JOB_TTL_SECONDS)  # its TTL has passed, the item is still there
+        key = {"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}}
+        tb.client("dynamodb").delete_item(TableName=tb.table_name, Key=key)  # the TTL's delete
+        tb.advance(7 * hour)  # the next look: the item is gone, and so go its blobs
+    left = tb.client("s3").list_objects_v2(Bucket="leasehold-data", Prefix=f"jobs/{job_id}/")
+    assert left.get("KeyCount", 0) == 0, left
+    table = meter.table
+    wcu = sum(
+        price_write(table, event).total
+        for event in meter.writes
+        if event.phase == "cleanup" and event.kind == "BLOBS"
+    )
+    rcu = sum(
+        read.units
+        for read in meter.reads
+        if read.phase == "cleanup" and read.key in (f"JOB#{job_id}", f"BLOBS#{job_id}")
+    )
+    counts = meter.requests["cleanup"]
+    s3 = {name: counts.get(f"s3.{name}", 0) for name in ("ListObjectsV2", "DeleteObjects")}
+    usd = {
+        "dynamodb_writes": wcu * PRICES["dynamodb_write_request_unit"],
+        "dynamodb_reads": rcu * PRICES["dynamodb_read_request_unit"],
+        # LIST is priced with PUT; DeleteObjects is a POST, priced so too (DELETE requests
+        # are free; whether a multi-object delete is counted as one is not verified here)
+        "s3_requests": sum(s3.values()) * S3_PRICES["s3_put_request"],
+    }
+    return {
+        "note": "moto: the sweeper's blob pass on this job's mark, three looks (ended, past "
+        "its TTL with the item still there, gone); the mark's writes and the job's reads",
+        "dynamodb_write_units": wcu,
+        "dynamodb_read_units": rcu,
+        "s3_requests": s3,
+        "usd_per_job": {name: round(value, 9) for name, value in usd.items()}
+        | {"total": round(sum(usd.values()), 9)},
+        "per_million_jobs_usd": round(sum(usd.values()) * 1e6, 2),
     }
 
 
@@ -100,7 +157,7 @@ def main() -> None:
     row = measure()
     results = json.loads(RESULTS.read_text())
     results["large_data"] = row
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    RESULTS.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(row, indent=2))
 
 

@@ -143,14 +143,22 @@ DATA_OBJECTS = {"Fn::Sub": "${DataBucket.Arn}/jobs/*"}
 DATA_ACTIONS = {
     "ApiRole": ["s3:PutObject", "s3:GetObject"],
     "WorkerRole": ["s3:PutObject", "s3:GetObject"],
-    "SweeperRole": ["s3:PutObject"],
+    "SweeperRole": ["s3:PutObject", "s3:DeleteObject"],
 }
-"""Who may touch the data bucket, and how: the relay never; the sweeper only writes (a tick's
-large payload)."""
+"""Who may touch the data bucket, and how: the relay never; the sweeper writes (a tick's large
+payload) and deletes (a job's blobs with its item, LD10-LD12), never reads."""
 UPLOAD_OBJECTS = {"Fn::Sub": "${DataBucket.Arn}/uploads/*"}
 """Presigned uploads under uploads/<tenant>/<user>/ (decision LD9): the API alone signs the PUT
 (PutObject), reads an upload a job names (GetObject, CopyObject's source) and removes it."""
 UPLOAD_ACTIONS = {"ApiRole": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject"]}
+DATA_BUCKET_ARN = {"Fn::GetAtt": ["DataBucket", "Arn"]}
+DATA_LISTING = {
+    "Effect": "Allow",
+    "Action": ["s3:ListBucket"],
+    "Resource": DATA_BUCKET_ARN,
+    "Condition": {"StringLike": {"s3:prefix": "jobs/*"}},
+}
+"""The one statement on the data bucket itself: the sweeper lists under jobs/ only (LD12)."""
 
 
 def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
@@ -196,6 +204,8 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
                 assert resource != "*", (name, statement)
                 if resource == DOCUMENTS_READ:
                     assert (name, statement["Action"]) == ("WorkerRole", ["s3:GetObject"])
+                elif resource == DATA_BUCKET_ARN:
+                    assert (name, statement) == ("SweeperRole", DATA_LISTING)
                 elif resource == DATA_OBJECTS:
                     assert statement["Action"] == DATA_ACTIONS.get(name), name
                 elif resource == UPLOAD_OBJECTS:
@@ -205,6 +215,13 @@ def test_roles_are_least_privilege_with_no_wildcard_resource() -> None:
                     log_group = name.replace("Role", "LogGroup")
                     assert resource == {"Fn::GetAtt": [log_group, "Arn"]}, (name, statement)
     assert granted == ["ApiRole"]  # the uploads' statement, the API's alone
+    listings = [
+        name
+        for name, policy in policies
+        for statement in policy["PolicyDocument"]["Statement"]
+        if "s3:ListBucket" in json.dumps(statement["Action"])
+    ]
+    assert listings == ["SweeperRole"]  # and that statement is DATA_LISTING, checked above
     functions = {
         n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
     }

@@ -1,7 +1,8 @@
 """Sweeper Lambda (schedule): rescue expired leases and lost wake-ups; end jobs past deadline;
-bring delayed jobs due; fire the schedules whose tick has come (decision FS5). Each pass reads at
-its rate from where the last run stopped (decisions SP1–SP4); the segments run in threads, or one
-segment per invocation when the event names it (`{"segment": k, "segments": S}`)."""
+bring delayed jobs due; delete the blobs of jobs whose item is gone (LD11); fire the schedules
+whose tick has come (decision FS5). Each pass reads at its rate from where the last run stopped
+(decisions SP1–SP4); the segments run in threads, or one segment per invocation when the event
+names it (`{"segment": k, "segments": S}`)."""
 
 from __future__ import annotations
 

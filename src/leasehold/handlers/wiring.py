@@ -37,6 +37,7 @@ from leasehold.service.trace_links import TraceLinks
 from leasehold.service.uploads import UploadService
 from leasehold.service.worker import WorkerService, WorkerSettings
 from leasehold.store import Stores, Table
+from leasehold.store.blob_marks import BlobMarks
 from leasehold.store.blobs import BlobStore
 from leasehold.store.counters import OutcomeCounters
 from leasehold.store.queue import WakeupQueue
@@ -219,6 +220,7 @@ def build_engine(
     table = Table(dynamodb, settings.table_name, retry=retry, index_shards=settings.index_shards)
     if settings.data_bucket and s3 is not None:
         table.blobs = BlobStore(s3, settings.data_bucket)
+        table.blobs.marks = BlobMarks(table, clock)  # a job with blobs is marked (LD10)
     return Runtime(
         settings=settings,
         stores=Stores.over(

@@ -8,7 +8,10 @@ the active jobs' shards (expired leases, lost wake-ups, queued jobs past their d
 rate × the sweep interval a run, goes on next run from where it stopped (a cursor item per pass
 and segment), and can run as several segments over disjoint shards at once. An index read that
 fails (throttled past botocore's retries) ends its pass only, counted as `unavailable`; a write
-that fails ends the pass too. The next run goes on either way."""
+that fails ends the pass too. The next run goes on either way.
+
+A third, the **blob** pass (service/blob_sweep.py, decisions LD10–LD12), walks the due marks of
+jobs that have blobs in the data bucket: a gone job's prefix is deleted, an ended job's orphans."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -25,12 +29,14 @@ from leasehold.domain.errors import StaleEpochError, StoreUnavailableError
 from leasehold.domain.job import Job
 from leasehold.domain.policies import MAX_SQS_DELAY_SECONDS, RetryPolicy
 from leasehold.domain.states import JobState
+from leasehold.service.blob_sweep import BLOB_PASS, settle_mark
 from leasehold.service.kinds import JobKind
 from leasehold.service.outcomes import Outcomes
 from leasehold.service.passes import Budget, Segment, Walk, run_budget
 from leasehold.service.pausing import wake_resuming
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
+from leasehold.store.blob_marks import LIST_LIMIT, BlobMarks
 from leasehold.store.history import entry
 from leasehold.store.leases import ClaimRejection, reconcilable
 from leasehold.store.passes import PassCursorStore
@@ -42,6 +48,9 @@ REPORT_METRICS = {"due": "redispatched", "woken": "redispatched"}
 """Report keys counted under another key's metric (the dashboard's 50 metrics are full)."""
 DUE_WINDOW_MS = MAX_SQS_DELAY_SECONDS * 1000
 """A delayed job gets its wake-up once it is due within this (SQS holds a message 15 min)."""
+BLOB_RESERVE_MS = 20_000
+"""The blob pass stops reading this much earlier than the others: the schedules' pass runs after
+it in the same invocation, and a tick is due now while a blob can wait a run (LD11)."""
 ACTIVE_PASS = "active"
 DUE_PASS = "due"
 
@@ -59,6 +68,10 @@ class SweepSettings:
     """The sweep schedule's period: a run's budget is rate × this."""
     segments: int = 1
     """Concurrent sweeps over disjoint shards (decision SP3)."""
+    blob_rate: int = 5
+    """Due blob marks the blob pass reads a second, all segments (decision LD11)."""
+    blob_page: int = LIST_LIMIT
+    """Objects of one job one visit lists and deletes at most (one page a mark a run)."""
 
     def budget(self, rate: int) -> int:
         """Items one segment's run of a pass with this rate may read."""
@@ -143,14 +156,19 @@ def _sweep_segment(
     cursors = PassCursorStore(stores.table)
     shards = segment.shards(stores.jobs.shard_count)
 
-    def walk(name: str, rate: int) -> tuple[Walk[Job], Callable[[], None]] | None:
-        """The pass's walk from its saved place, and how to save where it stopped."""
+    def walk(
+        name: str, rate: int, reserve_ms: int = 0
+    ) -> tuple[Walk[Any], Callable[[], None]] | None:
+        """The pass's walk from its saved place, and how to save where it stopped; it reads no
+        page with less than `reserve_ms` more than the usual margin left."""
         try:
             cursor = cursors.load(name, segment.index, segment.count)
         except StoreUnavailableError as unavailable:
             _unavailable(report, name, unavailable)
             return None
-        run = Walk[Job](cursor, shards, Budget(settings.budget(rate), time_left))
+        run = Walk[Any](
+            cursor, shards, Budget(settings.budget(rate), _reserved(time_left, reserve_ms))
+        )
 
         def save() -> None:
             progress[f"{name}_examined"] += run.examined
@@ -198,7 +216,33 @@ def _sweep_segment(
         except StoreUnavailableError as unavailable:
             _unavailable(report, DUE_PASS, unavailable)
         save()
+    # A job's blobs go with its item (decisions LD10-LD12): only marked jobs are read
+    blobs = stores.table.blobs
+    marks = blobs.marks if blobs is not None else None
+    marked = (
+        walk(BLOB_PASS, settings.blob_rate, BLOB_RESERVE_MS)
+        if isinstance(marks, BlobMarks)
+        else None
+    )
+    if blobs is not None and isinstance(marks, BlobMarks) and marked is not None:
+        run, save = marked
+        try:
+            for mark in run.items(
+                lambda shard, after, limit: marks.page(shard, until=now, after=after, limit=limit)
+            ):
+                settle_mark(blobs, marks, mark, now, settings.blob_page, report, progress)
+        except StoreUnavailableError as unavailable:
+            _unavailable(report, BLOB_PASS, unavailable)
+        save()
     return SweepResult(report, progress)
+
+
+def _reserved(time_left: TimeLeft | None, reserve_ms: int) -> TimeLeft | None:
+    """The invocation's time left as a pass that must stop `reserve_ms` earlier sees it."""
+    if time_left is None or not reserve_ms:
+        return time_left
+    clock = time_left
+    return lambda: clock() - reserve_ms
 
 
 def _unavailable(report: Counter[str], part: str, unavailable: StoreUnavailableError) -> None:

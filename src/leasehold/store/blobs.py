@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -71,6 +71,14 @@ def ref_size(value: Any) -> int | None:
     return int(value[REF]["size"]) if is_ref(value) else None
 
 
+class Marks(Protocol):
+    """How a job with blobs is marked for the sweeper (store/blob_marks.py, LD10)."""
+
+    def ensure(self, job_id: str) -> None: ...
+
+    def note(self, job_id: str) -> None: ...
+
+
 def job_prefix(job_id: str) -> str:
     """Where every blob of a job lives."""
     return f"jobs/{job_id}/"
@@ -89,6 +97,9 @@ class BlobStore:
         """(job id, epoch, sha256) → a reference this process wrote under that epoch."""
         self.puts = 0
         """Blobs written by this store (a test counts them)."""
+        self.marks: Marks | None = None
+        """The jobs' blob marks (LD10): a job is marked before its first blob is written, so
+        the sweeper removes its blobs with its item; None (a unit test's engine): no marks."""
 
     # ------------------------------------------------------------------ writing
 
@@ -117,6 +128,8 @@ class BlobStore:
         name = name.replace("{sha}", digest[:16])  # content-named: a reused key cannot clobber
         where = f"e{epoch}/{name}" if epoch is not None else name
         key = f"{job_prefix(job_id)}{where}"
+        if self.marks is not None:
+            self.marks.ensure(job_id)  # before the blob: a crash after it leaves a mark (LD10)
         try:
             self.s3.put_object(
                 Bucket=self.bucket,
@@ -211,6 +224,8 @@ class BlobStore:
         for value in refs:
             if is_ref(value):
                 _remember(self._known, (job_id, value[REF]["sha256"]), value[REF])
+                if self.marks is not None:
+                    self.marks.note(job_id)  # an item holding a reference is marked (LD10)
 
     # ------------------------------------------------------------------ reading
 
@@ -227,6 +242,8 @@ class BlobStore:
         if hashlib.sha256(body).hexdigest() != ref.get("sha256"):
             raise StoreUnavailableError(f"{key} does not match its reference's sha256")
         _remember(self._known, (job_id, str(ref["sha256"])), ref)
+        if self.marks is not None:
+            self.marks.note(job_id)  # an item holding a reference is marked (LD10)
         return bytes(body)
 
     def load(self, job_id: str, value: Any) -> Any:
@@ -239,6 +256,10 @@ class BlobStore:
         """`job` as a step sees it: its payload, its checkpoint's outputs and its kind state
         whole. The stores write references back (`keep_outputs` finds each by its hash), never
         these values."""
+        # A new attempt: what an earlier one read may be gone since (an ended job's blobs the
+        # item stopped naming are deleted, LD11), so only this attempt's are matched by content
+        for known in [key for key in self._known if key[0] == job.job_id]:
+            del self._known[known]
         outputs = [self.load(job.job_id, value) for value in job.checkpoint.outputs]
         return replace(
             job,

@@ -129,20 +129,29 @@ class Role:
                 statements.append(Statement.parse(doc))
         return Role(name, account, region, tuple(statements))
 
-    def allows(self, action: str, resource: str) -> bool:
+    def allows(
+        self, action: str, resource: str, context: Mapping[str, str | None] | None = None
+    ) -> bool:
         """IAM's evaluation for one principal's identity policies: explicit Deny, then Allow,
-        else the implicit deny. A conditioned statement that would decide is refused."""
+        else the implicit deny. A statement's `Condition` is evaluated when every key it names
+        is in the request's `context` (a key there with None: absent from this request) and its
+        operators are StringEquals / StringLike; any other conditioned statement that would
+        decide is refused."""
         allowed = False
         conditioned: Statement | None = None
         for statement in self.statements:
             if not statement.applies(action, resource):
                 continue
             if statement.condition is not None:
-                conditioned = statement
-            elif statement.effect == "Deny":
+                holds = _condition_holds(statement.condition, context or {})
+                if holds is None:
+                    conditioned = statement
+                    continue
+                if not holds:
+                    continue
+            if statement.effect == "Deny":
                 return False
-            else:
-                allowed = True
+            allowed = True
         if conditioned is not None and (conditioned.effect == "Deny" or not allowed):
             raise UnjudgedCallError(
                 f"{self.name}: {action} on {resource} depends on a condition this evaluator "
@@ -158,12 +167,37 @@ class Role:
 # ------------------------------------------------------------------- calls → action, resource
 
 
+def _condition_holds(
+    condition: Mapping[str, Any], context: Mapping[str, str | None]
+) -> bool | None:
+    """Whether a statement's `Condition` holds for a request with these condition keys; None
+    when it names an operator or a key this evaluator does not know for the request."""
+    for operator, tests in condition.items():
+        if operator not in {"StringEquals", "StringLike"} or not isinstance(tests, Mapping):
+            return None
+        for key, wanted in tests.items():
+            if key not in context:
+                return None
+            value = context[key]
+            if value is None:  # the key is absent from the request: the test does not hold
+                return False
+            patterns = _patterns(wanted)
+            if operator == "StringLike":
+                if not any(_glob(p, ignore_case=False).match(value) for p in patterns):
+                    return False
+            elif value not in patterns:
+                return False
+    return True
+
+
 @dataclass(frozen=True)
 class Request:
-    """One authorisation a call needs: an IAM action on a resource ARN."""
+    """One authorisation a call needs: an IAM action on a resource ARN, with the condition keys
+    AWS sets for it that a policy here may test (`s3:prefix` of a listing)."""
 
     action: str
     resource: str
+    context: tuple[tuple[str, str | None], ...] = ()
 
 
 _DYNAMODB_TRANSACT = {
@@ -275,9 +309,16 @@ def _s3(operation: str, params: Mapping[str, Any]) -> list[Request]:
             Request("s3:GetObject", f"arn:aws:s3:::{str(source).lstrip('/')}"),
             Request("s3:PutObject", f"arn:aws:s3:::{bucket}/{params.get('Key')}"),
         ]
+    if operation == "DeleteObjects":  # authorised key by key, as s3:DeleteObject
+        objects = (params.get("Delete") or {}).get("Objects") or []
+        return [Request("s3:DeleteObject", f"arn:aws:s3:::{bucket}/{o['Key']}") for o in objects]
     action = f"s3:{_S3_ACTIONS.get(operation, operation)}"
     if "Key" in params:
         return [Request(action, f"arn:aws:s3:::{bucket}/{params['Key']}")]
+    if action == "s3:ListBucket":  # a listing's prefix is a condition key (None: no prefix)
+        prefix = params.get("Prefix")
+        context = (("s3:prefix", None if prefix is None else str(prefix)),)
+        return [Request(action, f"arn:aws:s3:::{bucket}", context)]
     return [Request(action, f"arn:aws:s3:::{bucket}")]
 
 
@@ -295,7 +336,7 @@ _DENIAL = {  # service → (error code, HTTP status) as the service answers an u
 def judge(service: str, operation: str, params: Mapping[str, Any], role: Role) -> Request | None:
     """The first authorisation `role` lacks for this call, or None if it is allowed."""
     for request in requests_of(service, operation, params, role):
-        if not role.allows(request.action, request.resource):
+        if not role.allows(request.action, request.resource, dict(request.context)):
             return request
     return None
 
