@@ -188,7 +188,13 @@ class Gateway:
         length = int(raw_length)
         uploading = request.command == "PUT" and parts.path.startswith(LOCAL_UPLOAD_ROUTE)
         if length > (UPLOAD_LIMIT if uploading and self._uploads else MAX_REQUEST_BYTES):
-            too_large = json.dumps({"error": {"code": "too_large", "message": "request too large"}})
+            # the same envelope and code as the API's own 413 (a deployed API Gateway answers
+            # a body past its 10 MB with a bare 413 of its own)
+            limit = UPLOAD_LIMIT if uploading else MAX_REQUEST_BYTES
+            message = f"a request body may be at most {limit} bytes; this one is {length}"
+            if not uploading:
+                message += " (a larger payload goes through POST /uploads)"
+            too_large = json.dumps({"error": {"code": "payload_too_large", "message": message}})
             self._reply(request, 413, {"Content-Type": "application/json"}, too_large.encode())
             return
         body = request.rfile.read(length) if length else b""
