@@ -20,6 +20,7 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.ids import IdFactory
 from leasehold.domain.job import DEFAULT_PRIORITY, Budget, Job, JobSpec, Owner, new_job
+from leasehold.domain.limits import keyed_fields
 from leasehold.domain.options import Submission, check_debounce_options, check_kind_known
 from leasehold.domain.policies import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS, MAX_STEPS
 from leasehold.domain.states import JobState
@@ -140,6 +141,9 @@ class Intake:
         store = blobs or self._blobs
         if store is not None:  # the kind saw it whole; the item keeps what fits (LD3)
             job.payload = store.keep(job_id, "payload/{sha}", job.payload)
+            if is_ref(job.payload):  # the claim's keys, read now from the whole payload (LD15)
+                fields = keyed_fields(kind.concurrency or (), kind.rate, spec.payload)
+                job.key_fields = fields or None
         elif sizes.json_bytes(job.payload) > sizes.PAYLOAD_BUDGET:  # no bucket: the item's share
             raise ValidationError(
                 f"'payload' is larger than {sizes.PAYLOAD_BUDGET} bytes, and this engine has no "
@@ -159,7 +163,7 @@ class Intake:
         debounce = self.debounce_for(submission)
         self._take_submission(table, owner, prepared.job.created_at)
         if debounce is not None:
-            return self._accept_debounced(table, prepared.job, debounce)
+            return self._accept_debounced(table, prepared.job, debounce, prepared.spec.payload)
         try:
             outcome = JobStore(table).accept(
                 prepared.job,
@@ -199,10 +203,12 @@ class Intake:
                 check_debounce_options(chosen, submission.options)
         return chosen
 
-    def _accept_debounced(self, table: Table, job: Job, debounce: Debounce) -> Accepted:
+    def _accept_debounced(
+        self, table: Table, job: Job, debounce: Debounce, payload: JsonObject
+    ) -> Accepted:
         """Collapse into the key's pending job, or open its window with `job` (decisions
-        DB1–DB6, store/debounce.py)."""
-        key = debounce.key(job.kind, job.owner, job.payload)
+        DB1–DB6, store/debounce.py). The key is read from the whole `payload` (LD15)."""
+        key = debounce.key(job.kind, job.owner, payload)
         plan = accept_debounced(table, debounced(job, debounce), key, debounce, job.created_at)
         self._telemetry.count("JobsDebounced" if plan.debounced else "JobsAccepted")
         return Accepted(
