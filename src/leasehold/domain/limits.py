@@ -158,9 +158,9 @@ def keyed_fields(
         if field is None:
             continue
         value = payload.get(field)
-        if not isinstance(value, bool) and isinstance(value, str | int):
-            if 1 <= len(str(value)) <= MAX_VALUE_CHARS:
-                out[field] = str(value)
+        usable = not isinstance(value, bool) and isinstance(value, str | int)
+        if usable and 1 <= len(str(value)) <= MAX_VALUE_CHARS:
+            out[field] = str(value)
     return out
 
 
