@@ -278,9 +278,9 @@ def test_extract_reads_the_largest_hostile_document_inside_its_bound(line: str) 
     started = time.process_time()
     extract(hostile)
     elapsed_ms = (time.process_time() - started) * 1000
-    # Then it takes at most half its bound (measured ≤ 0.65 s: the other half is the margin
-    # for a slower CPU than this one)
-    assert elapsed_ms < TOOL_BOUND_MS["extract"] / 2, elapsed_ms
+    # Then it finishes inside its bound (measured ≤ 0.65 s of CPU, more when other processes
+    # share the cores: a quadratic pattern would take minutes)
+    assert elapsed_ms < TOOL_BOUND_MS["extract"], elapsed_ms
 
 
 def test_extract_finds_fields_at_the_end_of_the_largest_document() -> None:
