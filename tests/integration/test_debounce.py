@@ -42,12 +42,15 @@ plain = _kind("plain", None)
 first_large = _kind(
     "first_large", Debounce(by=["payload.account"], seconds=10, keep="first"), 64 * 1024
 )
+last_large = _kind(
+    "last_large", Debounce(by=["payload.account"], seconds=10, keep="last"), 64 * 1024
+)
 
 
 @pytest.fixture
 def tb() -> Iterator[LeaseholdTestbed]:
     ran.clear()
-    with LeaseholdTestbed([last, first, capped, plain, first_large]) as testbed:
+    with LeaseholdTestbed([last, first, capped, plain, first_large, last_large]) as testbed:
         yield testbed
 
 
@@ -349,3 +352,16 @@ def test_a_payload_in_the_data_bucket_is_keyed_by_its_own_field(tb: LeaseholdTes
     assert a1 == a2 and b1 != a1
     tick(tb, 11)
     assert sorted((job, n) for job, n, _ in ran) == sorted([(a1, 1), (b1, 2)])
+
+
+def test_keep_last_with_a_payload_in_the_data_bucket_runs_the_last_one(
+    tb: LeaseholdTestbed,
+) -> None:
+    # the last payload is a blob under its own submission's id: the pending job it collapses
+    # into reads only blobs under its own prefix (LD4), so it is copied there
+    pad = "".join(chr(0x61 + i % 26) for i in range(50 * 1024))
+    ids = [tb.submit("last_large", {"account": "a", "n": n, "pad": pad}) for n in range(3)]
+    assert len(set(ids)) == 1
+    tick(tb, 11)
+    assert tb.state(ids[0]) == "succeeded", tb.view(ids[0])
+    assert [(job, n) for job, n, _ in ran] == [(ids[0], 2)]
