@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 
 from leasehold import Kind, KindDefinitionError, Limit, RetryableError, StepContext
@@ -30,8 +31,11 @@ from leasehold.sdk.engine_kind import EngineKind
 from leasehold.service.jobs import JobService
 from leasehold.service.kinds import JobKind
 from leasehold.service.worker import WorkerService, WorkerSettings
+from leasehold.store.blobs import BlobStore, is_ref
 from leasehold.store.slots import SlotStore, holders_of, holds_declared_slot, slot_item_key
+from leasehold.testing.testbed import DATA_BUCKET
 from tests.support.harness import ALICE, BOB, CAROL, LEASE_MS, Harness
+from tests.support.resources import REGION, create_data_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -91,6 +95,7 @@ per_account = Kind(
     "per_account",
     schema={"type": "object"},
     concurrency=[Limit("tenant", max=3), Limit("payload.account", max=1)],
+    max_payload_bytes=64 * 1024,  # a 50 KiB payload goes to the data bucket (LD15's test)
 )
 
 
@@ -267,6 +272,28 @@ def test_several_limits_apply_to_one_job(harness: Harness) -> None:
     assert gauge.most["account:study-group:acct-1"] == 1
     assert gauge.most["tenant:study-group"] == 2  # two accounts, one job each at a time
     assert gauge.runs["account:other-group:acct-0"] == 1  # its own tenant's acct-0
+
+
+def test_a_payload_in_the_data_bucket_keeps_its_keyed_field_for_the_claim(
+    harness: Harness,
+) -> None:
+    """LD15: 50 KiB payloads go to the data bucket; the claim reads `payload.account` from the
+    item (kept at accept), never the blob: one job of an account at a time, two accounts at
+    once (read from the reference, every job would have shared one `-` entry)."""
+    s3 = boto3.session.Session(region_name=REGION).client("s3")
+    harness.stores.table.blobs = BlobStore(s3, create_data_bucket())
+    pad = "".join(chr(0x61 + i % 26) for i in range(50 * 1024))
+    job_ids = [submit(harness, "per_account", {"account": f"acct-{i % 2}", "pad": pad})
+               for i in range(8)]  # fmt: skip
+    item = harness.store.get(job_ids[0])
+    assert item is not None and is_ref(item.payload)  # in the bucket: the item names it
+    assert item.key_fields == {"account": "acct-0"}
+    outcomes = run_race(harness, job_ids)
+    assert set(outcomes.values()) == {"succeeded"} and len(outcomes) == 8
+    assert gauge.most["account:study-group:acct-0"] == 1
+    assert gauge.most["account:study-group:acct-1"] == 1
+    assert gauge.most["tenant:study-group"] == 2  # two accounts, one job each at a time
+    assert s3.list_objects_v2(Bucket=DATA_BUCKET)["KeyCount"] == 8  # one payload blob each
 
 
 def test_a_job_over_its_limit_waits_queued_saying_for_what(harness: Harness) -> None:

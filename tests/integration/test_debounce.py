@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 ran: list[tuple[str, Any, int]] = []  # (job id, payload's n, clock at the step's start)
 
 
-def _kind(name: str, debounce: Debounce | None) -> Kind:
-    kind = Kind(name, schema={"type": "object"}, debounce=debounce)
+def _kind(name: str, debounce: Debounce | None, most: int = 16 * 1024) -> Kind:
+    kind = Kind(name, schema={"type": "object"}, debounce=debounce, max_payload_bytes=most)
 
     @kind.step()
     def go(ctx: StepContext, payload: dict[str, Any]) -> dict[str, Any]:
@@ -39,12 +39,18 @@ last = _kind("last", Debounce(by=["payload.account"], seconds=10, keep="last"))
 first = _kind("first", Debounce(by=["payload.account"], seconds=10, keep="first"))
 capped = _kind("capped", Debounce(seconds=10, max_wait_seconds=30))
 plain = _kind("plain", None)
+first_large = _kind(
+    "first_large", Debounce(by=["payload.account"], seconds=10, keep="first"), 64 * 1024
+)
+last_large = _kind(
+    "last_large", Debounce(by=["payload.account"], seconds=10, keep="last"), 64 * 1024
+)
 
 
 @pytest.fixture
 def tb() -> Iterator[LeaseholdTestbed]:
     ran.clear()
-    with LeaseholdTestbed([last, first, capped, plain]) as testbed:
+    with LeaseholdTestbed([last, first, capped, plain, first_large, last_large]) as testbed:
         yield testbed
 
 
@@ -334,3 +340,28 @@ def test_job_writes_of_a_debounced_kind_open_then_collapse_the_window(
     assert [(job, n) for job, n, _ in ran] == [(opened.job_id, 2)]
     with pytest.raises(ValidationError, match="pass the Table"):
         job_writes("t", last, {"account": "w"}, tb.owner)
+
+
+def test_a_payload_in_the_data_bucket_is_keyed_by_its_own_field(tb: LeaseholdTestbed) -> None:
+    # LD15: 50 KiB payloads go to the data bucket at accept; the window's key is read from the
+    # whole payload, not from the reference the item keeps (which has no `account`: a 400)
+    pad = "".join(chr(0x61 + i % 26) for i in range(50 * 1024))
+    a1 = tb.submit("first_large", {"account": "a", "n": 1, "pad": pad})
+    b1 = tb.submit("first_large", {"account": "b", "n": 2, "pad": pad})
+    a2 = tb.submit("first_large", {"account": "a", "n": 3, "pad": pad})
+    assert a1 == a2 and b1 != a1
+    tick(tb, 11)
+    assert sorted((job, n) for job, n, _ in ran) == sorted([(a1, 1), (b1, 2)])
+
+
+def test_keep_last_with_a_payload_in_the_data_bucket_runs_the_last_one(
+    tb: LeaseholdTestbed,
+) -> None:
+    # the last payload is a blob under its own submission's id: the pending job it collapses
+    # into reads only blobs under its own prefix (LD4), so it is copied there
+    pad = "".join(chr(0x61 + i % 26) for i in range(50 * 1024))
+    ids = [tb.submit("last_large", {"account": "a", "n": n, "pad": pad}) for n in range(3)]
+    assert len(set(ids)) == 1
+    tick(tb, 11)
+    assert tb.state(ids[0]) == "succeeded", tb.view(ids[0])
+    assert [(job, n) for job, n, _ in ran] == [(ids[0], 2)]

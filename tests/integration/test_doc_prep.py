@@ -84,7 +84,7 @@ def test_a_document_in_the_bucket_is_read_once_by_extract() -> None:
     ("body", "code"),
     [
         (None, "document_not_found"),
-        (b"x" * (16 * 1024 + 1), "document_unreadable"),
+        (b"x" * (512 * 1024 + 1), "document_unreadable"),
         (b"\xff\xfe not utf-8", "document_unreadable"),
         (b"   \n ", "document_unreadable"),
     ],

@@ -7,16 +7,21 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 
 from leasehold.handlers import worker as worker_handler
+from leasehold.testing.testbed import DATA_BUCKET
+from leasehold_apps.doc_agent.kind import MAX_PAYLOAD_BYTES
+from leasehold_apps.doc_agent.spec import MAX_DOCUMENT_BYTES
 from leasehold_dev.local.invoke import LocalContext
 from tests.support.api import Call, acting_as_function, load_event
 from tests.support.documents import s3, sample
-from tests.support.resources import create_documents_bucket
+from tests.support.resources import REGION, create_documents_bucket
 
 MARKER = "ZQXMARKER7731"
 ALICE_KEY = "tenants/study-group/documents/marked.txt"
@@ -82,14 +87,53 @@ def test_an_input_that_could_never_run_is_a_400(
     assert fragment in body["error"]["message"]
 
 
-def test_a_document_over_the_payload_limit_is_a_413_that_says_so(call: Call) -> None:
-    # 16 KiB of text is a document the kind accepts; a payload past the kind's 20 KiB is not
-    status, body = _submit(call, {"document": {"text": "a" * (16 * 1024)}})
+def test_a_document_over_the_limits_is_a_clear_400_or_413(call: Call) -> None:
+    # 512 KiB of text is a document the kind accepts (LD14); 1 byte more is the kind's own 400
+    status, body = _submit(call, {"document": {"text": "a" * MAX_DOCUMENT_BYTES}})
     assert status == 202, body
-    status, body = _submit(call, {"document": {"text": "a" * (21 * 1024)}})
-    # a payload past its kind's limit is 413 `payload_too_large`, as every body too large (LD2)
-    assert status == 413 and body["error"]["code"] == "payload_too_large"
-    assert "20480" in body["error"]["message"] or "20 KiB" in body["error"]["message"], body
+    status, body = _submit(call, {"document": {"text": "a" * (MAX_DOCUMENT_BYTES + 1)}})
+    assert (status, body["error"]["code"]) == (400, "invalid_request"), body
+    assert f"1 to {MAX_DOCUMENT_BYTES} bytes" in body["error"]["message"]
+    # text within 512 KiB whose JSON passes the kind's payload limit (a control character escapes
+    # to 6 bytes: 1.5 MiB) is a 413 `payload_too_large`, as every payload past its kind's limit
+    status, body = _submit(call, {"document": {"text": "\x01" * (MAX_DOCUMENT_BYTES // 2)}})
+    assert (status, body["error"]["code"]) == (413, "payload_too_large"), body
+    assert str(MAX_PAYLOAD_BYTES) in body["error"]["message"], body
+
+
+def test_a_512_kib_document_is_read_whole_through_the_data_bucket(
+    call: Call, run_worker: Any
+) -> None:
+    # Given 512 KiB of text (the most, LD14) whose supplier fields are all at its very end
+    invoice = sample("01-clean-invoice-en.txt")
+    clause = "Terms, clause 000: the goods remain the supplier's until paid in full.\n"
+    room = MAX_DOCUMENT_BYTES - len(invoice.encode())
+    text = clause * (room // len(clause)) + invoice
+    assert MAX_DOCUMENT_BYTES - 100 < len(text.encode()) <= MAX_DOCUMENT_BYTES
+    # When it is submitted inline and a worker runs the job
+    status, accepted = _submit(call, {"document": {"text": text}})
+    assert status == 202, accepted
+    job_id = accepted["job_id"]
+    assert run_worker(job_id) == {"batchItemFailures": []}
+    # Then extract found the fields at its end and validate passed them
+    status, view, _ = call("api-get-job.json", path_id=job_id)
+    assert status == 200 and view["state"] == "succeeded", view
+    fields = view["result"]["fields"]
+    assert fields["supplier_name"] == "Northwind Office Supplies Ltd"
+    assert fields["iban"] == "GB29NWBK60161331926819"
+    assert view["result"]["problems"] == []
+    # And the document lived in the data bucket, never on a table item (each ≤ 64 KB)
+    items = [
+        item
+        for page in boto3.client("dynamodb", region_name=REGION)
+        .get_paginator("scan")
+        .paginate(TableName=os.environ["TABLE_NAME"])
+        for item in page["Items"]
+        if job_id in json.dumps(item, default=str)
+    ]
+    assert items and max(len(json.dumps(i, default=str).encode()) for i in items) <= 64_000
+    keys = s3().list_objects_v2(Bucket=DATA_BUCKET, Prefix=f"jobs/{job_id}/payload/")
+    assert keys["KeyCount"] == 1
 
 
 def test_no_log_line_carries_the_documents_content(
@@ -161,15 +205,16 @@ def test_no_log_line_carries_the_documents_content(
     assert MARKER not in logs
 
 
-def test_an_inline_document_of_16_kib_is_accepted_whatever_its_script(call: Any) -> None:
-    # 16 KiB of UTF-8 text (German umlauts escape to 6 bytes each in ASCII JSON): accepted
-    text = ("Rechnungsnummer: Ü-2026-17 Gesamtbetrag: 1.234,56 EUR äöü\n" * 400)[: 16 * 1024 - 64]
-    while len(text.encode()) > 16 * 1024:
-        text = text[:-1]
+def test_an_inline_document_of_512_kib_is_accepted_whatever_its_script(call: Any) -> None:
+    # 512 KiB of UTF-8 text (German umlauts escape to 6 bytes each in ASCII JSON): accepted
+    line = "Rechnungsnummer: Ü-2026-17 Gesamtbetrag: 1.234,56 EUR äöü\n"
+    data = (line * (MAX_DOCUMENT_BYTES // len(line))).encode()[:MAX_DOCUMENT_BYTES]
+    text = data.decode("utf-8", errors="ignore")  # a character cut in two is left out
+    assert MAX_DOCUMENT_BYTES - 2 <= len(text.encode()) <= MAX_DOCUMENT_BYTES
     body = {"kind": "doc_prep", "payload": {"document": {"text": text}}}
     status, answer, _ = call("api-submit-job.json", body=body)
     assert status == 202, answer
-    # and more than 16 KiB of text is refused by the kind's own rule
+    # and more than 512 KiB of text is refused by the kind's own rule
     body["payload"]["document"]["text"] = text + "ü" * 40
     status, answer, _ = call("api-submit-job.json", body=body)
     assert status == 400

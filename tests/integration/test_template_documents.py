@@ -133,7 +133,7 @@ def test_docs_put_uploads_under_the_users_tenant_and_prints_the_key(
     ("content", "name", "fragment"),
     [
         (b"\xff\xfe", None, "not UTF-8 text"),
-        (b"x" * (16 * 1024 + 1), None, "must be 1 to 16384 bytes"),
+        (b"x" * (512 * 1024 + 1), None, "must be 1 to 524288 bytes"),
         (b"fine", "../escape.txt", "not a usable document key"),
         (b"fine", "a b.txt", "not a usable document key"),
     ],

@@ -9,6 +9,7 @@ import pytest
 from leasehold.domain.errors import ValidationError
 from leasehold_apps.doc_agent.planner import Proposal
 from leasehold_apps.doc_agent.spec import (
+    MAX_DOCUMENT_BYTES,
     DocumentUnreadableError,
     decode_document,
     parse_doc_prep_input,
@@ -79,9 +80,9 @@ def test_tenant_of_key() -> None:
         (None, "must be an object"),
         ({}, "exactly one of"),
         ({"text": "a", "s3_key": KEY}, "exactly one of"),
-        ({"text": ""}, "1 to 16384 bytes"),
+        ({"text": ""}, f"1 to {MAX_DOCUMENT_BYTES} bytes"),
         ({"text": "   \n"}, "not blank"),
-        ({"text": "é" * 8193}, "1 to 16384 bytes"),  # 16386 bytes in UTF-8
+        ({"text": "é" * (MAX_DOCUMENT_BYTES // 2 + 1)}, f"1 to {MAX_DOCUMENT_BYTES} bytes"),
         ({"text": 42}, "must be a string"),
         ({"text": "\ud800"}, "not valid Unicode"),
         ({"text": "a", "url": "http://x"}, "unknown field(s): url"),
@@ -92,7 +93,8 @@ def test_document_shapes_refused(document: Any, fragment: str) -> None:
 
 
 def test_text_at_the_size_limit_is_accepted() -> None:
-    assert parse({"document": {"text": "é" * 8192}}).text is not None  # exactly 16384 bytes
+    # exactly MAX_DOCUMENT_BYTES (1 MiB) of UTF-8
+    assert parse({"document": {"text": "é" * (MAX_DOCUMENT_BYTES // 2)}}).text is not None
 
 
 @pytest.mark.parametrize(
@@ -161,6 +163,6 @@ def test_unknown_top_level_fields_refused() -> None:
 
 def test_decode_document() -> None:
     assert decode_document("\ufeffSupplier: Acme".encode()) == "Supplier: Acme"
-    for data in (b"", b"\xff\xfe\x00", b" \n ", b"x" * (16 * 1024 + 1)):
+    for data in (b"", b"\xff\xfe\x00", b" \n ", b"x" * (MAX_DOCUMENT_BYTES + 1)):
         with pytest.raises(DocumentUnreadableError):
             decode_document(data)

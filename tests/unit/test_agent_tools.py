@@ -13,6 +13,8 @@ import pytest
 from leasehold_apps.doc_agent.draft import draft
 from leasehold_apps.doc_agent.extract import extract
 from leasehold_apps.doc_agent.formats import iban_problem, parse_amount, parse_date, vat_problem
+from leasehold_apps.doc_agent.guard import TOOL_BOUND_MS
+from leasehold_apps.doc_agent.spec import MAX_DOCUMENT_BYTES
 from leasehold_apps.doc_agent.validate import validate
 from leasehold_apps.doc_agent.vocabulary import (
     DEFAULT_REQUIRED_FIELDS,
@@ -262,6 +264,33 @@ def test_extract_is_fast_on_a_hostile_16_kib_document() -> None:
     elapsed_ms = (time.perf_counter() - started) * 1000
     # Then it finishes far inside extract's 2 s bound (catastrophic backtracking takes minutes)
     assert elapsed_ms < 1000, elapsed_ms
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["Date:\n", "a\n", "x   " * 200 + "\n"],
+)
+def test_extract_reads_the_largest_hostile_document_inside_its_bound(line: str) -> None:
+    # Given 512 KiB (the largest document, LD14) of the shapes measured slowest: a label on every
+    # short line (each looks at the next), a bare line by the hundred thousand, wide tables
+    hostile = (line * (MAX_DOCUMENT_BYTES // len(line) + 1))[:MAX_DOCUMENT_BYTES]
+    # When extract runs on it (CPU time: other processes on a shared machine do not count)
+    started = time.process_time()
+    extract(hostile)
+    elapsed_ms = (time.process_time() - started) * 1000
+    # Then it finishes inside its bound (measured ≤ 0.65 s of CPU, more when other processes
+    # share the cores: a quadratic pattern would take minutes)
+    assert elapsed_ms < TOOL_BOUND_MS["extract"], elapsed_ms
+
+
+def test_extract_finds_fields_at_the_end_of_the_largest_document() -> None:
+    filler = "Line item 00000   description of the goods   12 pcs   80.00\n"
+    tail = "Supplier: Northwind Office Supplies Ltd\nIBAN: DE89 3704 0044 0532 0130 00\n"
+    text = filler * ((MAX_DOCUMENT_BYTES - len(tail)) // len(filler)) + tail
+    assert len(text.encode()) <= MAX_DOCUMENT_BYTES
+    fields = extract(text)
+    assert fields["supplier_name"] == "Northwind Office Supplies Ltd"
+    assert fields["iban"] == "DE89370400440532013000"
 
 
 @pytest.mark.parametrize(

@@ -275,7 +275,7 @@ class Client(Transport):
 
     def signal(self, job_id: str, name: str, body: Any = None) -> JsonObject:
         """Send the signal `name` to one of the caller's jobs (`POST /jobs/{job_id}/signals/
-        {name}`) with a JSON body (≤ 16 KiB): a job waiting for it resumes. The view the API
+        {name}`) with a JSON body (≤ 5 MiB): a job waiting for it resumes. The view the API
         answers. `ApiError.Conflict` (`signal_exists`) for a second signal of that name, or one
         after its wait timed out; `ApiError.NotFound` for another's job."""
         path = f"/jobs/{segment(job_id)}/signals/{segment(name)}"

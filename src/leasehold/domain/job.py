@@ -184,6 +184,10 @@ class Job:
     """The children sets this job started: `[step, how many]` each, in order."""
     cap: dict[str, Any] | None = None
     """A child's share of its set's `max_concurrency`: `{"base": slot item, "max": n}`."""
+    key_fields: dict[str, str] | None = None
+    """The payload fields its kind's limits and rates are keyed by (`{"account": "acme"}`),
+    kept on the item when the payload is in the data bucket, so a claim never reads the blob
+    (decision LD15)."""
 
 
 def new_job(

@@ -145,6 +145,25 @@ def key_value(
     return text
 
 
+def keyed_fields(
+    limits: Sequence[Limit], rates: Sequence[Rate], payload: Mapping[str, Any]
+) -> dict[str, str]:
+    """The payload fields `limits` and `rates` are keyed by, as `key_value` reads them (text),
+    for the item of a job whose payload is kept in the data bucket (decision LD15): at most
+    eight fields of at most MAX_VALUE_CHARS each. A field without a usable value is left out
+    (the claim counts it under NO_VALUE, as it would have read it from the payload)."""
+    out: dict[str, str] = {}
+    for limit in (*limits, *(Limit(rate.key, 1) for rate in rates)):
+        field = limit.payload_field
+        if field is None:
+            continue
+        value = payload.get(field)
+        usable = not isinstance(value, bool) and isinstance(value, str | int)
+        if usable and 1 <= len(str(value)) <= MAX_VALUE_CHARS:
+            out[field] = str(value)
+    return out
+
+
 def _scope(key: str, owner: Owner, value: str) -> tuple[str, ...]:
     """Whose a key's items are: the tenant's (and the user's, or the payload value's), or the
     whole kind's (`*`). Parts of an encoded key (decision ID1), never joined: a tenant, user or

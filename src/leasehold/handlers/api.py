@@ -140,6 +140,22 @@ def json_body(required: bool = True) -> Any:
     return body_of(app.current_event.raw_event, required=required)
 
 
+def large_body(instead: str, *, required: bool = True) -> Any:
+    """The body of a route that takes large values (`POST /jobs`, a signal, a callback): up to
+    the API's 5 MiB, past it a 413 `payload_too_large` saying what to do `instead` (LD2, LD13)."""
+    try:
+        return body_of(
+            app.current_event.raw_event, required=required, max_bytes=sizes.API_BODY_LIMIT
+        )
+    except ValidationError as refused:
+        if refused.code == "too_large":
+            raise ValidationError(f"{refused}; {instead}", code="payload_too_large") from None
+        raise
+
+
+_SIGNAL_INSTEAD = "put a larger body in your own bucket and signal its key"
+
+
 def _header(name: str) -> str | None:
     return header_of(app.current_event.raw_event, name)
 
@@ -184,16 +200,10 @@ def submit_job() -> Response:
     # one only starts a new trace, decision TR1).
     _header("traceparent")
     # Parsed here, at the edge: the service takes typed values (decision OW1).
-    try:
-        body = body_of(app.current_event.raw_event, max_bytes=sizes.API_BODY_LIMIT)
-    except ValidationError as refused:
-        if refused.code == "too_large":  # 413, naming what to do instead (decision LD2)
-            raise ValidationError(
-                f"{refused}; upload a larger payload first and name it as 'payload_upload' "
-                "(POST /uploads; Client.submit does it for you, decision LD7)",
-                code="payload_too_large",
-            ) from None
-        raise
+    body = large_body(
+        "upload a larger payload first and name it as 'payload_upload' "
+        "(POST /uploads; Client.submit does it for you, decision LD7)"
+    )
     submission = Submission.from_body(
         body, _header("Idempotency-Key"), known_kinds=service.intake.submittable()
     )
@@ -291,7 +301,9 @@ def decide_approval(job_id: str) -> Response:
 
 @app.post("/jobs/<job_id>/signals/<name>")
 def signal_job(job_id: str, name: str) -> Response:
-    return _json(202, workflows().signal(caller(), job_id, name, json_body(required=False)))
+    owner = caller()
+    body = large_body(_SIGNAL_INSTEAD, required=False)
+    return _json(202, workflows().signal(owner, job_id, name, body))
 
 
 @app.get("/jobs/<job_id>/children")
@@ -305,7 +317,7 @@ def list_children(job_id: str) -> Response:
 @app.post("/callbacks/<token>")
 def callback(token: str) -> Response:
     # No identity (the template's route has no authorizer): the token is the authority.
-    return _json(202, workflows().callback(token, json_body(required=False)))
+    return _json(202, workflows().callback(token, large_body(_SIGNAL_INSTEAD, required=False)))
 
 
 @app.post("/schedules")
@@ -391,7 +403,7 @@ def ops_children(job_id: str) -> Response:
 @app.post("/ops/jobs/<job_id>/signals/<name>")
 def ops_signal(job_id: str, name: str) -> Response:
     who = operator()
-    return _json(202, workflows().ops_signal(who, job_id, name, json_body()))
+    return _json(202, workflows().ops_signal(who, job_id, name, large_body(_SIGNAL_INSTEAD)))
 
 
 @app.get("/ops/kinds")

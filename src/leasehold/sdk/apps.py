@@ -30,7 +30,7 @@ from leasehold.domain.job import Job, Owner
 from leasehold.domain.options import JobOptions, OptionKeywords, Submission, check_idempotency_key
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.domain.tenancy import TenantPolicy
-from leasehold.domain.types import RawItem
+from leasehold.domain.types import JsonObject, RawItem
 from leasehold.sdk.context import Operation, StepContext
 from leasehold.sdk.engine_kind import EngineKind
 from leasehold.sdk.kind import CAPABILITIES, Kind
@@ -222,7 +222,7 @@ def job_writes(
     )
     debounce = intake.debounce_for(submission)
     if debounce is not None:
-        return _debounced_writes(table, prepared.job, debounce)
+        return _debounced_writes(table, prepared.job, debounce, prepared.spec.payload)
     name = table if isinstance(table, str) else table.name
     # a table named only is written as one shard: shard 0 is read at every count (decision SH1)
     shards = table.index_shards if isinstance(table, Table) else 1
@@ -237,11 +237,14 @@ def job_writes(
     )
 
 
-def _debounced_writes(table: Table | str, job: Job, debounce: Debounce) -> NewJob:
-    """A debounced submission's entries: read the key's window (so the table, not its name)."""
+def _debounced_writes(
+    table: Table | str, job: Job, debounce: Debounce, payload: JsonObject
+) -> NewJob:
+    """A debounced submission's entries: read the key's window (so the table, not its name);
+    the key from the whole `payload` (a large one is a reference on `job` already, LD15)."""
     if isinstance(table, str):
         raise ValidationError("a debounced job's writes read its window: pass the Table")
-    key = debounce.key(job.kind, job.owner, job.payload)
+    key = debounce.key(job.kind, job.owner, payload)
     plan = plan_debounced(table, debounced(job, debounce), key, debounce, job.created_at)
     writes = [with_table_name(item, table.name) for item in plan.writes]
     return NewJob(plan.job_id, writes, debounced=plan.debounced)

@@ -47,6 +47,7 @@ from leasehold.service.outcomes import Outcomes
 from leasehold.service.pausing import Parking
 from leasehold.service.telemetry import Telemetry
 from leasehold.store import Stores
+from leasehold.store.blobs import is_ref
 from leasehold.store.leases import ClaimRejection, LeaseStore
 from leasehold.store.queue import Wakeup, WakeupQueue
 from leasehold.store.slots import (
@@ -390,9 +391,9 @@ class Claiming:
         job = self._parts.stores.jobs.get(wakeup.job_id)
         if job is None:
             return Flow()
-        return _flow_of(
-            self._parts.kinds.get(job.kind), job.kind, job.owner, job.payload, job.job_id
-        )
+        # a payload in the data bucket: the keyed fields its accept kept on the item (LD15)
+        fields = (job.key_fields or {}) if is_ref(job.payload) else job.payload
+        return _flow_of(self._parts.kinds.get(job.kind), job.kind, job.owner, fields, job.job_id)
 
     def hand_off(self, wakeup: Wakeup, outcome: str, *, delay_s: int) -> WakeupResult:
         """Put the wake-up back on the queue as a new message `delay_s` out and let this one go

@@ -18,6 +18,7 @@ from leasehold.domain.errors import (
 )
 from leasehold.domain.ids import IdFactory
 from leasehold.domain.job import Job, JobSpec, Owner
+from leasehold.domain.limits import keyed_fields
 from leasehold.domain.options import Submission, check_debounce_options, check_kind_known
 from leasehold.domain.policies import DEFAULT_MAX_ATTEMPTS
 from leasehold.domain.states import JobState
@@ -158,6 +159,9 @@ class Intake:
                 "data bucket (DATA_BUCKET) to keep it in",
                 code="payload_too_large",
             )
+        if is_ref(job.payload):  # the claim's keys, read now from the whole payload (LD15)
+            fields = keyed_fields(kind.concurrency or (), kind.rate, spec.payload)
+            job.key_fields = fields or None
         # The caller's trace, else the current span's, else a new one (decision TR1).
         job.traceparent = current_traceparent(options.traceparent)
         unique = chosen_unique(kind.unique, options.unique, submission.kind)
@@ -193,7 +197,7 @@ class Intake:
         debounce = self.debounce_for(submission)
         self._take_submission(table, owner, prepared.job.created_at)
         if debounce is not None:
-            return self._accept_debounced(table, prepared.job, debounce)
+            return self._accept_debounced(table, prepared.job, debounce, prepared.spec.payload)
         try:
             outcome = JobStore(table).accept(
                 prepared.job,
@@ -233,10 +237,12 @@ class Intake:
                 check_debounce_options(chosen, submission.options)
         return chosen
 
-    def _accept_debounced(self, table: Table, job: Job, debounce: Debounce) -> Accepted:
+    def _accept_debounced(
+        self, table: Table, job: Job, debounce: Debounce, payload: JsonObject
+    ) -> Accepted:
         """Collapse into the key's pending job, or open its window with `job` (decisions
-        DB1–DB6, store/debounce.py)."""
-        key = debounce.key(job.kind, job.owner, job.payload)
+        DB1–DB6, store/debounce.py). The key is read from the whole `payload` (LD15)."""
+        key = debounce.key(job.kind, job.owner, payload)
         plan = accept_debounced(table, debounced(job, debounce), key, debounce, job.created_at)
         self._telemetry.count("JobsDebounced" if plan.debounced else "JobsAccepted")
         return Accepted(

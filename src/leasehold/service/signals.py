@@ -4,12 +4,12 @@ path does not import the workflow engine."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from leasehold.domain import sizes
 from leasehold.domain.clock import Clock
 from leasehold.domain.errors import JobNotFoundError, ValidationError
 from leasehold.domain.job import Job, Owner
@@ -22,11 +22,15 @@ from leasehold.service.telemetry import Telemetry
 from leasehold.service.view import job_view, waiting_for
 from leasehold.service.workflows import Workflows
 from leasehold.store import Stores
+from leasehold.store.blobs import encoded, is_ref
 
 logger = Logger(service="leasehold", child=True)
 
 MAX_SIGNAL_BYTES = 16 * 1024
-"""A signal's body, as a payload: at most 16 KiB of JSON."""
+"""A signal's body kept on its item: at most 16 KiB of JSON (an engine without a data bucket)."""
+MAX_LARGE_SIGNAL_BYTES = sizes.API_BODY_LIMIT
+"""A signal's body with a data bucket (decision LD13): what an API request may carry, 5 MiB;
+a body over the inline limit is written to the bucket and the signal item names it."""
 
 
 class WorkflowService:
@@ -47,13 +51,13 @@ class WorkflowService:
 
     def signal(self, owner: Owner, job_id: str, name: str, body: Any) -> JsonObject:
         """`POST /jobs/{id}/signals/{name}`: the owner's signal (DESIGN §19)."""
-        _check_signal_body(body)
+        self._check_body(body)
         job = self._flows.signal(owner, job_id, name, body)
         return job_view(job, self._kinds, self._clock.now_ms())
 
     def callback(self, token: str, body: Any) -> JsonObject:
         """`POST /callbacks/{token}`: no identity; the token is the authority (DESIGN §19)."""
-        _check_signal_body(body)
+        self._check_body(body)
         job = self._flows.callback(token, body)
         return {"job_id": job.job_id, "accepted": True}
 
@@ -81,7 +85,7 @@ class WorkflowService:
             raise ValidationError('the body must be {"note": ..., "body"?: ...}')
         note = _note(body, required=True)
         sent = body.get("body")
-        _check_signal_body(sent)
+        self._check_body(sent)
         job = self._flows.signal_any(job_id, name, sent)
         self._stores.operator.note_act(
             job_id,
@@ -96,6 +100,19 @@ class WorkflowService:
             extra={"job_id": job_id, "operator": operator.user_id, "signal": name, "note": note},
         )
         return job_view(job, self._kinds, self._clock.now_ms())
+
+    def _check_body(self, body: Any) -> None:
+        """A signal's body: any JSON value but the engine's own reference shape, up to 5 MiB
+        with a data bucket (413 `payload_too_large` past it, as `POST /jobs`), else 16 KiB (400
+        `too_large`: the body rides on the signal item)."""
+        if is_ref(body):
+            raise ValidationError("a signal's body may not be an object whose only key is '$blob'")
+        if self._stores.table.blobs is None:
+            limit, code = MAX_SIGNAL_BYTES, "too_large"
+        else:
+            limit, code = MAX_LARGE_SIGNAL_BYTES, "payload_too_large"
+        if len(encoded(body)) > limit:
+            raise ValidationError(f"a signal's body is at most {limit} bytes", code=code)
 
     def _children_page(
         self,
@@ -148,15 +165,6 @@ def _ops_row(job_id: str, step: int, child: Job | None, now: int) -> JsonObject:
     return row
 
 
-def _check_signal_body(body: Any) -> None:
-    """A signal's body: any JSON value, up to the payload limit (16 KiB)."""
-    size = len(json.dumps(body, separators=(",", ":")).encode())
-    if size > MAX_SIGNAL_BYTES:
-        raise ValidationError(
-            f"a signal's body is at most {MAX_SIGNAL_BYTES} bytes", code="too_large"
-        )
-
-
 def _children_cursor(cursor: str | None, sets: list[tuple[int, int]]) -> tuple[int, int]:
     """`<set>.<index>`, as `children` hands it out; ValidationError for anything else."""
     if cursor is None:
@@ -170,4 +178,4 @@ def _children_cursor(cursor: str | None, sets: list[tuple[int, int]]) -> tuple[i
     return (number, index)
 
 
-__all__ = ["MAX_SIGNAL_BYTES", "WorkflowService"]
+__all__ = ["MAX_LARGE_SIGNAL_BYTES", "MAX_SIGNAL_BYTES", "WorkflowService"]

@@ -56,6 +56,7 @@ from leasehold.service.kinds import Attempt, Disposition, JobKind, WakeupResult
 from leasehold.service.telemetry import Telemetry
 from leasehold.service.tracing import active_traceparent
 from leasehold.store import Stores
+from leasehold.store.blobs import signal_blob
 from leasehold.store.history import entry
 from leasehold.store.queue import Wakeup
 from leasehold.store.waits import WaitStore
@@ -215,7 +216,8 @@ class Workflows:
             )
         if got.timed_out:
             raise SignalTimeoutError(name)
-        return got.body
+        blobs = self._stores.table.blobs  # a large body is read whole, its hash checked (LD13)
+        return got.body if blobs is None else blobs.load(job.job_id, got.body)
 
     def children_views(
         self, job: Job, step: int | None = None, *, start: int = 0, limit: int = 100
@@ -462,6 +464,9 @@ class Workflows:
         now = self._clock.now_ms()
         if job.state in TERMINAL_STATES:
             raise ConflictError(f"job {job.job_id} is {job.state.value}", code="not_waiting")
+        blobs = self._stores.table.blobs  # a large body: its blob first, the item names it
+        if blobs is not None:
+            body = blobs.keep(job.job_id, signal_blob(name), body)
         if not self._waits.put_signal(job, name, body, now=now, token_hash=hashed):
             raise ConflictError(
                 f"signal {name!r} of job {job.job_id} has come already (or its wait timed out)",

@@ -84,6 +84,14 @@ def job_prefix(job_id: str) -> str:
     return f"jobs/{job_id}/"
 
 
+def signal_blob(name: str) -> str:
+    """Where a large body of signal `name` goes under its job's prefix, content-named
+    (`signals/<name>/<sha256[:16]>`): a second send of the name, refused (409) after its blob
+    is written, cannot overwrite the first one's body. A name's `..` (allowed in a signal
+    name, refused in a key `read` follows) is written `._`; the hash keeps keys apart."""
+    return f"signals/{name.replace('..', '._')}/{{sha}}"
+
+
 class BlobStore:
     """The data bucket, as the engine uses it (one per engine, shared by its stores)."""
 

@@ -18,7 +18,7 @@ condition is read again and tried again, a bounded number of times (then a 503).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from leasehold.domain.debounce import Debounce
@@ -27,6 +27,7 @@ from leasehold.domain.ids import key_of
 from leasehold.domain.job import Job
 from leasehold.domain.states import JobState
 from leasehold.domain.types import RawItem
+from leasehold.store.blobs import is_ref
 from leasehold.store.expressions import Expression
 from leasehold.store.guards import new_job_writes
 from leasehold.store.items import (
@@ -72,8 +73,9 @@ def plan_debounced(table: Table, job: Job, key: str, debounce: Debounce, now: in
         pending = job_from_item(pending_item)
         if pending.state is JobState.QUEUED and pending.attempts == 0:
             due = debounce.due(now, int(doc["window_from"]))
+            new = _moved_payload(table, job, pending) if debounce.keep == "last" else job
             return DebouncePlan(
-                pending.job_id, True, [_collapse(pending, pending_item, job, debounce, due)]
+                pending.job_id, True, [_collapse(pending, pending_item, new, debounce, due)]
             )
     writes = new_job_writes(job, shards=table.index_shards)
     expr = Expression()
@@ -93,6 +95,16 @@ def plan_debounced(table: Table, job: Job, key: str, debounce: Debounce, now: in
         put["ExpressionAttributeNames"] = expr.names
         put["ExpressionAttributeValues"] = expr.values
     return DebouncePlan(job.job_id, False, [*writes, {"Put": put}])
+
+
+def _moved_payload(table: Table, job: Job, pending: Job) -> Job:
+    """`job` with its payload as the pending job's item may hold it: a payload in the data bucket
+    is copied under the pending job's prefix (a job reads only its own blobs, LD4), one GET and
+    one PUT; the new job's own blob is never referenced (the lifecycle rule expires it)."""
+    if table.blobs is None or not is_ref(job.payload):
+        return job
+    data = table.blobs.read(job.job_id, job.payload)
+    return replace(job, payload=table.blobs.spill(pending.job_id, "payload/{sha}", data))
 
 
 def _collapse(pending: Job, raw: RawItem, new: Job, debounce: Debounce, due: int) -> dict[str, Any]:
@@ -115,6 +127,10 @@ def _collapse(pending: Job, raw: RawItem, new: Job, debounce: Debounce, due: int
         expr.set("gsi1sk", time_sort_key(due, pending.job_id))
     if debounce.keep == "last":
         expr.set("payload", json.dumps(new.payload, separators=(",", ":")))
+        if new.key_fields:  # the claim's keys follow the payload (LD15)
+            expr.set("key_fields", dict(new.key_fields))
+        elif pending.key_fields:
+            expr.remove("key_fields")
         expr.set("steps_total", new.steps_total)
         if new.step_list is not None:
             expr.set("step_list", new.step_list)

@@ -261,6 +261,8 @@ def new_job_item(job: Job, *, due_indexed: bool = False, shards: int = 1) -> Raw
         doc["parent"] = dict(job.parent)
     if job.cap is not None:
         doc["cap"] = dict(job.cap)
+    if job.key_fields:
+        doc["key_fields"] = dict(job.key_fields)  # a large payload's keyed fields (LD15)
     if job.budget.max_cost is not None:
         doc["max_cost"] = job.budget.max_cost
     if job.budget.max_steps is not None:
@@ -346,4 +348,5 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         parent=doc.get("parent"),
         spawned=doc.get("spawned"),
         cap=doc.get("cap"),
+        key_fields=doc.get("key_fields"),
     )

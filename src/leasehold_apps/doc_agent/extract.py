@@ -23,9 +23,12 @@ from leasehold_apps.doc_agent.formats import (
     ISO_CURRENCIES,
     compact_code,
 )
+from leasehold_apps.doc_agent.spec import MAX_DOCUMENT_BYTES
 from leasehold_apps.doc_agent.vocabulary import FIELD_MAX_JSON_BYTES, KNOWN_FIELDS, clip_json
 
-MAX_TEXT_CHARS: Final = 32 * 1024
+MAX_TEXT_CHARS: Final = MAX_DOCUMENT_BYTES
+"""A document is at most this many bytes (spec.py), so never more characters: all of it is read
+(supplier fields may be near the end of a long one)."""
 MAX_ADDRESS_LINES: Final = 4
 
 
@@ -90,6 +93,14 @@ _LABELS: Final = (
 # An IBAN often sits mid-line ("Bank: Commerzbank, IBAN DE89 …").
 _INLINE_IBAN: Final = re.compile(r"(?<![A-Za-z])iban(?:[\s\-]*nummer)?(?!\w)", re.IGNORECASE)
 _IBAN_LABEL: Final = next(label for label in _LABELS if label.field == "iban")
+# Any label at a segment's start, in one pass, group `l<n>` naming the first that matches (the
+# labels hold no groups of their own): a segment none starts is skipped at once, and one that a
+# label starts is tried from that label on — the same answer as trying each in order, with a
+# fraction of the work on a long document (decision LD14).
+_ANY_LABEL: Final = re.compile(
+    "|".join(f"(?P<l{n}>{label.pattern.pattern})" for n, label in enumerate(_LABELS)),
+    re.IGNORECASE,
+)
 
 _SEGMENT_SPLIT: Final = re.compile(r"\t+| {3,}|\s+[|·•]\s+")
 # After a label: an optional qualifier ("Total (EUR)"), then a separator.
@@ -129,7 +140,7 @@ def extract(text: str) -> dict[str, str]:
     """The supplier fields found in `text` (a subset of vocabulary.KNOWN_FIELDS, in that order),
     each value JSON-bounded by vocabulary.FIELD_MAX_JSON_BYTES. Never raises on odd text."""
     lines = [line.replace("\u00a0", " ").rstrip() for line in text[:MAX_TEXT_CHARS].splitlines()]
-    segmented = [_segments(line) for line in lines]
+    segmented = [_segments(line) if line else [] for line in lines]
     best: dict[str, _Hit] = {}
     supplier_line: int | None = None
     for index, segments in enumerate(segmented):
@@ -170,7 +181,8 @@ def _segments(line: str) -> list[str]:
 
 def _match_label(segment: str) -> tuple[_Label, str] | None:
     """The label a segment starts with (or an IBAN label inside it) and the text after it."""
-    for label in _LABELS:
+    first = _ANY_LABEL.match(segment)
+    for label in _LABELS[int(first.lastgroup[1:]) :] if first and first.lastgroup else ():
         match = label.pattern.match(segment)
         if match is None:
             continue

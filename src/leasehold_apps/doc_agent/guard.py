@@ -37,9 +37,11 @@ from leasehold_apps.doc_agent.planner import Proposal
 from leasehold_apps.doc_agent.spec import DocPrepInput, document_prefix, tenant_of_key
 from leasehold_apps.doc_agent.vocabulary import MAX_TOOL_STEPS, TOOL_ORDER, clip_json
 
-# Upper bounds of one run of each tool on a 16 KiB document, with room for a slow cold CPU
-# (measured on a loaded 2-core machine: extract ≤ 40 ms on 16 KiB adversarial documents,
-# validate and draft < 1 ms).
+# Upper bounds of one run of each tool on a 512 KiB document (spec.MAX_DOCUMENT_BYTES), with
+# room for a slow cold CPU (decision LD14, measured on a loaded 2-core machine: extract ≤ 0.6 s
+# of CPU on 512 KiB adversarial documents — 87,000 lines of a bare "Date:" — ≤ 40 ms on 16 KiB;
+# validate and draft < 1 ms, they read only the ≤ 6 KiB checkpoint). Kept at 2 s so that extract
+# and the margin fit the local stack's 4 s lease.
 TOOL_BOUND_MS: Final = {"extract": 2_000, "validate": 1_000, "draft": 1_000}
 SAFETY_MARGIN_MS: Final = 2_000
 EMPTY_ARGS_SCHEMA: Final = {

@@ -63,9 +63,11 @@ if TYPE_CHECKING:
     from leasehold_apps.doc_agent.planner import Planner, Proposal
 
 KIND_NAME: Final = "doc_prep"
-MAX_PAYLOAD_BYTES: Final = 20 * 1024
-"""An inline document may be 16 KiB of UTF-8 text; its JSON (escapes, required_fields, a
-scripted planner's proposals) gets room around it. Its own rules check the text itself."""
+MAX_PAYLOAD_BYTES: Final = 2 * 512 * 1024 + 16 * 1024
+"""An inline document may be 512 KiB of UTF-8 text (spec.MAX_DOCUMENT_BYTES, decision LD14); its
+JSON gets room around it: twice the text (every `\n`, `"` or `\\` escapes to two bytes) and
+16 KiB for `required_fields` and a scripted planner's proposals. Its own rules check the text
+itself. Over the inline limit the engine keeps the payload in the data bucket (DESIGN §20)."""
 TOOL_REJECTED: Final = "tool_rejected"
 STOP_REASONS: Final = (TOOL_REJECTED,)
 """The stop reasons this kind ends jobs with beyond the engine's own (`budget_exhausted`,
