@@ -70,6 +70,19 @@ def token_window_on_the_wall_clock() -> Iterator[None]:
     moto_transactions.use_token_clock(None)
 
 
+@pytest.fixture(autouse=True)
+def no_running_engine_outlives_its_test() -> Iterator[None]:
+    """A handler's cold start makes its engine the process's running one (`Engine.current()`,
+    what `submit_direct` and `job_writes` use for tenant limits and the data bucket). The next
+    test starts with the engine it found: test_batches' submit-rate test left its engine (a rate
+    of 5, its own table) to test_direct_enqueue, which failed only when run after it."""
+    from leasehold.sdk import apps
+
+    before = apps._running
+    yield
+    apps._running = before
+
+
 @pytest.fixture
 def moto_server() -> Iterator[str]:
     """The local stack's embedded moto server (a thread of this process), its endpoint."""

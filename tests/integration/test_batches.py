@@ -7,6 +7,7 @@ fails, and after a store failure reports what it committed."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -372,7 +373,13 @@ def test_a_batch_counts_each_of_its_jobs_against_the_tenants_submit_rate(
 
     now = [1_800_000_000_123]
     monkeypatch.setattr(SystemClock, "now_ms", lambda self: now[0])
-    call = next(call_fixture(monkeypatch, TENANT_SUBMIT_RATE="5"))
+    # the fixture's generator driven here, and closed: its engine (built with this rate) must
+    # not outlive the test — a later test's submit_direct found it, with this test's table
+    with closing(call_fixture(monkeypatch, TENANT_SUBMIT_RATE="5")) as fixture:
+        _submit_rate_batches(next(fixture), now)
+
+
+def _submit_rate_batches(call: Any, now: list[int]) -> None:
     batch = {"jobs": [_body(i) for i in range(3)]}
     assert call("api-submit-batch.json", body=batch)[0] == 200
     # 3 of 5 taken this second: 3 more do not fit, and none of them is written

@@ -134,6 +134,8 @@ def call_fixture(monkeypatch: pytest.MonkeyPatch, **env_overrides: str) -> Itera
         return answer["statusCode"], json.loads(answer["body"] or "{}"), answer.get("headers") or {}
 
     invoke.roles = roles  # type: ignore[attr-defined]  # read by acting_as_function
-    yield invoke
-    for cached in CACHED:
-        cached.cache_clear()
+    try:
+        yield invoke
+    finally:  # also when a test drives this generator itself and closes it
+        for cached in CACHED:
+            cached.cache_clear()
