@@ -174,6 +174,34 @@ class BlobStore:
         _remember(self._known, (job_id, sha256), ref)
         return {REF: ref}
 
+    def handed(self, from_job: str, value: Any, to_job: str) -> Any:
+        """Job `from_job`'s payload reference as job `to_job`'s own: the blob copied inside the
+        bucket (CopyObject: no byte passes through this function) to `to_job`'s payload key
+        (`jobs/<to_job>/payload/<sha16>`, content-named as `keep` names it), before any item
+        names it, so a job only ever references blobs under its own prefix (LD4, LD19)."""
+        ref = value[REF]
+        source = str(ref.get("key", ""))
+        if not source.startswith(job_prefix(from_job)) or ".." in source:
+            raise ValidationError(f"a reference outside job {from_job}'s data")
+        sha256, size = str(ref["sha256"]), int(ref["size"])
+        key = f"{job_prefix(to_job)}payload/{sha256[:16]}"
+        if self.marks is not None:
+            self.marks.ensure(to_job)  # before the blob, as `spill` (LD10)
+        try:
+            self.s3.copy_object(
+                Bucket=self.bucket,
+                Key=key,
+                CopySource={"Bucket": self.bucket, "Key": source},
+                ContentType="application/json",
+                MetadataDirective="REPLACE",
+            )
+        except (ClientError, BotoCoreError) as failed:
+            raise StoreUnavailableError(f"the data bucket did not copy {key}: {failed}") from None
+        self.puts += 1
+        handed = {"key": key, "size": size, "sha256": sha256}
+        _remember(self._known, (to_job, sha256), handed)
+        return {REF: handed}
+
     def keep_outputs(self, job_id: str, epoch: int, outputs: list[Any]) -> list[Any]:
         """The checkpoint's outputs as the item holds them: small ones inline while together
         within OUTPUTS_INLINE, every other one a reference (each written at most once)."""

@@ -99,12 +99,12 @@ def plan_debounced(table: Table, job: Job, key: str, debounce: Debounce, now: in
 
 def _moved_payload(table: Table, job: Job, pending: Job) -> Job:
     """`job` with its payload as the pending job's item may hold it: a payload in the data bucket
-    is copied under the pending job's prefix (a job reads only its own blobs, LD4), one GET and
-    one PUT; the new job's own blob is never referenced (the lifecycle rule expires it)."""
+    is copied under the pending job's prefix (a job reads only its own blobs, LD4) by one
+    CopyObject, before the collapse names it (LD19); the new job's own blob is never referenced
+    (its item is never written: the sweeper's blob pass removes it, LD11)."""
     if table.blobs is None or not is_ref(job.payload):
         return job
-    data = table.blobs.read(job.job_id, job.payload)
-    return replace(job, payload=table.blobs.spill(pending.job_id, "payload/{sha}", data))
+    return replace(job, payload=table.blobs.handed(job.job_id, job.payload, pending.job_id))
 
 
 def _collapse(pending: Job, raw: RawItem, new: Job, debounce: Debounce, due: int) -> dict[str, Any]:
