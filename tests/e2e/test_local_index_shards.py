@@ -12,12 +12,16 @@ from urllib.parse import quote
 import pytest
 
 from leasehold.store.items import ACTIVE_PARTITION, DUE_PARTITION
-from leasehold.store.shards import base_of
+from leasehold.store.shards import base_of, item_key
 from leasehold_dev.local.stack import StackInfo, client
 from tests.support.localstack import LocalStackProcess
 
+SHARDS = 8
 ACTIVE_JOBS = 100
 DELAYED_JOBS = 60
+"""At least these many jobs of each kind; more are submitted until every shard has one (ids are
+random: 60 ids miss one of 8 shards about once in 400 runs)."""
+MOST_JOBS = 400
 
 
 @pytest.fixture
@@ -44,23 +48,33 @@ def test_active_and_delayed_jobs_spread_over_at_least_8_keys_each(
     stack: LocalStackProcess,
 ) -> None:
     info = StackInfo.load(stack.state)
-    assert info.functions["ApiFunction"].environment["INDEX_SHARDS"] == "8"
+    assert info.functions["ApiFunction"].environment["INDEX_SHARDS"] == str(SHARDS)
     body = {"kind": "synthetic", "payload": {"steps": [{"name": "a"}]}}
-    for index in range(ACTIVE_JOBS + DELAYED_JOBS):
-        delayed = index >= ACTIVE_JOBS
-        request = {**body, "delay_seconds": 3_600} if delayed else body
-        status, _ = stack.request("POST", "/jobs", request, user=["alice", "bob"][index % 2])
-        assert status == 202
+    submitted: dict[str, list[str]] = {ACTIVE_PARTITION: [], DUE_PARTITION: []}
+    for base, least, extra in (
+        (ACTIVE_PARTITION, ACTIVE_JOBS, {}),
+        (DUE_PARTITION, DELAYED_JOBS, {"delay_seconds": 3_600}),
+    ):
+        ids = submitted[base]
+        while len(ids) < least or len({item_key(base, i, SHARDS) for i in ids}) < SHARDS:
+            assert len(ids) < MOST_JOBS, f"{len(ids)} jobs never covered {SHARDS} shards"
+            user = ["alice", "bob"][len(ids) % 2]
+            status, answer = stack.request("POST", "/jobs", {**body, **extra}, user=user)
+            assert status == 202, answer
+            ids.append(answer["job_id"])
+    active_jobs, delayed_jobs = len(submitted[ACTIVE_PARTITION]), len(submitted[DUE_PARTITION])
     keys = index_keys(stack)
     active = {key: n for key, n in keys.items() if base_of(key) == ACTIVE_PARTITION}
     due = {key: n for key, n in keys.items() if base_of(key) == DUE_PARTITION}
     print("active keys:", sorted(active.items()), "due keys:", sorted(due.items()))
-    assert sum(active.values()) == ACTIVE_JOBS and sum(due.values()) == DELAYED_JOBS
-    assert len(active) >= 8 and len(due) >= 8
+    # each job sits under the key its id hashes to, and so each base spreads over all 8 keys
+    for base, seen in ((ACTIVE_PARTITION, active), (DUE_PARTITION, due)):
+        assert seen == Counter(item_key(base, i, SHARDS) for i in submitted[base])
+        assert len(seen) == SHARDS
     # what the operator sees is every job, as before sharding
     status, summary = stack.request("GET", "/ops/summary", user="ops")
     assert status == 200, summary
-    assert (summary["counts"]["active"], summary["delayed"]) == (ACTIVE_JOBS, DELAYED_JOBS)
+    assert (summary["counts"]["active"], summary["delayed"]) == (active_jobs, delayed_jobs)
     listed: list[str] = []
     cursor = None
     for _ in range(20):
@@ -71,4 +85,4 @@ def test_active_and_delayed_jobs_spread_over_at_least_8_keys_each(
         cursor = page.get("next_cursor")
         if not cursor:
             break
-    assert len(listed) == len(set(listed)) == ACTIVE_JOBS + DELAYED_JOBS
+    assert len(listed) == len(set(listed)) == active_jobs + delayed_jobs

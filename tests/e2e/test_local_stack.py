@@ -33,6 +33,14 @@ def test_health_and_identity_through_the_gateway(stack: LocalStackProcess) -> No
 def test_twenty_jobs_over_two_worker_processes_each_succeed_once(stack: LocalStackProcess) -> None:
     stack.start_worker("w1")
     stack.start_worker("w2")
+    # both polling before the first job: on a busy machine a slow-starting w2 could otherwise
+    # find w1 has run all twenty (the check below that both did work would then fail)
+    logs = [stack.workdir / f"{name}.log" for name in ("w1", "w2")]
+    for _ in range(600):
+        if all(log.is_file() and " polling " in log.read_text() for log in logs):
+            break
+        time.sleep(0.1)
+    assert all(" polling " in log.read_text() for log in logs), "a worker never started"
     users = ["alice", "bob", "carol"]
     submitted = []
     for index in range(20):

@@ -19,6 +19,8 @@ from tests.support.localstack import LocalStackProcess
 pytestmark = pytest.mark.e2e
 
 JOBS = 24
+"""At least this many jobs; more are submitted until every shard has some (ids are random)."""
+MOST_JOBS = 200
 QUICK = {"steps": [{"name": "quick"}]}
 DEPTH = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"]
 
@@ -44,11 +46,15 @@ def test_four_shards_carry_the_wakeups_and_one_worker_runs_them_all(
     shards = [info.outputs["WorkQueue"], *(info.outputs[f"WorkQueueShard{n}"] for n in (1, 2, 3))]
     assert len(info.worker_mappings()) == 6  # high, four normal shards, low
     alice = stack.client("alice")
-    # Given jobs submitted while no worker runs: their wake-ups wait on the queues
-    jobs = [alice.submit("synthetic", QUICK).job_id for _ in range(JOBS)]
+    # Given jobs submitted while no worker runs: their wake-ups wait on the queues. Job ids are
+    # random, so 24 of them leave a shard empty about once in 250 runs: submit until each shard
+    # has some (bounded; 200 ids all missing one shard is a 1-in-10^25 event, i.e. a bug)
+    jobs: list[str] = []
     expected = [0, 0, 0, 0]
-    for job_id in jobs:
-        expected[queue_shard(job_id, 4)] += 1
+    while len(jobs) < JOBS or not all(expected):
+        assert len(jobs) < MOST_JOBS, expected
+        jobs.append(alice.submit("synthetic", QUICK).job_id)
+        expected[queue_shard(jobs[-1], 4)] += 1
     sqs = client("sqs", info.endpoint)
     for _ in range(100):  # the relay runs in the stack's own process
         if [_depth(sqs, url) for url in shards] == expected:
