@@ -23,8 +23,9 @@ from leasehold.store.blob_marks import CLAIM_MS, FIRST_LOOK_MS, BlobMarks, mark_
 from leasehold.store.blobs import REF
 from leasehold.store.items import JOB_TTL_SECONDS
 from leasehold.store.shards import shard_of
-from leasehold.testing import LeaseholdTestbed, WorkerCrashed, iam
+from leasehold.testing import LeaseholdTestbed, iam
 from leasehold.testing.testbed import DATA_BUCKET
+from tests.support.blob_crash import crash_after_first_blob
 
 pytestmark = pytest.mark.integration
 
@@ -180,18 +181,7 @@ def test_a_jobs_blobs_go_when_its_item_goes_and_not_before(tb: Any) -> None:
 def test_an_ended_jobs_orphans_go_and_what_it_references_stays(
     tb: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    blobs = tb.runtime.stores.table.blobs
-    real_spill = blobs.spill
-    crashed: list[str] = []
-
-    def spill_then_die(job_id: str, name: str, data: bytes, *, epoch: int | None = None) -> Any:
-        ref = real_spill(job_id, name, data, epoch=epoch)
-        if name == "out/0" and not crashed:  # the blob is in S3; its checkpoint never comes
-            crashed.append(ref[REF]["key"])
-            raise WorkerCrashed("died after the blob, before the checkpoint")
-        return ref
-
-    monkeypatch.setattr(blobs, "spill", spill_then_die)
+    crashed = crash_after_first_blob(tb, monkeypatch, "out/0")
     job_id = tb.submit("gc_twice", {})
     tb.run_until_idle()
     assert crashed == [f"jobs/{job_id}/e1/out/0"]

@@ -17,6 +17,7 @@ from leasehold.domain import sizes
 from leasehold.store.blobs import REF
 from leasehold.testing import LeaseholdTestbed
 from leasehold.testing.testbed import DATA_BUCKET
+from tests.support.blob_crash import crash_after_first_blob
 
 pytestmark = pytest.mark.integration
 
@@ -153,20 +154,7 @@ def _keys(tb: Any, job_id: str) -> list[str]:
 def test_a_crash_between_the_blob_and_its_reference_loses_nothing_and_reuses_nothing(
     tb2: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from leasehold.testing import WorkerCrashed
-
-    blobs = tb2.runtime.stores.table.blobs
-    real_spill = blobs.spill
-    crashed: list[str] = []
-
-    def spill_then_die(job_id: str, name: str, data: bytes, *, epoch: int | None = None) -> Any:
-        ref = real_spill(job_id, name, data, epoch=epoch)
-        if name == "out/0" and not crashed:  # the blob is in S3; its checkpoint never comes
-            crashed.append(ref[REF]["key"])
-            raise WorkerCrashed("died after the blob, before the checkpoint")
-        return ref
-
-    monkeypatch.setattr(blobs, "spill", spill_then_die)
+    crashed = crash_after_first_blob(tb2, monkeypatch, "out/0")
     job_id = tb2.submit("twice", {})
     tb2.run_until_idle()
     assert crashed == [f"jobs/{job_id}/e1/out/0"]

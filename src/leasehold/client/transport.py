@@ -172,19 +172,8 @@ class Transport:
         import urllib3
         from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
-        timeout = urllib3.Timeout(connect=min(self.timeout, 10.0), read=self.timeout)
         try:
-            answer = self._pool.request(
-                method,
-                url,
-                body=data,
-                headers=headers,
-                timeout=timeout,
-                retries=False,
-                redirect=False,
-                preload_content=False,
-            )
-            raw = self._read_answer(answer)
+            status, answer_headers, raw = self._exchange(method, url, data, headers)
         except (NewConnectionError, ConnectTimeoutError) as exc:
             raise Unreachable(f"cannot connect to {self.base_url}: {exc}", sent=False) from exc
         except urllib3.exceptions.HTTPError as exc:
@@ -197,7 +186,28 @@ class Transport:
             parsed = json.loads(raw) if raw else None
         except ValueError:
             parsed = None
-        return Reply(answer.status, dict(answer.headers.items()), parsed, raw)
+        return Reply(status, answer_headers, parsed, raw)
+
+    def _exchange(
+        self, method: str, url: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request, no retry and no redirect, and its answer read whole within `timeout`
+        (`_read_answer`): status, headers, body. urllib3's errors reach the caller."""
+        import urllib3
+
+        timeout = urllib3.Timeout(connect=min(self.timeout, 10.0), read=self.timeout)
+        answer = self._pool.request(
+            method,
+            url,
+            body=data,
+            headers=headers,
+            timeout=timeout,
+            retries=False,
+            redirect=False,
+            preload_content=False,
+        )
+        raw = self._read_answer(answer)
+        return answer.status, dict(answer.headers.items()), raw
 
     def _read_answer(self, answer: urllib3.BaseHTTPResponse) -> bytes:
         """The body, whole, read within `timeout` seconds and at most MAX_ANSWER_BYTES long: a

@@ -74,19 +74,9 @@ def _put(
     answer; `Unreachable` when no answer came."""
     import urllib3
 
-    timeout = urllib3.Timeout(connect=min(transport.timeout, 10.0), read=transport.timeout)
     try:
-        answer = transport._pool.request(
-            method,
-            url,
-            body=data,
-            headers=headers,
-            timeout=timeout,
-            retries=False,
-            redirect=False,
-            preload_content=False,
-        )
-        return answer.status, transport._read_answer(answer)
+        status, _, raw = transport._exchange(method, url, data, headers)
+        return status, raw
     except urllib3.exceptions.HTTPError as failed:
         raise Unreachable(f"the upload to its URL failed: {failed}", sent=True) from failed
 

@@ -158,6 +158,25 @@ class BlobStore:
         """The reference to an upload already checked (its size and hash), copied inside the
         bucket to the job's own payload key (`jobs/<id>/payload/<sha16>`, as `keep` names it),
         so every blob a job references lives under its prefix (decision LD8)."""
+        return self._copied(source_key, job_id, size, sha256)
+
+    def handed(self, from_job: str, value: Any, to_job: str) -> Any:
+        """Job `from_job`'s payload reference as job `to_job`'s own: the blob copied inside the
+        bucket (CopyObject: no byte passes through this function) to `to_job`'s payload key
+        (`jobs/<to_job>/payload/<sha16>`, content-named as `keep` names it), before any item
+        names it, so a job only ever references blobs under its own prefix (LD4, LD19)."""
+        ref = value[REF]
+        source = str(ref.get("key", ""))
+        if not source.startswith(job_prefix(from_job)) or ".." in source:
+            raise ValidationError(f"a reference outside job {from_job}'s data")
+        sha256, size = str(ref["sha256"]), int(ref["size"])
+        if self.marks is not None:
+            self.marks.ensure(to_job)  # before the blob, as `spill` (LD10)
+        return self._copied(source, to_job, size, sha256)
+
+    def _copied(self, source_key: str, job_id: str, size: int, sha256: str) -> Any:
+        """`source_key` copied inside the bucket (CopyObject) to the job's content-named payload
+        key, `jobs/<id>/payload/<sha16>`, and the reference to the copy."""
         key = f"{job_prefix(job_id)}payload/{sha256[:16]}"
         try:
             self.s3.copy_object(
@@ -173,34 +192,6 @@ class BlobStore:
         ref = {"key": key, "size": size, "sha256": sha256}
         _remember(self._known, (job_id, sha256), ref)
         return {REF: ref}
-
-    def handed(self, from_job: str, value: Any, to_job: str) -> Any:
-        """Job `from_job`'s payload reference as job `to_job`'s own: the blob copied inside the
-        bucket (CopyObject: no byte passes through this function) to `to_job`'s payload key
-        (`jobs/<to_job>/payload/<sha16>`, content-named as `keep` names it), before any item
-        names it, so a job only ever references blobs under its own prefix (LD4, LD19)."""
-        ref = value[REF]
-        source = str(ref.get("key", ""))
-        if not source.startswith(job_prefix(from_job)) or ".." in source:
-            raise ValidationError(f"a reference outside job {from_job}'s data")
-        sha256, size = str(ref["sha256"]), int(ref["size"])
-        key = f"{job_prefix(to_job)}payload/{sha256[:16]}"
-        if self.marks is not None:
-            self.marks.ensure(to_job)  # before the blob, as `spill` (LD10)
-        try:
-            self.s3.copy_object(
-                Bucket=self.bucket,
-                Key=key,
-                CopySource={"Bucket": self.bucket, "Key": source},
-                ContentType="application/json",
-                MetadataDirective="REPLACE",
-            )
-        except (ClientError, BotoCoreError) as failed:
-            raise StoreUnavailableError(f"the data bucket did not copy {key}: {failed}") from None
-        self.puts += 1
-        handed = {"key": key, "size": size, "sha256": sha256}
-        _remember(self._known, (to_job, sha256), handed)
-        return {REF: handed}
 
     def keep_outputs(self, job_id: str, epoch: int, outputs: list[Any]) -> list[Any]:
         """The checkpoint's outputs as the item holds them: small ones inline while together
