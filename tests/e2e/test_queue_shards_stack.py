@@ -60,9 +60,9 @@ def test_four_shards_carry_the_wakeups_and_one_worker_runs_them_all(
         if [_depth(sqs, url) for url in shards] == expected:
             break
         time.sleep(0.1)
-    # Then each shard holds exactly the wake-ups of the jobs that hash to it, and all have some
+    # Then each shard holds exactly the wake-ups of the jobs that hash to it (every shard has
+    # some: the loop above submitted until it did)
     assert [_depth(sqs, url) for url in shards] == expected
-    assert all(expected), expected
     # When one worker process starts (one poller per mapping), every job succeeds
     stack.start_worker("w1")
     for job_id in jobs:
